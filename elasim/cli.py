@@ -1,0 +1,5 @@
+"""Command-line interface (placeholder until the CLI lands)."""
+
+
+def main() -> None:
+    """Entry point."""

@@ -1,0 +1,349 @@
+"""The shared vocabulary of elasim: what a policy sees, what it answers, what happened.
+
+Everything in this module is imported by *both* environments, the SimPy simulator
+(``elasim.sim``) and the real ``torch.distributed`` executor (``elasim.executor``).
+That is the point of the project: a policy is a pure decision object, so the same
+object can be driven by a discrete-event model or by a controller that spawns and
+kills real worker processes, and comparing the two runs is a join on shared column
+names rather than a translation.
+
+This module depends on the standard library only (checked by ``tests/test_layering.py``).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, runtime_checkable
+
+__all__ = [
+    "Decision",
+    "DecisionRecord",
+    "EventKind",
+    "JobState",
+    "Observation",
+    "ObservedEvent",
+    "PAUSE_COMPONENTS",
+    "PauseComponents",
+    "Policy",
+    "PolicyBase",
+    "clamp",
+]
+
+
+class EventKind(str, enum.Enum):
+    """What happened to the job; the ``kind`` column of every ``events.parquet``.
+
+    The simulator and the executor log exactly these values, so their event tables
+    can be joined.  The job-level transitions they mark (see :class:`JobState`):
+
+    * ``PREEMPT_NOTICE``: the provider announced that nodes will go (RUNNING stays
+      RUNNING; a graceful policy may checkpoint / scale down before the deadline).
+    * ``PREEMPT``: nodes were taken away.  RUNNING -> RESCALING (survivors remain),
+      or RUNNING -> WAITING (no survivors; the next start restores a checkpoint).
+    * ``SCALE_UP`` / ``SCALE_DOWN``: a membership change that the policy asked for,
+      or the recovery after a preemption.  RESCALING -> RUNNING.
+    * ``CHECKPOINT``: a checkpoint was written.  RUNNING -> CHECKPOINTING -> RUNNING.
+    * ``RESTORE``: state was loaded from a checkpoint.  WAITING -> RESCALING.
+    * ``PAUSE``: the job holds no nodes.  RUNNING/RESCALING -> WAITING.
+    * ``RESUME``: the job gets nodes again after a pause.  WAITING -> RESCALING.
+    * ``DONE``: the target was reached.  RUNNING -> DONE (terminal).
+    """
+
+    PREEMPT_NOTICE = "preempt_notice"
+    PREEMPT = "preempt"
+    SCALE_UP = "scale_up"
+    SCALE_DOWN = "scale_down"
+    CHECKPOINT = "checkpoint"
+    RESTORE = "restore"
+    PAUSE = "pause"
+    RESUME = "resume"
+    DONE = "done"
+
+
+class JobState(str, enum.Enum):
+    """Life cycle of one elastic job, in the simulator and in the executor.
+
+    Legal transitions (anything else is a bug and raises in the drivers)::
+
+        WAITING       -> RESCALING            (nodes granted; acquire + rendezvous + state)
+        RESCALING     -> RUNNING              (first step after the pause)
+        RESCALING     -> WAITING              (all nodes lost while forming the group)
+        RUNNING       -> RESCALING            (membership change: policy or preemption)
+        RUNNING       -> CHECKPOINTING -> RUNNING
+        RUNNING       -> WAITING              (every node lost or released)
+        CHECKPOINTING -> RESCALING | WAITING  (preempted while checkpointing)
+        RUNNING       -> DONE                 (terminal)
+
+    Mirrors the naming of ``torch.distributed.elastic.agent.server.WorkerState``,
+    at the level of the job rather than of one worker group.
+    """
+
+    WAITING = "waiting"
+    RESCALING = "rescaling"
+    RUNNING = "running"
+    CHECKPOINTING = "checkpointing"
+    DONE = "done"
+
+    def can_become(self, other: JobState) -> bool:
+        """Whether ``self -> other`` is a legal transition (see the class docstring)."""
+        return other in _LEGAL_TRANSITIONS[self]
+
+
+_LEGAL_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.WAITING: frozenset({JobState.RESCALING}),
+    JobState.RESCALING: frozenset({JobState.RUNNING, JobState.WAITING, JobState.RESCALING}),
+    JobState.RUNNING: frozenset(
+        {JobState.RESCALING, JobState.CHECKPOINTING, JobState.WAITING, JobState.DONE}
+    ),
+    JobState.CHECKPOINTING: frozenset({JobState.RUNNING, JobState.RESCALING, JobState.WAITING}),
+    JobState.DONE: frozenset(),
+}
+
+#: Names of the components of a rescale pause, identical in the simulator's cost
+#: model, the executor's measurements and the columns of ``events.parquet``.
+PAUSE_COMPONENTS: tuple[str, ...] = ("detect_s", "acquire_s", "rendezvous_s", "state_s", "warmup_s")
+
+
+@dataclass(frozen=True)
+class PauseComponents:
+    """The pause that survivors see during one membership change, split by cause.
+
+    Attributes:
+        detect_s: failure -> survivors notice it; zero for a planned change.
+        acquire_s: getting a node (boot); in the executor, spawning and importing
+            torch before joining.  Survivors only wait for it when nobody survives.
+        rendezvous_s: forming the new process group.
+        state_s: broadcasting the state to newcomers or loading a checkpoint.
+        warmup_s: extra time of the first step after the change.
+    """
+
+    detect_s: float = 0.0
+    acquire_s: float = 0.0
+    rendezvous_s: float = 0.0
+    state_s: float = 0.0
+    warmup_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in PAUSE_COMPONENTS:
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0.0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+    @property
+    def pause_s(self) -> float:
+        """Total pause: the sum of the components."""
+        return self.detect_s + self.acquire_s + self.rendezvous_s + self.state_s + self.warmup_s
+
+    def as_dict(self) -> dict[str, float]:
+        """The components as a plain ``{column: seconds}`` dict."""
+        return {name: float(getattr(self, name)) for name in PAUSE_COMPONENTS}
+
+
+@dataclass(frozen=True)
+class ObservedEvent:
+    """An event as a policy sees it in :attr:`Observation.recent_events`.
+
+    Attributes:
+        time_s: when it happened (environment time).
+        kind: what happened.
+        nodes_before: nodes held (spot + on-demand) before.
+        nodes_after: nodes held after.
+        deadline_s: for ``PREEMPT_NOTICE``, when the nodes will be taken.
+    """
+
+    time_s: float
+    kind: EventKind
+    nodes_before: int
+    nodes_after: int
+    deadline_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """An immutable snapshot of the world, built by the driver before each decision.
+
+    A policy must treat this as read-only (it is frozen; its tuples are immutable).
+    All per-node-count tables are tuples indexed by the node count ``n`` for
+    ``0 <= n <= max_nodes``; entry 0 is always 0.0 throughput.
+
+    Attributes:
+        now_s: environment time in seconds since the start of the run.
+        spot_available: spot nodes obtainable now (including those already held).
+        spot_held: spot nodes the job holds now.
+        on_demand_held: on-demand nodes the job holds now.
+        spot_price_per_hour: current spot price, USD per node-hour.
+        on_demand_price_per_hour: on-demand price, USD per node-hour.
+        progress: effective samples done / target, in [0, 1].
+        remaining_samples: effective samples still to do.
+        throughput_samples_per_s: raw samples/s by node count (estimated or measured).
+        statistical_efficiency: effective samples per raw sample by node count
+            (1.0 everywhere under ``fixed`` global-batch semantics).
+        rescale_cost_s: estimated pause of one planned membership change.
+        deadline_s: the job's deadline, or None.
+        min_nodes: the job cannot run on fewer nodes than this.
+        max_nodes: nor on more.
+        recent_events: events since the previous decision, oldest first.
+    """
+
+    now_s: float
+    spot_available: int
+    spot_held: int
+    on_demand_held: int
+    spot_price_per_hour: float
+    on_demand_price_per_hour: float
+    progress: float
+    remaining_samples: float
+    throughput_samples_per_s: tuple[float, ...]
+    statistical_efficiency: tuple[float, ...]
+    rescale_cost_s: float
+    deadline_s: float | None
+    min_nodes: int
+    max_nodes: int
+    recent_events: tuple[ObservedEvent, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.min_nodes < 1 or self.max_nodes < self.min_nodes:
+            raise ValueError(
+                f"need 1 <= min_nodes <= max_nodes, got {self.min_nodes}, {self.max_nodes}"
+            )
+        if len(self.throughput_samples_per_s) != self.max_nodes + 1:
+            raise ValueError("throughput_samples_per_s must have max_nodes + 1 entries")
+        if len(self.statistical_efficiency) != self.max_nodes + 1:
+            raise ValueError("statistical_efficiency must have max_nodes + 1 entries")
+        for name in ("spot_available", "spot_held", "on_demand_held"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+
+    @property
+    def nodes_held(self) -> int:
+        """Spot plus on-demand nodes held now."""
+        return self.spot_held + self.on_demand_held
+
+    @property
+    def time_left_s(self) -> float | None:
+        """Seconds to the deadline (may be negative), or None without a deadline."""
+        return None if self.deadline_s is None else self.deadline_s - self.now_s
+
+    def goodput(self, nodes: int) -> float:
+        """Effective samples per second on ``nodes`` nodes (0 outside the legal range)."""
+        if nodes < self.min_nodes or nodes > self.max_nodes:
+            return 0.0
+        return self.throughput_samples_per_s[nodes] * self.statistical_efficiency[nodes]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a policy wants: node counts to hold, and when to be asked again.
+
+    Attributes:
+        spot_nodes: spot nodes to hold (the driver never grants more than available).
+        on_demand_nodes: on-demand nodes to hold (always obtainable, at a higher price).
+        wake_after_s: ask again after this many seconds even if nothing changes;
+            None means "only when something changes" (capacity, price, an event).
+    """
+
+    spot_nodes: int
+    on_demand_nodes: int = 0
+    wake_after_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spot_nodes, int) or not isinstance(self.on_demand_nodes, int):
+            raise TypeError("node counts must be ints")
+        if self.spot_nodes < 0 or self.on_demand_nodes < 0:
+            raise ValueError("node counts must be >= 0")
+        if self.wake_after_s is not None and not (
+            math.isfinite(self.wake_after_s) and self.wake_after_s > 0
+        ):
+            raise ValueError("wake_after_s must be a finite number > 0 or None")
+
+    @property
+    def total_nodes(self) -> int:
+        """Spot plus on-demand nodes asked for."""
+        return self.spot_nodes + self.on_demand_nodes
+
+
+def clamp(decision: Decision, obs: Observation) -> Decision:
+    """The one validation both drivers apply to every decision.
+
+    Spot nodes are capped at what is available and at ``max_nodes``; on-demand nodes
+    fill at most the rest up to ``max_nodes``.  A total below ``min_nodes`` cannot run,
+    so it is turned into "hold nothing" rather than paying for idle nodes.
+    """
+    spot = min(decision.spot_nodes, obs.spot_available, obs.max_nodes)
+    on_demand = min(decision.on_demand_nodes, obs.max_nodes - spot)
+    if spot + on_demand < obs.min_nodes:
+        spot, on_demand = 0, 0
+    if spot == decision.spot_nodes and on_demand == decision.on_demand_nodes:
+        return decision
+    return Decision(spot, on_demand, decision.wake_after_s)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A scaling policy: a pure function of the observations so far and its config.
+
+    A policy does no I/O, holds no handle to its environment and never learns whether
+    it is simulated.  It may keep internal state (say, when extra capacity was first
+    seen); two fresh instances with equal configs fed equal observations must return
+    equal decisions.
+    """
+
+    name: ClassVar[str]
+
+    def decide(self, obs: Observation) -> Decision:
+        """Return the node counts to hold from now on."""
+        ...
+
+
+@dataclass(frozen=True)
+class _EmptyConfig:
+    """Placeholder config for policies without options."""
+
+
+class PolicyBase:
+    """Convenience base class: stores a validated ``Config`` and exposes ``name``.
+
+    Subclasses define ``name: ClassVar[str]``, a nested frozen dataclass ``Config``
+    (validating itself in ``__post_init__``) and ``decide``.
+    """
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type] = _EmptyConfig
+
+    def __init__(self, config: object | None = None) -> None:
+        if config is None:
+            config = self.Config()
+        if not isinstance(config, self.Config):
+            raise TypeError(f"{type(self).__name__} needs a {self.Config.__name__}, got {config!r}")
+        self.config = config
+
+    def decide(self, obs: Observation) -> Decision:  # pragma: no cover - abstract
+        """Return the node counts to hold from now on."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config!r})"
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One turn of the observe -> decide -> apply loop, as both drivers log it.
+
+    The simulator's driver and the executor's controller each keep a tuple of these;
+    the parity test compares the two logs for the same trace and policy.
+
+    Attributes:
+        time_s: environment (trace) time of the decision.
+        spot_available: spot nodes available when deciding.
+        spot_held: spot nodes held when deciding.
+        on_demand_held: on-demand nodes held when deciding.
+        decision: the clamped decision that was applied.
+    """
+
+    time_s: float
+    spot_available: int
+    spot_held: int
+    on_demand_held: int
+    decision: Decision
