@@ -1,0 +1,24 @@
+"""The SimPy simulator: one elastic job, one trace, one policy.
+
+``simulate(trace, policy, job, config) -> SimResult`` is the whole public surface;
+``write_result`` turns the result into files.  See :mod:`elasim.sim.driver` for the
+model and its assumptions.
+"""
+
+from __future__ import annotations
+
+from .config import RescaleMode, SimConfig, SimResult, Timeline, young_daly_interval_s
+from .driver import pause_for, simulate
+from .results import timeline_frame, write_result
+
+__all__ = [
+    "RescaleMode",
+    "SimConfig",
+    "SimResult",
+    "Timeline",
+    "pause_for",
+    "simulate",
+    "timeline_frame",
+    "write_result",
+    "young_daly_interval_s",
+]

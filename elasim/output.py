@@ -1,0 +1,199 @@
+"""Writing results: ``summary.json``, ``events.parquet``, ``timeline.parquet``, plots.
+
+The simulator and the executor write through these functions so their outputs share
+one schema (the columns are :data:`elasim.policies.EVENT_COLUMNS`).  Every file is
+written atomically (temporary file, fsync, rename): an interrupted run never leaves a
+half-written result next to good ones.  No simpy, no torch here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from elasim.policies import EVENT_COLUMNS, EventKind, EventRecord
+
+__all__ = [
+    "atomic_write",
+    "events_frame",
+    "json_ready",
+    "plot_timeline",
+    "write_json",
+    "write_parquet",
+]
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Write ``path`` via ``write(tmp_path)``, then fsync and rename over the target.
+
+    Args:
+        path: final location.
+        write: callback that writes the complete file to the temporary path it gets.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return target
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return target
+
+
+def json_ready(value: Any) -> Any:
+    """Replace NaN/inf by None and numpy scalars by Python ones, recursively."""
+    if isinstance(value, Mapping):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_json(path: str | Path, data: Mapping[str, Any]) -> Path:
+    """Atomically write ``data`` as pretty, key-ordered JSON (stable bytes)."""
+    text = json.dumps(json_ready(data), indent=2, sort_keys=False) + "\n"
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_parquet(path: str | Path, frame: pd.DataFrame) -> Path:
+    """Atomically write a DataFrame as parquet (pyarrow)."""
+    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, engine="pyarrow", index=False))
+
+
+def events_frame(
+    events: Iterable[EventRecord], extra: Mapping[str, Sequence[Any]] | None = None
+) -> pd.DataFrame:
+    """Events as a DataFrame with the shared columns (and optional extra columns)."""
+    rows = [event.as_row() for event in events]
+    frame = pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
+    frame = frame.astype(
+        {
+            "time_s": "float64",
+            "kind": "string",
+            "nodes_before": "int64",
+            "nodes_after": "int64",
+            "pause_s": "float64",
+            "lost_work_h": "float64",
+            "lost_samples": "float64",
+            "lost_steps": "int64",
+        }
+    )
+    for column, values in (extra or {}).items():
+        frame[column] = list(values)
+    return frame
+
+
+def plot_timeline(
+    path: str | Path,
+    timeline: pd.DataFrame,
+    events: pd.DataFrame,
+    *,
+    title: str = "",
+    time_column: str = "time_s",
+) -> Path:
+    """Availability vs nodes held vs progress, with preemptions and rescales marked.
+
+    Args:
+        path: PNG to write.
+        timeline: needs ``time_s``, ``spot_available``, ``nodes_held``, ``progress``.
+        events: ``events.parquet`` rows.
+        title: figure title.
+        time_column: column of ``timeline`` / ``events`` holding seconds.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(11, 4.8), dpi=110)
+    if len(timeline):
+        hours = timeline[time_column].to_numpy() / 3600.0
+        ax.fill_between(
+            hours, timeline["spot_available"], step="post", color="0.85", label="spot available"
+        )
+        ax.step(
+            hours,
+            timeline["nodes_held"],
+            where="post",
+            color="tab:blue",
+            lw=1.6,
+            label="nodes held",
+        )
+        if "on_demand_held" in timeline and timeline["on_demand_held"].any():
+            ax.step(
+                hours,
+                timeline["on_demand_held"],
+                where="post",
+                color="tab:orange",
+                lw=1.2,
+                label="on-demand held",
+            )
+        ax2 = ax.twinx()
+        ax2.plot(
+            hours,
+            100.0 * timeline["progress"].to_numpy(),
+            color="tab:green",
+            lw=1.4,
+            label="progress (%)",
+        )
+        ax2.set_ylabel("progress (%)")
+        ax2.set_ylim(0, 105)
+        ax2.legend(loc="lower right", fontsize=8)
+    marks = {
+        EventKind.PREEMPT.value: ("tab:red", "x", "preemption"),
+        EventKind.SCALE_UP.value: ("tab:purple", "^", "scale up"),
+        EventKind.SCALE_DOWN.value: ("tab:brown", "v", "scale down"),
+        EventKind.RESUME.value: ("tab:cyan", ">", "resume"),
+    }
+    if len(events):
+        for kind, (color, marker, label) in marks.items():
+            rows = events[events["kind"] == kind]
+            if len(rows):
+                ax.scatter(
+                    rows[time_column] / 3600.0,
+                    rows["nodes_after"],
+                    color=color,
+                    marker=marker,
+                    s=28,
+                    zorder=5,
+                    label=label,
+                )
+    ax.set_xlabel("time (h)")
+    ax.set_ylabel("nodes")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper left", fontsize=8, ncol=3)
+    ax.set_title(title)
+    fig.tight_layout()
+
+    def save(tmp: Path) -> None:
+        fig.savefig(tmp, format="png")
+
+    try:
+        return atomic_write(path, save)
+    finally:
+        plt.close(fig)

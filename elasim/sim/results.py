@@ -1,0 +1,39 @@
+"""Turning a :class:`~elasim.sim.config.SimResult` into files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from elasim.output import events_frame, plot_timeline, write_json, write_parquet
+
+from .config import SimResult
+
+__all__ = ["timeline_frame", "write_result"]
+
+
+def timeline_frame(result: SimResult) -> pd.DataFrame:
+    """The timeline as a DataFrame (nodes held, available, price, progress over time)."""
+    return pd.DataFrame(result.timeline.as_columns())
+
+
+def write_result(result: SimResult, out_dir: str | Path, *, plot: bool = True) -> dict[str, Path]:
+    """Write ``summary.json``, ``events.parquet``, ``timeline.parquet`` and ``timeline.png``.
+
+    ``summary.json`` holds only deterministic figures, so the same inputs and seed
+    give the same bytes; wall-clock measurements belong in the caller's run info.
+    """
+    out = Path(out_dir)
+    events = events_frame(result.events)
+    timeline = timeline_frame(result)
+    paths = {
+        "summary": write_json(out / "summary.json", result.summary()),
+        "events": write_parquet(out / "events.parquet", events),
+        "timeline": write_parquet(out / "timeline.parquet", timeline),
+    }
+    if plot:
+        inputs = dict(result.metadata)
+        title = f"{inputs.get('policy', '')} on {inputs.get('trace', '')} ({inputs.get('job', '')})"
+        paths["plot"] = plot_timeline(out / "timeline.png", timeline, events, title=title)
+    return paths

@@ -1,0 +1,59 @@
+"""Shared fixtures: tiny traces and a scripted policy for hand-computed tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from elasim.job import JobSpec, load_job
+from elasim.policies import Decision, Observation
+from elasim.traces.model import CapacityTrace, TraceMetadata
+
+DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).resolve().parents[1]
+SHARED_TRACES = REPO.parent / "shared" / "traces-real"
+
+
+class ScriptedPolicy:
+    """A policy driven by a plain function of the observation (tests only)."""
+
+    name = "scripted"
+
+    def __init__(self, fn: Callable[[Observation], Decision]) -> None:
+        self.fn = fn
+        self.seen: list[Observation] = []
+
+    def decide(self, obs: Observation) -> Decision:
+        self.seen.append(obs)
+        return self.fn(obs)
+
+
+def greedy_fn(obs: Observation) -> Decision:
+    return Decision(min(obs.spot_available, obs.max_nodes))
+
+
+def capacity(times, available, prices=None, duration_s=None, od_price=None) -> CapacityTrace:
+    return CapacityTrace(
+        name="test",
+        time_s=np.asarray(times, dtype=float),
+        available=np.asarray(available, dtype=np.int64),
+        price_per_hour=None if prices is None else np.asarray(prices, dtype=float),
+        metadata=TraceMetadata(on_demand_price_per_hour=od_price, synthetic=True),
+        duration_s=duration_s,
+    )
+
+
+@pytest.fixture
+def tiny_job() -> JobSpec:
+    """1 sample/s per node, 36,000 samples, fixed batch of 1, no rescale costs."""
+    return load_job(DATA / "tiny_job.toml")
+
+
+@pytest.fixture
+def shared_traces() -> Path:
+    if not SHARED_TRACES.is_dir():
+        pytest.skip("../shared/traces-real is not beside the checkout")
+    return SHARED_TRACES
