@@ -440,15 +440,10 @@ def list_jobs() -> None:
     from elasim.job import job_presets, load_job
 
     table = Table(title="job presets")
-    for column in (
-        "name",
-        "description",
-        "nodes",
-        "batch",
-        "1-node samples/s",
-        "max-node samples/s",
-    ):
-        table.add_column(column)
+    table.add_column("name", no_wrap=True)
+    table.add_column("description", ratio=1)
+    for column in ("nodes", "batch", "1-node samples/s", "max-node samples/s"):
+        table.add_column(column, justify="right")
     for name, description in job_presets().items():
         spec = load_job(name)
         table.add_row(
@@ -472,8 +467,10 @@ def traces_list() -> None:
 
     infos = _run_guarded(bundled_traces)
     table = Table(title="bundled traces (see traces/README.md for provenance)")
-    for column in ("name", "kind", "rows", "duration (h)", "max", "source"):
-        table.add_column(column)
+    table.add_column("name", no_wrap=True)
+    for column in ("kind", "rows", "duration (h)", "max"):
+        table.add_column(column, justify="right")
+    table.add_column("source (abridged)")
     for info in infos:
         table.add_row(
             info.name,
@@ -481,7 +478,7 @@ def traces_list() -> None:
             _fmt(info.rows),
             _fmt(info.duration_h, 1),
             _fmt(info.max_value),
-            info.source,
+            info.source if len(info.source) <= 60 else info.source[:59] + "…",
         )
     out_console.print(table)
 

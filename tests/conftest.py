@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from elasim.policies import Decision, Observation
-from elasim.traces.model import CapacityTrace, TraceMetadata
 
 from elasim.job import JobSpec, load_job
+from elasim.policies import Decision, Observation
+from elasim.traces.model import CapacityTrace, TraceMetadata
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[1]

@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pytest
 from conftest import ScriptedPolicy, capacity, greedy_fn
-from elasim.policies import Decision, EventKind
 
 from elasim.job import BatchSemantics
+from elasim.policies import Decision, EventKind
 from elasim.sim import RescaleMode, SimConfig, pause_for, simulate, young_daly_interval_s
 
 H = 3600.0

@@ -1,5 +1,9 @@
 """Where the elastic job's capacity comes from: a replayed spot trace or a shared cluster.
 
+Both sources cap what they report at the job's ``max_nodes``: capacity the job can
+never use is not a change the job (or its policy) needs to hear about, and skipping
+those changes is what keeps the full Philly trace fast.
+
 A capacity source is a SimPy process that calls ``sink.on_capacity(available, price)``
 whenever the nodes obtainable by the elastic job (or their price) change, and
 ``sink.on_notice(drop_time_s, available_after)`` ahead of a drop when the provider
@@ -56,13 +60,15 @@ class SpotTraceSource:
         start_offset_s: float = 0.0,
         notice_s: float = 0.0,
         default_price_per_hour: float = 0.0,
+        cap_nodes: int | None = None,
     ) -> None:
         self.trace = trace
         self.period_s = float(trace.duration_s)
         self.start_offset_s = float(start_offset_s) % self.period_s
         self.notice_s = float(notice_s)
         self._times = [float(t) for t in trace.time_s]
-        self._available = [int(a) for a in trace.available]
+        cap = cap_nodes if cap_nodes is not None else int(np.max(trace.available, initial=0))
+        self._available = [min(int(a), cap) for a in trace.available]
         if trace.price_per_hour is None:
             self._prices = [float(default_price_per_hour)] * len(self._times)
         else:
@@ -139,8 +145,10 @@ class ClusterSource:
         gpus_per_node: int,
         price_per_hour: float = 0.0,
         start_offset_s: float = 0.0,
+        cap_nodes: int | None = None,
     ) -> None:
         self.trace = trace
+        self.cap_nodes = cap_nodes if cap_nodes is not None else cluster_gpus // gpus_per_node
         self.cluster_gpus = int(cluster_gpus)
         self.gpus_per_node = int(gpus_per_node)
         self.price_per_hour = float(price_per_hour)
@@ -162,7 +170,7 @@ class ClusterSource:
         self._queue: deque[tuple[float, int]] = deque()
         self._env: simpy.Environment | None = None
         self._sink: CapacitySink | None = None
-        self._last_available = self.cluster_gpus // self.gpus_per_node
+        self._last_available = self._available()
 
     @property
     def prior_mtbf_s(self) -> float:
@@ -171,10 +179,10 @@ class ClusterSource:
 
     def initial(self) -> tuple[int, float]:
         """The cluster starts empty of background work."""
-        return self.cluster_gpus // self.gpus_per_node, self.price_per_hour
+        return self._available(), self.price_per_hour
 
     def _available(self) -> int:
-        return (self.cluster_gpus - self.used_gpus) // self.gpus_per_node
+        return min((self.cluster_gpus - self.used_gpus) // self.gpus_per_node, self.cap_nodes)
 
     def _publish(self) -> None:
         available = self._available()

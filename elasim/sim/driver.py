@@ -186,6 +186,8 @@ class SimJob:
         self._wake: simpy.Event | None = None
         self._token = 0
         self.rescale_cost_estimate_s = self._planned_rescale_estimate()
+        self._ckpt_interval_s = self._estimate_checkpoint_interval_s()
+        self._timer_at_s = math.inf
         self._tl: dict[str, list[Any]] = {
             k: []
             for k in (
@@ -403,6 +405,7 @@ class SimJob:
         self.group_spot -= victims
         after = self.group
         self.preemptions += 1
+        self._refresh_checkpoint_interval()
         survivors = after if self.mode is RescaleMode.INPLACE else 0
         lead_s = 0.0 if notice_at_s is None else now - notice_at_s
         needs_ckpt = survivors == 0
@@ -571,6 +574,8 @@ class SimJob:
             self.booting.append([self.env.now + self.job.rescale.boot_s, add_spot, add_od])
 
     def _join_ready_boots(self) -> None:
+        if not self.booting:
+            return
         now = self.env.now
         ready = [b for b in self.booting if b[0] <= now + _EPS]
         if not ready:
@@ -592,6 +597,13 @@ class SimJob:
         )
 
     def _checkpoint_interval_s(self) -> float:
+        return self._ckpt_interval_s
+
+    def _refresh_checkpoint_interval(self) -> None:
+        """Re-estimate the interval (after every checkpoint and preemption)."""
+        self._ckpt_interval_s = self._estimate_checkpoint_interval_s()
+
+    def _estimate_checkpoint_interval_s(self) -> float:
         configured = self.config.checkpoint_interval_s
         if configured is not None:
             return configured
@@ -657,6 +669,7 @@ class SimJob:
                 self.ckpt_pending_progress = self.progress
                 self.run_since_ckpt_s = 0.0
                 self.checkpoints += 1
+                self._refresh_checkpoint_interval()
                 self._set_state(JobState.CHECKPOINTING)
                 self.pause_end_s = now + self.ckpt_cost_s
                 self._event(EventKind.CHECKPOINT, n, n, PauseComponents(state_s=self.ckpt_cost_s))
@@ -667,6 +680,7 @@ class SimJob:
 
     def _on_timer(self, token: int) -> None:
         if token == self._token:
+            self._timer_at_s = math.inf
             self._poke()
 
     def process(self) -> Iterator[simpy.Event]:
@@ -685,11 +699,14 @@ class SimJob:
             deadline = self._next_deadline()
             if env.now >= self.horizon_s - _EPS:
                 break
-            self._token += 1
             wake = self._wake = env.event()
-            if math.isfinite(deadline):
-                timer = env.timeout(max(deadline - env.now, 0.0))
-                timer.callbacks.append(lambda _ev, tok=self._token: self._on_timer(tok))
+            if deadline != self._timer_at_s:
+                # a timer for the same instant is still pending: keep it, else replace it
+                self._token += 1
+                self._timer_at_s = deadline
+                if math.isfinite(deadline):
+                    timer = env.timeout(max(deadline - env.now, 0.0))
+                    timer.callbacks.append(lambda _ev, tok=self._token: self._on_timer(tok))
             yield wake
             self._wake = None
             self._advance()
@@ -779,6 +796,7 @@ def simulate(
             gpus_per_node=job.nodes.gpus_per_node,
             price_per_hour=config.cluster_price_per_hour,
             start_offset_s=offset,
+            cap_nodes=job.nodes.max,
         )
         od_price = config.on_demand_price_per_hour
     else:
@@ -788,7 +806,9 @@ def simulate(
         od_price = config.on_demand_price_per_hour
         if od_price is None:
             od_price = trace.metadata.on_demand_price_per_hour
-        source = SpotTraceSource(trace, start_offset_s=offset, notice_s=config.notice_s)
+        source = SpotTraceSource(
+            trace, start_offset_s=offset, notice_s=config.notice_s, cap_nodes=job.nodes.max
+        )
     sim_job = SimJob(env, job, policy, config, source, math.inf if od_price is None else od_price)
     env.process(sim_job.process())
     env.process(source.process(env, sim_job))

@@ -1,0 +1,219 @@
+"""The CLI as a user meets it: outputs, files, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from elasim.cli import app
+from elasim.policies import EVENT_COLUMNS
+
+runner = CliRunner()
+
+REQUIRED_KEYS = {
+    "completion_time_h",
+    "cost_usd",
+    "spot_node_hours",
+    "on_demand_node_hours",
+    "mean_nodes",
+    "rescales",
+    "preemptions",
+    "lost_work_h",
+    "rescale_overhead_h",
+    "checkpoint_overhead_h",
+    "convergence_cost_h",
+    "deadline_met",
+    "events_processed",
+    "wall_time_s",
+}
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_simulate_json_prints_exactly_one_object_with_the_documented_keys():
+    result = invoke("simulate", "--trace", "spot_us_east.csv", "--policy", "greedy", "--json")
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1
+    summary = json.loads(lines[0])
+    assert REQUIRED_KEYS <= summary.keys()
+    assert summary["deadline_met"] is None
+    assert summary["completed"] is True
+    assert summary["completion_time_h"] > 0 and summary["cost_usd"] > 0
+
+
+def test_simulate_table_is_the_default():
+    result = invoke("simulate", "--trace", "spot_us_east.csv", "--policy", "greedy")
+    assert result.exit_code == 0, result.output
+    assert "completion time (h)" in result.stdout
+
+
+def test_simulate_out_writes_all_files(tmp_path: Path):
+    out = tmp_path / "run"
+    result = invoke(
+        "simulate", "-t", "spot_us_east.csv", "-p", "greedy", "--notice-s", "30", "--out", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    for name in ("summary.json", "events.parquet", "timeline.parquet", "timeline.png"):
+        assert (out / name).stat().st_size > 0, name
+    events = pd.read_parquet(out / "events.parquet")
+    assert list(events.columns) == list(EVENT_COLUMNS)
+    assert {"preempt", "scale_up", "checkpoint"} <= set(events["kind"])
+    timeline = pd.read_parquet(out / "timeline.parquet")
+    assert {"time_s", "spot_available", "nodes_held", "price_per_hour", "progress"} <= set(
+        timeline.columns
+    )
+    assert timeline["progress"].iloc[-1] == pytest.approx(1.0)
+
+
+def test_same_seed_gives_identical_summary_bytes(tmp_path: Path):
+    args = [
+        "-t",
+        "spot_us_west.csv",
+        "-p",
+        "hysteresis",
+        "--seed",
+        "3",
+        "--start-offset-s",
+        "random",
+    ]
+    for name in ("a", "b"):
+        result = invoke("simulate", *args, "--out", str(tmp_path / name), "--no-plot")
+        assert result.exit_code == 0, result.output
+    first = (tmp_path / "a" / "summary.json").read_bytes()
+    assert first == (tmp_path / "b" / "summary.json").read_bytes()
+    result = invoke(
+        "simulate",
+        *args[:-4],
+        "--seed",
+        "4",
+        "--start-offset-s",
+        "random",
+        "--out",
+        str(tmp_path / "c"),
+        "--no-plot",
+    )
+    assert result.exit_code == 0
+    assert first != (tmp_path / "c" / "summary.json").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "policy", ["fixed", "greedy", "hysteresis", "price", "deadline", "goodput"]
+)
+def test_every_builtin_policy_runs_from_the_cli(policy: str):
+    result = invoke(
+        "simulate", "-t", "spot_us_east.csv", "-p", policy, "--deadline-h", "30", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["deadline_met"] in (True, False)
+
+
+def test_shared_cluster_trace_needs_and_uses_cluster_gpus():
+    result = invoke("simulate", "-t", "philly_jobs.csv", "-p", "greedy", "--json")
+    assert result.exit_code == 2
+    assert "--cluster-gpus" in result.stderr
+    result = invoke(
+        "simulate", "-t", "philly_jobs.csv", "-p", "greedy", "--cluster-gpus", "64", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["completed"] is True
+
+
+def _one_line_error(result, *needles: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    text = result.stderr.strip()
+    assert len(text.splitlines()) == 1, text
+    for needle in needles:
+        assert needle in text, text
+
+
+def test_malformed_trace_names_file_line_and_column(tmp_path: Path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time_s,available,price_per_hour\n0,1,0.5\n60,x,0.5\n")
+    result = invoke("simulate", "--trace", str(bad), "--policy", "greedy")
+    _one_line_error(result, f"{bad}:3:2")
+    result = invoke("traces", "validate", str(bad))
+    _one_line_error(result, f"{bad}:3:2")
+
+
+def test_missing_trace_unknown_policy_bad_option_bad_job(tmp_path: Path):
+    _one_line_error(invoke("simulate", "-t", "no_such_trace.csv"), "no_such_trace.csv")
+    _one_line_error(invoke("simulate", "-t", "spot_us_east.csv", "-p", "nope"), "greedy")
+    _one_line_error(
+        invoke("simulate", "-t", "spot_us_east.csv", "-p", "greedy", "--set", "bogus=1"), "bogus"
+    )
+    _one_line_error(
+        invoke("simulate", "-t", "spot_us_east.csv", "--checkpoint-interval-s", "soon"),
+        "checkpoint-interval-s",
+    )
+    job = tmp_path / "job.toml"
+    job.write_text('name = "x"\n[work]\ntarget_samples = = 3\n')
+    _one_line_error(invoke("simulate", "-t", "spot_us_east.csv", "--job", str(job)), f"{job}:3:")
+
+
+def test_policies_and_jobs_listings():
+    result = invoke("policies")
+    assert result.exit_code == 0
+    for name in ("fixed", "greedy", "hysteresis", "price", "deadline", "goodput"):
+        assert name in result.stdout
+    result = invoke("jobs")
+    assert result.exit_code == 0
+    assert "resnet50_v100" in result.stdout
+
+
+def test_traces_list_show_import(tmp_path: Path, shared_traces: Path):
+    result = invoke("traces", "list")
+    assert result.exit_code == 0 and "spot_us_east.csv" in result.stdout
+    png = tmp_path / "t.png"
+    result = invoke("traces", "show", "spot_us_east.csv", "--out", str(png), "--json")
+    assert result.exit_code == 0, result.output
+    assert png.stat().st_size > 0
+    src = shared_traces / "bamboo" / "traces" / "p3-trace.csv"
+    out = tmp_path / "p3.csv"
+    result = invoke("traces", "import", "--format", "bamboo", str(src), str(out))
+    assert result.exit_code == 0, result.output
+    assert invoke("traces", "validate", str(out)).exit_code == 0
+    # the wrong format for a file is a one-line error too
+    _one_line_error(
+        invoke("traces", "import", "--format", "skypilot", str(src), str(tmp_path / "x.csv")),
+        str(src),
+    )
+
+
+def test_sweep_writes_table_and_pareto_plot(tmp_path: Path):
+    out = tmp_path / "sweep"
+    result = invoke(
+        "sweep",
+        "--traces",
+        "spot_us_east.csv,spot_p3_bamboo.csv",
+        "--policies",
+        "greedy,hysteresis",
+        "--seeds",
+        "0-1",
+        "--workers",
+        "2",
+        "--out",
+        str(out),
+    )
+    assert result.exit_code == 0, result.output
+    frame = pd.read_parquet(out / "sweep.parquet")
+    assert len(frame) == 2 * 2 * 2
+    assert {"trace", "policy", "seed", "completion_time_h", "cost_usd"} <= set(frame.columns)
+    assert (out / "pareto.png").stat().st_size > 0
+
+
+def test_sweep_is_the_same_with_one_or_two_processes():
+    from elasim.sweep import SweepSpec, run_sweep
+
+    spec = SweepSpec(traces=("spot_us_east.csv",), policies=("greedy", "price"), seeds=(0, 1, 2))
+    one = run_sweep(spec, workers=1)
+    two = run_sweep(spec, workers=2)
+    pd.testing.assert_frame_equal(one, two)
