@@ -330,6 +330,10 @@ def sweep(
     ),
     cluster_gpus: int | None = typer.Option(None, "--cluster-gpus"),
     workers: int = typer.Option(0, "--workers", "-w", help="Processes (0: one per core)."),
+    backend: str = typer.Option("local", "--backend", help="'local' processes or 'ray'."),
+    address: str | None = typer.Option(
+        None, "--address", help="Ray cluster address (with --backend ray; default: start one)."
+    ),
     out: Path = typer.Option(Path("sweep-out"), "--out", "-o", help="Output folder."),
     as_json: bool = typer.Option(False, "--json", help="Print the table as JSON lines."),
 ) -> None:
@@ -370,7 +374,12 @@ def sweep(
     ) as progress:
         task = progress.add_task("simulating", total=total)
         frame = _run_guarded(
-            run_sweep, spec, workers=workers or None, on_done=lambda: progress.advance(task)
+            run_sweep,
+            spec,
+            workers=workers or None,
+            on_done=lambda: progress.advance(task),
+            backend=backend,
+            address=address,
         )
     from elasim.output import write_parquet
 

@@ -166,12 +166,19 @@ def run_sweep(
     *,
     workers: int | None = None,
     on_done: Callable[[], None] | None = None,
+    backend: str = "local",
+    address: str | None = None,
 ) -> pd.DataFrame:
     """Run the grid; ``workers=1`` runs in this process (no pool).
+
+    ``backend="ray"`` (the ``ray`` extra) is not implemented yet.
 
     Returns:
         One row per grid point, in grid order, with the summary keys as columns.
     """
+    if backend != "local":
+        raise ValueError(f"unknown sweep backend {backend!r} (known: local)")
+    del address
     points = list(spec.points())
     workers = workers or os.cpu_count() or 1
     rows: list[dict[str, Any] | None] = [None] * len(points)
