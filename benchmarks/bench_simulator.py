@@ -87,7 +87,8 @@ def main() -> None:
         print(f"(full Philly trace not found at {args.philly}; skipped)")
 
     print(
-        f"{'case':58} {'sim days':>9} {'events':>9} {'wall s':>8} {'ev/s':>10} {'bare ev/s':>10} {'ratio':>6}"
+        f"{'case':58} {'sim days':>9} {'events':>9} {'wall s':>8} "
+        f"{'ev/s':>10} {'bare ev/s':>10} {'ratio':>6}"
     )
     for label, trace, span, config in cases:
         rates, walls, events = [], [], 0
