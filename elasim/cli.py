@@ -177,6 +177,7 @@ def build_simulation(
     cluster_gpus: int | None,
     on_demand_price_per_hour: float | None,
     sets: list[str] | None,
+    spot_price_per_hour: float | None = None,
 ) -> tuple[Any, Any, Any, Any]:
     """Load and validate every input of a simulation; raise a user error on bad input."""
     from elasim.job import load_job
@@ -201,6 +202,7 @@ def build_simulation(
         seed=seed,
         start_offset_s=parse_offset(start_offset_s),
         on_demand_price_per_hour=on_demand_price_per_hour,
+        spot_price_per_hour=spot_price_per_hour,
         cluster_gpus=cluster_gpus,
     )
     pol = make_policy(policy, parse_sets(sets), seed=seed)
@@ -237,6 +239,9 @@ def simulate(
     on_demand_price: float | None = typer.Option(
         None, "--on-demand-price-per-hour", help="Override the trace's on-demand price."
     ),
+    spot_price: float | None = typer.Option(
+        None, "--spot-price-per-hour", help="Spot price for a trace without a price column."
+    ),
     sets: list[str] | None = typer.Option(
         None, "--set", help="Policy option key=value (repeatable)."
     ),
@@ -266,6 +271,7 @@ def simulate(
         start_offset_s=start_offset_s,
         cluster_gpus=cluster_gpus,
         on_demand_price_per_hour=on_demand_price,
+        spot_price_per_hour=spot_price,
         sets=sets,
     )
     loaded_trace, pol, spec, config = loaded
@@ -293,6 +299,11 @@ def simulate(
     for key, label in _SUMMARY_ROWS:
         table.add_row(label, _fmt(summary.get(key)))
     out_console.print(table)
+    if not summary["inputs"].get("priced", True):
+        err_console.print(
+            "[yellow]this trace has no prices, so spot nodes cost nothing; "
+            "pass --spot-price-per-hour to price them[/]"
+        )
     if not result.completed:
         err_console.print(
             f"[yellow]the job did not finish within {result.sim_time_h:,.1f} simulated hours[/]"

@@ -20,6 +20,8 @@ from typing import ClassVar, Protocol, runtime_checkable
 __all__ = [
     "Decision",
     "DecisionRecord",
+    "EVENT_COLUMNS",
+    "EventRecord",
     "EventKind",
     "JobState",
     "Observation",
@@ -170,7 +172,8 @@ class Observation:
 
     Attributes:
         now_s: environment time in seconds since the start of the run.
-        spot_available: spot nodes obtainable now (including those already held).
+        spot_available: spot nodes obtainable now (including those already held),
+            capped at ``max_nodes``: both drivers report only capacity the job can use.
         spot_held: spot nodes the job holds now.
         on_demand_held: on-demand nodes the job holds now.
         spot_price_per_hour: current spot price, USD per node-hour.
@@ -347,3 +350,64 @@ class DecisionRecord:
     spot_held: int
     on_demand_held: int
     decision: Decision
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One row of ``events.parquet``: the record both environments write.
+
+    Attributes:
+        time_s: when it happened (simulator: trace seconds; executor: trace seconds too,
+            i.e. real seconds times the time scale).
+        kind: what happened.
+        nodes_before: nodes held before.
+        nodes_after: nodes held after.
+        pause: the pause the survivors saw, split into components.
+        lost_samples: samples of work thrown away (rolled back or in flight).
+        lost_work_h: the lost samples expressed as job wall-clock hours.
+        lost_steps: optimizer steps thrown away (the executor logs it; the simulator
+            derives it from the step size).
+    """
+
+    time_s: float
+    kind: EventKind
+    nodes_before: int
+    nodes_after: int
+    pause: PauseComponents = PauseComponents()
+    lost_samples: float = 0.0
+    lost_work_h: float = 0.0
+    lost_steps: int = 0
+
+    @property
+    def pause_s(self) -> float:
+        """Total pause of this event."""
+        return self.pause.pause_s
+
+    def as_row(self) -> dict[str, object]:
+        """Flat ``{column: value}`` for a table with the shared column names."""
+        row: dict[str, object] = {
+            "time_s": float(self.time_s),
+            "kind": self.kind.value,
+            "nodes_before": int(self.nodes_before),
+            "nodes_after": int(self.nodes_after),
+            "pause_s": float(self.pause_s),
+            "lost_work_h": float(self.lost_work_h),
+            "lost_samples": float(self.lost_samples),
+            "lost_steps": int(self.lost_steps),
+        }
+        row.update(self.pause.as_dict())
+        return row
+
+
+#: Column order of ``events.parquet`` in both environments.
+EVENT_COLUMNS: tuple[str, ...] = (
+    "time_s",
+    "kind",
+    "nodes_before",
+    "nodes_after",
+    "pause_s",
+    "lost_work_h",
+    "lost_samples",
+    "lost_steps",
+    *PAUSE_COMPONENTS,
+)

@@ -74,14 +74,12 @@ class SpotTraceSource:
         else:
             self._prices = [float(p) for p in trace.price_per_hour]
 
-    @property
-    def prior_mtbf_s(self) -> float:
-        """Mean time between capacity drops in the trace (a prior for Young/Daly)."""
         available = np.asarray(self._available)
         drops = int(np.count_nonzero(np.diff(available) < 0))
         if available[-1] > available[0]:  # the wrap-around is a drop too
             drops += 1
-        return self.period_s / drops if drops else math.inf
+        #: Mean time between capacity drops in the trace (a prior for Young/Daly).
+        self.prior_mtbf_s = self.period_s / drops if drops else math.inf
 
     def initial(self) -> tuple[int, float]:
         """Capacity and price at the job's start."""

@@ -46,6 +46,8 @@ class SimConfig:
             from the trace with ``seed`` (the Can't Be Late methodology).
         max_sim_time_s: give up after this much simulated time (``None``: 400 days).
         on_demand_price_per_hour: overrides the trace's on-demand price.
+        spot_price_per_hour: spot price for a capacity trace without a price column
+            (such traces otherwise cost nothing: no price is invented).
         cluster_gpus: size of the shared cluster when the trace is a job trace.
         cluster_price_per_hour: what a node of the shared cluster costs per hour.
         record_timeline: keep the per-change timeline (off in benchmarks).
@@ -60,6 +62,7 @@ class SimConfig:
     start_offset_s: float | None = 0.0
     max_sim_time_s: float | None = None
     on_demand_price_per_hour: float | None = None
+    spot_price_per_hour: float | None = None
     cluster_gpus: int | None = None
     cluster_price_per_hour: float = 0.0
     record_timeline: bool = True
@@ -79,6 +82,7 @@ class SimConfig:
         positive("start_offset_s", self.start_offset_s, allow_zero=True)
         positive("max_sim_time_s", self.max_sim_time_s)
         positive("on_demand_price_per_hour", self.on_demand_price_per_hour, allow_zero=True)
+        positive("spot_price_per_hour", self.spot_price_per_hour, allow_zero=True)
         positive("cluster_price_per_hour", self.cluster_price_per_hour, allow_zero=True)
         if self.cluster_gpus is not None and self.cluster_gpus < 1:
             raise ValueError(f"cluster_gpus must be >= 1, got {self.cluster_gpus}")

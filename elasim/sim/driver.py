@@ -188,6 +188,7 @@ class SimJob:
         self.rescale_cost_estimate_s = self._planned_rescale_estimate()
         self._ckpt_interval_s = self._estimate_checkpoint_interval_s()
         self._timer_at_s = math.inf
+        self._next_due_s = -math.inf  # when _handle_due next has work (-inf: now)
         self._tl: dict[str, list[Any]] = {
             k: []
             for k in (
@@ -346,6 +347,7 @@ class SimJob:
         self.wake_at_s = (
             math.inf if decision.wake_after_s is None else self.env.now + decision.wake_after_s
         )
+        self._next_due_s = min(self._next_due_s, self.wake_at_s)
         self.decision_due = False
 
     # -- callbacks from the capacity source ----------------------------------------------
@@ -527,6 +529,7 @@ class SimJob:
         self.started = True
         # a boot that nobody trained through has already elapsed (in WAITING)
         self.pause_end_s = now + pause.pause_s - pause.acquire_s
+        self._next_due_s = min(self._next_due_s, self.pause_end_s)
         self.pause_ckpt_until_s = now + write_s if write_s else -math.inf
         self._event(kind, before, after, pause)
 
@@ -535,6 +538,8 @@ class SimJob:
         target = self.target
         want_spot = min(target.spot_nodes, self.available)
         want_od = target.on_demand_nodes
+        if want_spot == self.spot_held and want_od == self.od_held:
+            return  # the common case: holdings already match the target
         before = self.group
         released = False
         # release spot: booting first, then group members
@@ -571,7 +576,9 @@ class SimJob:
             add_spot, add_od = max(add_spot, 0), max(add_od, 0)
             self.spot_held += add_spot
             self.od_held += add_od
-            self.booting.append([self.env.now + self.job.rescale.boot_s, add_spot, add_od])
+            ready_s = self.env.now + self.job.rescale.boot_s
+            self.booting.append([ready_s, add_spot, add_od])
+            self._next_due_s = min(self._next_due_s, ready_s)
 
     def _join_ready_boots(self) -> None:
         if not self.booting:
@@ -650,6 +657,8 @@ class SimJob:
     def _handle_due(self) -> None:
         """Everything whose time has come: pauses end, checkpoints, boots, completion."""
         now = self.env.now
+        if now < self._next_due_s - _EPS:
+            return  # nothing internal is due (a capacity change or decision woke us)
         state = self.state
         if state is JobState.RESCALING and now >= self.pause_end_s - _EPS:
             self._set_state(JobState.RUNNING)
@@ -672,6 +681,7 @@ class SimJob:
                 self._refresh_checkpoint_interval()
                 self._set_state(JobState.CHECKPOINTING)
                 self.pause_end_s = now + self.ckpt_cost_s
+                self._next_due_s = min(self._next_due_s, self.pause_end_s)
                 self._event(EventKind.CHECKPOINT, n, n, PauseComponents(state_s=self.ckpt_cost_s))
         self._join_ready_boots()
         if now >= self.wake_at_s - _EPS:
@@ -696,7 +706,7 @@ class SimJob:
             if self.decision_due:
                 continue
             self._record_timeline()
-            deadline = self._next_deadline()
+            deadline = self._next_due_s = self._next_deadline()
             if env.now >= self.horizon_s - _EPS:
                 break
             wake = self._wake = env.event()
@@ -807,7 +817,11 @@ def simulate(
         if od_price is None:
             od_price = trace.metadata.on_demand_price_per_hour
         source = SpotTraceSource(
-            trace, start_offset_s=offset, notice_s=config.notice_s, cap_nodes=job.nodes.max
+            trace,
+            start_offset_s=offset,
+            notice_s=config.notice_s,
+            cap_nodes=job.nodes.max,
+            default_price_per_hour=config.spot_price_per_hour or 0.0,
         )
     sim_job = SimJob(env, job, policy, config, source, math.inf if od_price is None else od_price)
     env.process(sim_job.process())
@@ -830,6 +844,9 @@ def simulate(
         "min_nodes": job.nodes.min,
         "max_nodes": job.nodes.max,
         "cluster_gpus": config.cluster_gpus,
+        "priced": not isinstance(trace, CapacityTrace)
+        or trace.price_per_hour is not None
+        or config.spot_price_per_hour is not None,
     }
     if isinstance(source, ClusterSource):
         metadata["skipped_background_jobs"] = source.skipped_jobs
