@@ -177,7 +177,9 @@ class Observation:
         spot_held: spot nodes the job holds now.
         on_demand_held: on-demand nodes the job holds now.
         spot_price_per_hour: current spot price, USD per node-hour.
-        on_demand_price_per_hour: on-demand price, USD per node-hour.
+        on_demand_price_per_hour: on-demand price, USD per node-hour; ``math.inf``
+            when the environment offers no on-demand nodes (the drivers then clamp any
+            on-demand request to zero).
         progress: effective samples done / target, in [0, 1].
         remaining_samples: effective samples still to do.
         throughput_samples_per_s: raw samples/s by node count (estimated or measured).
@@ -218,6 +220,14 @@ class Observation:
         for name in ("spot_available", "spot_held", "on_demand_held"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        if not 0.0 <= self.progress <= 1.0:
+            raise ValueError(f"progress must be within [0, 1], got {self.progress!r}")
+        if not (math.isfinite(self.spot_price_per_hour) and self.spot_price_per_hour >= 0):
+            raise ValueError("spot_price_per_hour must be a finite number >= 0")
+        if not self.on_demand_price_per_hour >= 0:  # inf allowed: not offered
+            raise ValueError("on_demand_price_per_hour must be >= 0 (inf: not offered)")
+        if not (math.isfinite(self.rescale_cost_s) and self.rescale_cost_s >= 0):
+            raise ValueError("rescale_cost_s must be a finite number >= 0")
 
     @property
     def nodes_held(self) -> int:
