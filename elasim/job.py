@@ -33,6 +33,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from elasim.policies import PauseComponents
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -202,6 +204,9 @@ class JobSpec:
         checkpoint: checkpoint costs.
         rescale: pause components.
         path: where it was loaded from (for messages).
+        pause_table: measured pause components by (mechanism, nodes before, nodes
+            after, failure), from a profile (:mod:`elasim.profile`); the simulator
+            uses them instead of the analytical model where a transition was measured.
     """
 
     name: str
@@ -215,6 +220,16 @@ class JobSpec:
     checkpoint: CheckpointSpec
     rescale: RescaleSpec
     path: str = ""
+    pause_table: tuple[tuple[tuple[str, int, int, bool], PauseComponents], ...] = ()
+
+    def measured_pause(
+        self, mechanism: str, nodes_before: int, nodes_after: int, failure: bool
+    ) -> PauseComponents | None:
+        """The measured pause of this transition, if the profile has it."""
+        for key, components in self.pause_table:
+            if key == (mechanism, nodes_before, nodes_after, failure):
+                return components
+        return None
 
     # -- the performance model ---------------------------------------------------------
 

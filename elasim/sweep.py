@@ -1,25 +1,41 @@
-"""Policy x trace x seed grids, run in parallel processes.
+"""Policy x trace x seed grids, run in parallel processes or on a Ray cluster.
 
 Each grid point is an independent, deterministic simulation, so the grid is
 embarrassingly parallel: results are collected in grid order whatever the order of
-completion, and the table is the same with 1 or N processes.
+completion, and the table is the same with 1 or N processes, and with either backend.
+
+Two backends:
+
+* ``"local"``: a :class:`~concurrent.futures.ProcessPoolExecutor` on this machine.
+* ``"ray"`` (the ``ray`` extra): one Ray task per grid point, on a local Ray instance
+  or on an existing cluster.  Ray is what this field's users already run their
+  training and tuning on, so a sweep can borrow the same cluster.  ``ray`` is imported
+  only when this backend is used; importing this module never imports it.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import math
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["SweepPoint", "SweepSpec", "plot_pareto", "run_point", "run_sweep"]
+__all__ = ["BACKENDS", "SweepPoint", "SweepSpec", "plot_pareto", "run_point", "run_sweep"]
+
+logger = logging.getLogger(__name__)
+
+#: Names accepted by ``run_sweep(backend=...)``.
+BACKENDS = ("local", "ray")
+
+_RAY_MISSING = "the ray backend needs the 'ray' extra: pip install 'elasim[ray]'"
 
 
 @dataclass(frozen=True)
@@ -122,7 +138,16 @@ def _load_job(name: str, max_nodes: int | None) -> Any:
 
 
 def run_point(point: SweepPoint) -> dict[str, Any]:
-    """Simulate one grid point and return one tidy row."""
+    """Simulate one grid point and return one tidy row.
+
+    The trace and job are loaded here (cached per process), so a pool worker only
+    receives the small, picklable :class:`SweepPoint`.
+    """
+    return _simulate_point(point, _load_trace(point.trace), _load_job(point.job, point.max_nodes))
+
+
+def _simulate_point(point: SweepPoint, trace: Any, job: Any) -> dict[str, Any]:
+    """Simulate ``point`` on an already loaded trace and job (shared by both backends)."""
     from elasim.policies import make_policy
     from elasim.sim import RescaleMode, SimConfig, simulate
 
@@ -139,9 +164,9 @@ def run_point(point: SweepPoint) -> dict[str, Any]:
     )
     policy = make_policy(point.policy, dict(point.policy_options), seed=point.seed)
     result = simulate(
-        _load_trace(point.trace),
+        trace,
         policy,
-        _load_job(point.job, point.max_nodes),
+        job,
         config,
         trace_name=point.trace,
         policy_spec=point.policy,
@@ -169,32 +194,214 @@ def run_sweep(
     backend: str = "local",
     address: str | None = None,
 ) -> pd.DataFrame:
-    """Run the grid; ``workers=1`` runs in this process (no pool).
+    """Run the grid and return one row per grid point, in grid order.
 
-    ``backend="ray"`` (the ``ray`` extra) is not implemented yet.
+    Both backends return the same table, value for value: every point is a
+    deterministic simulation and the rows are placed by grid index, not by the order
+    in which they finish.
+
+    ``backend="local"`` runs a process pool on this machine; ``workers=1`` runs in
+    this process (no pool), which is also the easiest to debug.
+
+    ``backend="ray"`` runs one Ray task (1 CPU) per point.  Traces and the job are
+    loaded once here and shipped through Ray's object store, so a trace file that
+    exists only on this machine still works on a cluster; policies are built on the
+    workers from their spec strings.
+
+    * ``address=None`` starts a private local Ray instance with ``workers`` CPUs
+      (default: every core), without the dashboard and without forwarding worker
+      logs, and shuts it down afterwards.  Ray's own servers listen on the machine's
+      network address (Ray resolves 127.0.0.1 to it and has no loopback-only
+      option); recent Ray versions protect a local instance with token
+      authentication.
+    * ``address="auto"``, ``"HOST:6379"`` or ``"ray://HOST:10001"`` (Ray Client,
+      needs ``ray[client]``) connects to an existing cluster, which is left running.
+      ``workers``, if given, caps the simulations in flight at once.
+    * If this process has already called ``ray.init``, that connection is used as
+      it is (``address`` is ignored) and left open.
+
+    On a real cluster every node must be able to import ``elasim`` (and any policy
+    plugin or ``file.py:Class`` policy the grid names), at the same version as here.
+    Either install it in the cluster's image, or connect first with a runtime
+    environment and then call this function, e.g.::
+
+        ray.init(address="auto", runtime_env={"pip": ["elasim[ray]==0.1.0"]})
+        frame = run_sweep(spec, backend="ray")
+
+    (Shipping the source with ``runtime_env={"py_modules": [elasim]}`` works only
+    from a regular install: in an editable checkout ``elasim.policies`` and
+    ``elasim.traces`` live in separate top-level folders, not inside ``elasim/``.)
+
+    Args:
+        spec: The grid.
+        workers: Processes (local) or CPUs / tasks in flight (ray); default: all cores.
+        on_done: Called once per finished point, in the calling thread (progress bars).
+        backend: ``"local"`` or ``"ray"``.
+        address: Ray cluster address; only with ``backend="ray"``.
 
     Returns:
         One row per grid point, in grid order, with the summary keys as columns.
+
+    Raises:
+        ValueError: an unknown backend, ``address`` without the ray backend, a
+            missing ``ray`` package, or bad input in a grid point (the simulation's
+            own exception, re-raised as it is).
     """
-    if backend != "local":
-        raise ValueError(f"unknown sweep backend {backend!r} (known: local)")
-    del address
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown sweep backend {backend!r} (known: {', '.join(BACKENDS)})")
+    if address is not None and backend != "ray":
+        raise ValueError(f"a cluster address is only used by the ray backend, not {backend!r}")
+    if workers is not None and workers < 0:
+        raise ValueError(f"workers must be >= 0 (0: one per core), got {workers}")
     points = list(spec.points())
-    workers = workers or os.cpu_count() or 1
+    if backend == "ray":
+        rows = _run_ray(spec, points, workers=workers or None, on_done=on_done, address=address)
+    else:
+        rows = _run_local(points, workers=workers or os.cpu_count() or 1, on_done=on_done)
+    return _frame(rows)
+
+
+def _run_local(
+    points: list[SweepPoint], *, workers: int, on_done: Callable[[], None] | None
+) -> list[dict[str, Any]]:
+    """Run the points in this process (1 worker) or in a process pool."""
     rows: list[dict[str, Any] | None] = [None] * len(points)
     if workers <= 1 or len(points) <= 1:
         for i, point in enumerate(points):
             rows[i] = run_point(point)
             if on_done:
                 on_done()
-    else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(points))) as pool:
-            futures = {pool.submit(run_point, point): i for i, point in enumerate(points)}
+        return _complete(rows)
+    with ProcessPoolExecutor(max_workers=min(workers, len(points))) as pool:
+        futures: dict[Future[dict[str, Any]], int] = {
+            pool.submit(run_point, point): i for i, point in enumerate(points)
+        }
+        try:
             for future in as_completed(futures):
                 rows[futures[future]] = future.result()
                 if on_done:
                     on_done()
-    frame = pd.DataFrame([row for row in rows if row is not None])
+        except BaseException:
+            # don't run the rest of a grid that has already failed (or was interrupted)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    return _complete(rows)
+
+
+def _run_ray(
+    spec: SweepSpec,
+    points: list[SweepPoint],
+    *,
+    workers: int | None,
+    on_done: Callable[[], None] | None,
+    address: str | None,
+) -> list[dict[str, Any]]:
+    """Run the points as Ray tasks; see :func:`run_sweep` for the instance rules."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(_RAY_MISSING) from None
+
+    # Ray logs through its own "ray" logger; keep it to errors unless elasim is
+    # being debugged, so a sweep prints nothing but the caller's progress.
+    quiet = {
+        "log_to_driver": False,
+        "configure_logging": True,
+        "logging_level": logging.INFO if logger.isEnabledFor(logging.DEBUG) else logging.ERROR,
+    }
+    connected_here = private = False
+    if ray.is_initialized():
+        logger.debug("ray backend: using this process's existing Ray connection")
+    elif address is not None:
+        logger.debug("ray backend: connecting to the Ray cluster at %s", address)
+        ray.init(address=address, **quiet)
+        connected_here = True
+    else:
+        num_cpus = workers or os.cpu_count() or 1
+        logger.debug("ray backend: starting a local Ray instance with %d CPUs", num_cpus)
+        # address="local" always starts a new instance: a RAY_ADDRESS in the
+        # environment must not silently send a local sweep to some cluster.
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            dashboard_host="127.0.0.1",
+            **quiet,
+        )
+        connected_here = private = True
+    try:
+        # a private instance already has exactly `workers` CPUs; on a shared cluster
+        # (or a connection the caller made), `workers` caps the tasks in flight
+        cap = None if private else workers
+        return _gather_ray(ray, spec, points, max_in_flight=cap, on_done=on_done)
+    finally:
+        if connected_here:  # stops an instance started here; only disconnects from a cluster
+            ray.shutdown()
+
+
+def _gather_ray(
+    ray: Any,
+    spec: SweepSpec,
+    points: list[SweepPoint],
+    *,
+    max_in_flight: int | None,
+    on_done: Callable[[], None] | None,
+) -> list[dict[str, Any]]:
+    """Submit the points, collect rows by grid index as tasks finish."""
+    # Defined here, not at module level, so importing elasim.sweep never imports ray.
+    # The wrapped function is module-level, so workers import it by name.
+    remote = ray.remote(num_cpus=1)(_simulate_point)
+    traces = {name: ray.put(_load_trace(name)) for name in spec.traces}
+    job = ray.put(_load_job(spec.job, spec.max_nodes))
+    limit = max_in_flight or len(points)
+    rows: list[dict[str, Any] | None] = [None] * len(points)
+    index: dict[Any, int] = {}
+    todo = iter(enumerate(points))
+
+    def submit(count: int) -> None:
+        for i, point in itertools.islice(todo, count):
+            index[remote.remote(point, traces[point.trace], job)] = i
+
+    submit(limit)
+    try:
+        while index:
+            refs = list(index)
+            ray.wait(refs, num_returns=1)  # block until one is done...
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)  # ...take all done
+            for ref in ready:
+                rows[index.pop(ref)] = ray.get(ref)
+                if on_done:
+                    on_done()
+            submit(limit - len(index))
+    except ray.exceptions.RayTaskError as error:
+        _cancel(ray, index)
+        logger.debug("a sweep task failed on a Ray worker:\n%s", error)
+        cause = getattr(error, "cause", None)
+        if isinstance(cause, Exception):
+            # the simulation's own error (e.g. a bad policy option), as the local backend raises it
+            raise cause from None
+        raise
+    except BaseException:
+        _cancel(ray, index)
+        raise
+    return _complete(rows)
+
+
+def _cancel(ray: Any, pending: dict[Any, int]) -> None:
+    for ref in pending:
+        ray.cancel(ref)
+
+
+def _complete(rows: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
+    missing = [i for i, row in enumerate(rows) if row is None]
+    if missing:  # pragma: no cover - every path above fills every row or raises
+        raise RuntimeError(f"sweep lost {len(missing)} grid points")
+    return [row for row in rows if row is not None]
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The tidy table; fixed dtypes so tables from any backend compare equal."""
+    frame = pd.DataFrame(rows)
     for column in ("completion_time_h", "deadline_met"):
         if column in frame:
             frame[column] = frame[column].astype(

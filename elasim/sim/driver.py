@@ -70,6 +70,7 @@ def pause_for(
     mode: RescaleMode,
     *,
     nodes_after: int,
+    nodes_before: int | None = None,
     survivors: int,
     newcomers: int,
     failure: bool,
@@ -90,7 +91,13 @@ def pause_for(
         waited_boot: nobody was training while the nodes booted (adds ``acquire_s``).
         checkpoint_write_s: a checkpoint written as part of this change (restart mode,
             planned change); reported inside ``state_s``.
+        nodes_before: group size before; with a measured pause table (a profile), the
+            measured components of this exact transition are used when present.
     """
+    if job.pause_table and nodes_before is not None:
+        measured = job.measured_pause(mode.value, nodes_before, nodes_after, failure)
+        if measured is not None:
+            return measured
     spec = job.rescale
     detect = spec.detect_s if failure else 0.0
     acquire = spec.boot_s if waited_boot else 0.0
@@ -506,6 +513,7 @@ class SimJob:
             self.job,
             self.mode,
             nodes_after=after,
+            nodes_before=before,
             survivors=survivors,
             newcomers=newcomers if survivors else after,
             failure=failure,
