@@ -6,6 +6,7 @@ exceptions and leave as one line on stderr with exit code 2, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -49,9 +50,18 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that are the user's input being wrong (exit 2, one line)."""
     from elasim.job import JobSpecError
     from elasim.policies import PolicyConfigError, PolicyLoadError
+    from elasim.profile import ProfileError
     from elasim.traces import TraceError
 
-    return (TraceError, JobSpecError, PolicyLoadError, PolicyConfigError, UsageError, ValueError)
+    return (
+        TraceError,
+        JobSpecError,
+        PolicyLoadError,
+        PolicyConfigError,
+        ProfileError,
+        UsageError,
+        ValueError,
+    )
 
 
 def _run_guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -178,6 +188,8 @@ def build_simulation(
     on_demand_price_per_hour: float | None,
     sets: list[str] | None,
     spot_price_per_hour: float | None = None,
+    profile: Path | None = None,
+    target_samples: float | None = None,
 ) -> tuple[Any, Any, Any, Any]:
     """Load and validate every input of a simulation; raise a user error on bad input."""
     from elasim.job import load_job
@@ -190,7 +202,21 @@ def build_simulation(
     except ValueError:
         raise UsageError(f"--rescale must be 'inplace' or 'restart', got {rescale!r}") from None
     loaded_trace = load_trace(trace)
-    spec = load_job(job)
+    if profile is not None:
+        from elasim.profile import apply_profile, load_profile
+
+        measured = load_profile(profile)
+        default_target = dict(measured.model).get("target_samples")
+        spec = apply_profile(
+            measured,
+            target_samples=target_samples or default_target,
+        )
+    else:
+        spec = load_job(job)
+        if target_samples is not None:
+            if not (target_samples > 0 and math.isfinite(target_samples)):
+                raise UsageError(f"--target-samples must be > 0, got {target_samples!r}")
+            spec = dataclasses.replace(spec, target_samples=float(target_samples))
     if max_nodes is not None or min_nodes is not None:
         spec = spec.with_nodes(min_nodes=min_nodes, max_nodes=max_nodes)
     config = SimConfig(
@@ -242,6 +268,12 @@ def simulate(
     spot_price: float | None = typer.Option(
         None, "--spot-price-per-hour", help="Spot price for a trace without a price column."
     ),
+    profile: Path | None = typer.Option(
+        None, "--profile", help="Measured profile (elasim calibrate) replacing the job's figures."
+    ),
+    target_samples: float | None = typer.Option(
+        None, "--target-samples", help="Override the job's work target (effective samples)."
+    ),
     sets: list[str] | None = typer.Option(
         None, "--set", help="Policy option key=value (repeatable)."
     ),
@@ -273,6 +305,8 @@ def simulate(
         on_demand_price_per_hour=on_demand_price,
         spot_price_per_hour=spot_price,
         sets=sets,
+        profile=profile,
+        target_samples=target_samples,
     )
     loaded_trace, pol, spec, config = loaded
     started = time.perf_counter()

@@ -93,3 +93,35 @@ def test_simulator_uses_the_measured_pause_table():
     (grow,) = [e for e in result.events if e.kind is EventKind.SCALE_UP and e.nodes_before == 1]
     assert grow.pause == PauseComponents(rendezvous_s=0.02, state_s=0.01)
     assert grow.time_s == pytest.approx(10.0 + 2.5)  # the new worker boots (starts) first
+
+
+def test_cli_simulate_with_a_profile(tmp_path: Path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from elasim.cli import app
+
+    path = save_profile(make_profile(), tmp_path / "profile.json")
+    runner = CliRunner()
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "-t",
+            "spot_p3_bamboo.csv",
+            "--profile",
+            str(path),
+            "--target-samples",
+            "1e7",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["completed"] and summary["inputs"]["max_nodes"] == 4
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    result = runner.invoke(app, ["simulate", "-t", "spot_p3_bamboo.csv", "--profile", str(broken)])
+    assert result.exit_code == 2
+    assert "broken.json:1:2" in result.stderr
