@@ -186,6 +186,8 @@ class Observation:
         statistical_efficiency: effective samples per raw sample by node count
             (1.0 everywhere under ``fixed`` global-batch semantics).
         rescale_cost_s: estimated pause of one planned membership change.
+        resume_cost_s: estimated pause of a start from no nodes (boot, group formation,
+            checkpoint load, warm-up), or None when it equals ``rescale_cost_s``.
         deadline_s: the job's deadline, or None.
         min_nodes: the job cannot run on fewer nodes than this.
         max_nodes: nor on more.
@@ -207,6 +209,7 @@ class Observation:
     min_nodes: int
     max_nodes: int
     recent_events: tuple[ObservedEvent, ...] = ()
+    resume_cost_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.min_nodes < 1 or self.max_nodes < self.min_nodes:
@@ -228,6 +231,10 @@ class Observation:
             raise ValueError("on_demand_price_per_hour must be >= 0 (inf: not offered)")
         if not (math.isfinite(self.rescale_cost_s) and self.rescale_cost_s >= 0):
             raise ValueError("rescale_cost_s must be a finite number >= 0")
+        if self.resume_cost_s is not None and not (
+            math.isfinite(self.resume_cost_s) and self.resume_cost_s >= 0
+        ):
+            raise ValueError("resume_cost_s must be a finite number >= 0 or None")
 
     @property
     def nodes_held(self) -> int:
@@ -238,6 +245,13 @@ class Observation:
     def time_left_s(self) -> float | None:
         """Seconds to the deadline (may be negative), or None without a deadline."""
         return None if self.deadline_s is None else self.deadline_s - self.now_s
+
+    @property
+    def worst_pause_s(self) -> float:
+        """The larger of the planned-rescale and resume-from-nothing estimates."""
+        if self.resume_cost_s is None:
+            return self.rescale_cost_s
+        return max(self.rescale_cost_s, self.resume_cost_s)
 
     def goodput(self, nodes: int) -> float:
         """Effective samples per second on ``nodes`` nodes (0 outside the legal range)."""

@@ -38,8 +38,8 @@ class DeadlinePolicy(PolicyBase):
     it is behind it uses on-demand.  This policy generalises the rule to N nodes:
 
     * **Schedule.**  The plan is to finish ``margin_s = safety_margin_s +
-      obs.rescale_cost_s`` before the deadline, so that one more rescale (a
-      preemption at the worst moment) still fits.  With ``D' = deadline_s -
+      obs.worst_pause_s`` before the deadline, so that one more pause (a
+      preemption at the worst moment, or a resume from no nodes) still fits.  With ``D' = deadline_s -
       margin_s`` the schedule line is ``progress = now_s / D'`` and the job's
       *lead* is ``lead_s = progress * D' - now_s`` seconds (> 0: ahead).
     * **Ahead** (``lead_s > 0``): hold all usable spot nodes and no on-demand.
@@ -73,9 +73,9 @@ class DeadlinePolicy(PolicyBase):
 
         Attributes:
             safety_margin_s: seconds of slack kept before the deadline on top of
-                one rescale (``obs.rescale_cost_s``).  It absorbs what the goodput
-                table and the rescale estimate leave out: booting nodes when the job
-                resumes from nothing, failure detection, rolled-back work and
+                one pause (``obs.worst_pause_s``: the larger of a planned rescale and a
+                resume from no nodes).  It absorbs what the goodput table and the
+                pause estimates leave out: failure detection, rolled-back work and
                 checkpoint time.
             max_on_demand: most on-demand nodes to add when behind; None means up to
                 the job's ``max_nodes``.
@@ -96,7 +96,7 @@ class DeadlinePolicy(PolicyBase):
 
     def margin_s(self, obs: Observation) -> float:
         """Seconds before the deadline by which the schedule plans to finish."""
-        return self.config.safety_margin_s + obs.rescale_cost_s
+        return self.config.safety_margin_s + obs.worst_pause_s
 
     def release_lead_s(self, obs: Observation) -> float:
         """Lead over the schedule at which on-demand nodes are released."""

@@ -193,6 +193,16 @@ class SimJob:
         self._wake: simpy.Event | None = None
         self._token = 0
         self.rescale_cost_estimate_s = self._planned_rescale_estimate()
+        self.resume_cost_estimate_s = pause_for(
+            job,
+            self.mode,
+            nodes_after=self.max_nodes,
+            survivors=0,
+            newcomers=self.max_nodes,
+            failure=False,
+            has_checkpoint=True,
+            waited_boot=True,
+        ).pause_s
         self._ckpt_interval_s = self._estimate_checkpoint_interval_s()
         self._timer_at_s = math.inf
         self._next_due_s = -math.inf  # when _handle_due next has work (-inf: now)
@@ -333,6 +343,7 @@ class SimJob:
             throughput_samples_per_s=self._thr,
             statistical_efficiency=self._eff,
             rescale_cost_s=self.rescale_cost_estimate_s,
+            resume_cost_s=self.resume_cost_estimate_s,
             deadline_s=self.config.deadline_s,
             min_nodes=self.min_nodes,
             max_nodes=self.max_nodes,
