@@ -41,7 +41,8 @@ class DeadlinePolicy(PolicyBase):
       obs.worst_pause_s`` before the deadline, so that one more pause (a
       preemption at the worst moment, or a resume from no nodes) still fits.
       With ``D' = deadline_s - margin_s`` the schedule line is
-      ``progress = now_s / D'`` and the job's *lead* is ``lead_s = progress * D' - now_s`` seconds (> 0: ahead).
+      ``progress = now_s / D'`` and the job's *lead* is
+      ``lead_s = progress * D' - now_s`` seconds (> 0: ahead).
     * **Ahead** (``lead_s > 0``): hold all usable spot nodes and no on-demand.
     * **Behind** (``lead_s <= 0``): hold all usable spot nodes plus the fewest
       on-demand nodes (at most ``max_on_demand``) whose goodput meets the rate
