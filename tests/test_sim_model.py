@@ -256,3 +256,16 @@ def test_job_that_cannot_run_stops_at_the_horizon(tiny_job):
     assert result.completion_time_h is None
     assert result.deadline_met is False
     assert result.idle_h == pytest.approx(50.0)
+
+
+def test_graceful_restart_with_survivors_writes_one_checkpoint(tiny_job):
+    # restart mode, 2 -> 1 with a 120 s notice: one 100 s write inside the notice, then a
+    # restart from it (10 s load); no work lost and no second write.
+    trace = capacity([0.0, 3600.0], [2, 1], [1.0, 1.0], duration_s=100 * H)
+    config = SimConfig(checkpoint_interval_s=math.inf, notice_s=120.0, rescale=RescaleMode.RESTART)
+    result = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config)
+    assert result.lost_work_h == 0.0
+    assert result.checkpoints == 1
+    assert result.checkpoint_overhead_h == pytest.approx(100 / H)
+    (down,) = [e for e in result.events if e.kind is EventKind.SCALE_DOWN]
+    assert down.pause.state_s == pytest.approx(10.0)  # the load only

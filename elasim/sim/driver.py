@@ -456,7 +456,14 @@ class SimJob:
             self.run_since_ckpt_s = 0.0
             self._event(EventKind.PAUSE, before, 0)
             return
-        self._begin_rescale(EventKind.SCALE_DOWN, before, after, newcomers=0, failure=not graceful)
+        self._begin_rescale(
+            EventKind.SCALE_DOWN,
+            before,
+            after,
+            newcomers=0,
+            failure=not graceful,
+            checkpoint_first=False,  # a graceful restart checkpointed inside the notice
+        )
 
     def _final_checkpoint(self, nodes: int) -> None:
         """Checkpoint that ends right now, before the last nodes leave on purpose.
@@ -496,8 +503,14 @@ class SimJob:
         newcomers: int,
         failure: bool,
         waited_boot: bool = False,
+        checkpoint_first: bool = True,
     ) -> None:
-        """Start a group re-formation from ``before`` to ``after`` members."""
+        """Start a group re-formation from ``before`` to ``after`` members.
+
+        In restart mode a planned change writes a checkpoint first
+        (``checkpoint_first``) and restarts from it; after a graceful preemption that
+        checkpoint was already written during the notice.
+        """
         now = self.env.now
         if after == 0:
             if self.state is not JobState.WAITING:
@@ -511,6 +524,7 @@ class SimJob:
         write_s = 0.0
         if (
             self.mode is RescaleMode.RESTART
+            and checkpoint_first
             and survivors > 0
             and not failure
             and self.state is JobState.RUNNING
