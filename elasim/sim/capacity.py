@@ -105,7 +105,8 @@ class SpotTraceSource:
         """
         previous = self.initial()[0]
         rows = ((t, 1, a, p) for t, a, p in self._changes())
-        if self.notice_s <= 0:
+        if self.notice_s <= 0 or math.isinf(self.prior_mtbf_s):
+            # no notice, or a trace that never drops (nothing to give notice of)
             yield from rows
             return
 

@@ -155,6 +155,8 @@ class SimResult:
         rescale_overhead_h: time spent forming groups (including waiting for boots).
         checkpoint_overhead_h: time spent writing checkpoints.
         idle_h: time holding no running group and not acquiring one.
+        running_h: time training (including work later lost); ``running_h +
+            rescale_overhead_h + checkpoint_overhead_h + idle_h == sim_time_h``.
         convergence_cost_h: running time whose samples the gradient-noise-scale model
             discounts (extra time caused by large global batches).
         convergence_cost_samples: the matching extra raw samples.
@@ -183,6 +185,7 @@ class SimResult:
     rescale_overhead_h: float
     checkpoint_overhead_h: float
     idle_h: float
+    running_h: float
     convergence_cost_h: float
     convergence_cost_samples: float
     raw_samples: float
@@ -211,6 +214,7 @@ class SimResult:
         "rescale_overhead_h",
         "checkpoint_overhead_h",
         "idle_h",
+        "running_h",
         "convergence_cost_h",
         "convergence_cost_samples",
         "raw_samples",

@@ -166,6 +166,9 @@ class SimJob:
         self.has_checkpoint = False
         self.ckpt_pending_progress = 0.0
         self.run_since_ckpt_s = 0.0
+        # running time whose work is not durable yet: what a rollback loses, exactly
+        self.unsaved_run_s = 0.0
+        self._ckpt_pending_run_s = 0.0
         self.raw_samples = 0.0
         # accounting
         self.last_s = 0.0
@@ -177,6 +180,8 @@ class SimJob:
         self.ckpt_s = 0.0
         self.idle_s = 0.0
         self.conv_s = 0.0
+        self.run_s = 0.0
+        self.running_since_s = 0.0
         self.conv_samples = 0.0
         self.lost_s = 0.0
         self.rescales = 0
@@ -246,6 +251,8 @@ class SimJob:
             self.progress += self._good[n] * dt
             self.raw_samples += self._thr[n] * dt
             self.run_since_ckpt_s += dt
+            self.unsaved_run_s += dt
+            self.run_s += dt
             waste = 1.0 - self._eff[n]
             if waste > 0:
                 self.conv_s += waste * dt
@@ -309,6 +316,8 @@ class SimJob:
     def _set_state(self, new: JobState) -> None:
         if new is not self.state and not self.state.can_become(new):
             raise RuntimeError(f"illegal job transition {self.state.value} -> {new.value}")
+        if new is JobState.RUNNING and self.state is not JobState.RUNNING:
+            self.running_since_s = self.env.now
         self.state = new
 
     # -- the policy ----------------------------------------------------------------------
@@ -430,21 +439,29 @@ class SimJob:
         lead_s = 0.0 if notice_at_s is None else now - notice_at_s
         needs_ckpt = survivors == 0
         required_s = self.ckpt_cost_s + self._step_s[before] if needs_ckpt else self._step_s[before]
-        graceful = lead_s >= required_s and lead_s > 0
+        if needs_ckpt and self.state is JobState.RUNNING and notice_at_s is not None:
+            # the checkpoint can only be written while running: not before a resume
+            lead_s = now - max(notice_at_s, self.running_since_s)
+        unsaved = self.progress > self.ckpt_progress
+        graceful = (lead_s >= required_s and lead_s > 0) or (
+            needs_ckpt and notice_at_s is not None and not unsaved
+        )
         lost = 0.0
-        if graceful:
-            if needs_ckpt:
-                self._final_checkpoint(before)
-        elif self.state is not JobState.WAITING:
+        if graceful and needs_ckpt and not self._final_checkpoint(before):
+            graceful = False  # no time to write it: the unsaved work is lost
+        lost_s = 0.0
+        if not graceful and self.state is not JobState.WAITING:
             if self.mode is RescaleMode.INPLACE and after > 0:
+                # the step in flight on the old group
                 step_eff = self.job.global_batch(before) * self._eff[before]
-                lost = min(step_eff, self.progress)
+                lost = min(step_eff, self.progress - self.ckpt_progress)
+                lost_s = lost / self._good[before] if lost > 0 else 0.0
+                self.unsaved_run_s = max(self.unsaved_run_s - lost_s, 0.0)
             else:
-                lost = self.progress - self.ckpt_progress
-        lost_s = lost / self._good[before] if lost > 0 and self._good[before] > 0 else 0.0
+                lost, lost_s = self._rollback()
         if lost > 0:
             self.progress -= lost
-            self.lost_s += lost_s
+        self.lost_s += lost_s
         if self.state is JobState.CHECKPOINTING or (
             self.state is JobState.RESCALING and self.pause_ckpt_until_s > now
         ):
@@ -465,20 +482,41 @@ class SimJob:
             checkpoint_first=False,  # a graceful restart checkpointed inside the notice
         )
 
-    def _final_checkpoint(self, nodes: int) -> None:
+    def _rollback(self) -> tuple[float, float]:
+        """Everything since the last durable checkpoint is lost: (samples, run seconds)."""
+        lost = max(self.progress - self.ckpt_progress, 0.0)
+        lost_s = self.unsaved_run_s if lost > 0 else 0.0
+        self.unsaved_run_s = 0.0
+        self._ckpt_pending_run_s = 0.0
+        return lost, lost_s
+
+    def _final_checkpoint(self, nodes: int) -> bool:
         """Checkpoint that ends right now, before the last nodes leave on purpose.
 
         The job spent its last ``ckpt_cost_s`` writing instead of training, so that
-        much progress is taken back and booked as checkpoint time.  Only a running
-        job writes one; a job that is pausing anyway has nothing newer to save.
+        much progress is taken back and booked as checkpoint time.  A write needs a
+        running job and a running period at least as long as the write; otherwise
+        the unsaved progress cannot be saved and the caller rolls it back.
+
+        Returns:
+            Whether everything done so far is durable.
         """
-        if self.state is not JobState.RUNNING or self.ckpt_cost_s <= 0:
-            if self.state is JobState.RUNNING:
-                self.ckpt_progress, self.has_checkpoint = self.progress, True
-            return
+        if self.progress <= self.ckpt_progress:
+            self.unsaved_run_s = 0.0
+            return True  # nothing unsaved
+        if self.state is not JobState.RUNNING:
+            return False
         cost = self.ckpt_cost_s
+        if cost <= 0:
+            self.ckpt_progress, self.has_checkpoint = self.progress, True
+            self.unsaved_run_s = 0.0
+            return True
+        if self.env.now - self.running_since_s < cost - _EPS:
+            return False
         undo = min(self._good[nodes] * cost, self.progress - self.ckpt_progress)
         self.progress -= undo
+        self.run_s -= cost  # those seconds were spent writing, not training
+        self.unsaved_run_s = 0.0
         self.raw_samples -= min(self.raw_samples, self._thr[nodes] * cost)
         self.conv_s -= min(self.conv_s, (1 - self._eff[nodes]) * cost)
         self.ckpt_s += cost
@@ -493,6 +531,7 @@ class SimJob:
             PauseComponents(state_s=cost),
             time_s=self.env.now - cost,
         )
+        return True
 
     def _begin_rescale(
         self,
@@ -514,10 +553,13 @@ class SimJob:
         now = self.env.now
         if after == 0:
             if self.state is not JobState.WAITING:
-                if not failure:
-                    self._final_checkpoint(before)
+                lost, lost_s = 0.0, 0.0
+                if not failure and not self._final_checkpoint(before):
+                    lost, lost_s = self._rollback()  # released too soon to save
+                self.progress -= lost
+                self.lost_s += lost_s
                 self._set_state(JobState.WAITING)
-                self._event(EventKind.PAUSE, before, 0)
+                self._event(EventKind.PAUSE, before, 0, lost_samples=lost, lost_s=lost_s)
             self.pause_end_s = math.inf
             return
         survivors = after - newcomers if before > 0 else 0
@@ -534,6 +576,7 @@ class SimJob:
             self.has_checkpoint = True
             self.checkpoints += 1
             self.run_since_ckpt_s = 0.0
+            self.unsaved_run_s = 0.0
         pause = pause_for(
             self.job,
             self.mode,
@@ -699,6 +742,8 @@ class SimJob:
             self.pause_ckpt_until_s = -math.inf
         elif state is JobState.CHECKPOINTING and now >= self.pause_end_s - _EPS:
             self.ckpt_progress = self.ckpt_pending_progress
+            self.unsaved_run_s = max(self.unsaved_run_s - self._ckpt_pending_run_s, 0.0)
+            self._ckpt_pending_run_s = 0.0
             self.has_checkpoint = True
             self._set_state(JobState.RUNNING)
             self.pause_end_s = math.inf
@@ -709,6 +754,7 @@ class SimJob:
             interval = self._checkpoint_interval_s()
             if math.isfinite(interval) and self.run_since_ckpt_s >= interval - 1e-6:
                 self.ckpt_pending_progress = self.progress
+                self._ckpt_pending_run_s = self.unsaved_run_s
                 self.run_since_ckpt_s = 0.0
                 self.checkpoints += 1
                 self._refresh_checkpoint_interval()
@@ -781,6 +827,7 @@ class SimJob:
             rescale_overhead_h=self.rescale_s / 3600.0,
             checkpoint_overhead_h=self.ckpt_s / 3600.0,
             idle_h=self.idle_s / 3600.0,
+            running_h=self.run_s / 3600.0,
             convergence_cost_h=self.conv_s / 3600.0,
             convergence_cost_samples=self.conv_samples,
             raw_samples=self.raw_samples,
