@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
 
     from elasim.job import JobSpec
-    from elasim.traces import CapacityTrace
+    from elasim.traces import CapacityTrace, JobTrace
 
 __all__ = [
     "GRID_KEYS",
@@ -44,14 +44,20 @@ __all__ = [
     "YoungDaly",
     "best_interval_s",
     "capacity_trace_names",
+    "checkpoint_summary",
+    "check_quoted",
     "checkpoint_interval_sweep",
     "deadline_hit_rate",
+    "describe_traces",
     "experienced_mtbf_s",
     "interval_curve",
+    "interval_grid",
     "job_trace_names",
     "mean_background_gpus",
     "mean_time_between_drops_s",
+    "median_table",
     "paired_effect",
+    "pareto_table",
     "plot_checkpoint_sweep",
     "plot_convergence_cost",
     "plot_deadline_hit_rate",
@@ -63,6 +69,7 @@ __all__ = [
     "policy_colors",
     "resolve_policies",
     "resolve_seeds",
+    "resolve_traces",
     "run_grid",
     "subset",
     "synthetic_failure_trace",
@@ -124,6 +131,20 @@ def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
     return out
 
 
+def resolve_traces(traces: str | Sequence[str]) -> tuple[str, ...]:
+    """Trace names from ``"all"`` (every bundled trace), a comma-separated string or a list."""
+    if isinstance(traces, str):
+        if traces.strip() == "all":
+            return (*capacity_trace_names(), *job_trace_names())
+        names = [t.strip() for t in traces.split(",")]
+    else:
+        names = [str(t).strip() for t in traces]
+    names = [n for n in names if n]
+    if not names:
+        raise ValueError("no traces given")
+    return tuple(names)
+
+
 def capacity_trace_names() -> list[str]:
     """Bundled capacity (spot) traces, sorted."""
     from elasim.traces import bundled_traces
@@ -158,7 +179,7 @@ def uninterrupted_completion_h(job: str | JobSpec, max_nodes: int | None = None)
     return spec.target_samples / best / 3600.0
 
 
-def mean_background_gpus(trace: str | Any) -> float:
+def mean_background_gpus(trace: str | JobTrace) -> float:
     """Mean GPUs a job trace asks for: GPU-hours over the span of its submissions.
 
     The yardstick for choosing ``cluster_gpus``: a cluster much larger than this
@@ -170,6 +191,62 @@ def mean_background_gpus(trace: str | Any) -> float:
     if not isinstance(loaded, JobTrace):
         raise ValueError(f"{getattr(loaded, 'name', trace)} is not a job trace")
     return float(loaded.gpu_hours / loaded.span_h)
+
+
+def describe_traces(
+    traces: Sequence[str], job: str | JobSpec = "resnet50_v100", max_nodes: int | None = None
+) -> pd.DataFrame:
+    """One row per trace: what a job of ``job``'s size sees in it.
+
+    Capacity traces are capped at the job's ``max_nodes`` (or ``max_nodes`` when
+    given; the simulator does the same), so ``drops`` and ``mtbf_h`` count only the
+    drops that can hit the job.
+
+    Returns:
+        ``trace``, ``kind``, ``duration_h`` (capacity: length; jobs: span of
+        submissions), ``mean_available`` and ``availability_fraction`` (share of time
+        with at least one node; capacity only), ``drops``, ``mtbf_h``, ``priced``,
+        ``on_demand_price_per_hour``, and for job traces ``jobs``, ``gpu_hours`` and
+        ``mean_background_gpus``.
+    """
+    from elasim.traces import CapacityTrace, load_trace
+
+    cap = _job(job, max_nodes).nodes.max
+    rows: list[dict[str, Any]] = []
+    for name in traces:
+        trace = load_trace(name)
+        if isinstance(trace, CapacityTrace):
+            available = np.minimum(trace.available, cap)
+            widths = np.diff(np.append(trace.time_s, trace.duration_s))
+            mtbf_s, drops = mean_time_between_drops_s(trace, cap)
+            rows.append(
+                {
+                    "trace": name,
+                    "kind": "capacity",
+                    "duration_h": trace.duration_h,
+                    "mean_available": float(np.sum(available * widths) / trace.duration_s),
+                    "availability_fraction": float(
+                        np.sum(widths[available > 0]) / trace.duration_s
+                    ),
+                    "drops": drops,
+                    "mtbf_h": mtbf_s / 3600.0,
+                    "priced": trace.price_per_hour is not None,
+                    "on_demand_price_per_hour": trace.metadata.on_demand_price_per_hour,
+                }
+            )
+        else:
+            rows.append(
+                {
+                    "trace": name,
+                    "kind": "jobs",
+                    "duration_h": trace.span_h,
+                    "priced": False,
+                    "jobs": trace.num_jobs,
+                    "gpu_hours": trace.gpu_hours,
+                    "mean_background_gpus": mean_background_gpus(trace),
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 def run_grid(
@@ -185,6 +262,7 @@ def run_grid(
     deadline_h: float | None = None,
     checkpoint_interval_s: float | None = None,
     checkpoint_cost_s: float | None = None,
+    start_offset_s: float | None = None,
     workers: int | None = None,
 ) -> pd.DataFrame:
     """Simulate every trace x policy x seed x notice x mechanism; one tidy row each.
@@ -207,6 +285,8 @@ def run_grid(
             ``deadline_met`` is missing).
         checkpoint_interval_s: ``None`` is *auto* (Young/Daly).
         checkpoint_cost_s: ``None`` is the job's own figure.
+        start_offset_s: ``None`` (the default) draws each run's start in the trace
+            from its seed; a number starts every run there.
         workers: processes (``None``: one per CPU, ``1``: in this process).
 
     Returns:
@@ -240,7 +320,7 @@ def run_grid(
         checkpoint_cost_s=checkpoint_cost_s,
         notice_s=tuple(float(n) for n in notice_s),
         rescale=tuple(rescale),
-        start_offset_s=None,
+        start_offset_s=start_offset_s,
         cluster_gpus=cluster_gpus,
     )
     spec.validate()
@@ -294,14 +374,15 @@ def waste_breakdown(
 
     Returns:
         One row per group: ``by`` columns, each column of :data:`WASTE_COMPONENTS`,
-        ``waste_h``, ``convergence_cost_h``, ``completion_time_h``, ``runs`` and
-        ``completed_share``.
+        ``waste_h``, ``convergence_cost_h``, ``completion_time_h``, ``largest``
+        (the column of the largest component), ``runs`` and ``completed_share``.
     """
     parts = [c for c, _ in WASTE_COMPONENTS]
     columns = [*parts, "convergence_cost_h", "completion_time_h"]
     grouped = frame.groupby(list(by), sort=True)
     out = _aggregate(grouped[columns], stat)
     out.insert(len(parts), "waste_h", out[parts].sum(axis=1))
+    out["largest"] = out[parts].idxmax(axis=1)
     out["runs"] = grouped.size()
     out["completed_share"] = grouped["completed"].mean().astype(float)
     return out.reset_index()
@@ -387,7 +468,91 @@ def paired_effect(
     return out.reset_index()
 
 
+def pareto_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each policy's median completion time and cost per trace, and whether it is on the front.
+
+    The cost is ``cost_usd`` on priced traces and ``node_hours`` on the others (whose
+    dollar cost is 0 by construction); ``cost_metric`` says which.  A policy is on the
+    front when no other policy's medians are at least as fast *and* strictly cheaper
+    (:func:`elasim.sweep.pareto_front`).
+    """
+    from elasim.sweep import pareto_front
+
+    tables = []
+    for trace, rows in frame.groupby("trace", sort=True):
+        cost, _ = _cost_axis(rows)
+        done = rows.dropna(subset=["completion_time_h"])
+        medians = (
+            done.groupby("policy", sort=True)[["completion_time_h", cost]]
+            .median()
+            .rename(columns={cost: "cost"})
+            .reset_index()
+        )
+        front = pareto_front(medians.rename(columns={"cost": "cost_usd"}))
+        medians["on_front"] = medians["policy"].isin(front["policy"])
+        medians.insert(0, "trace", trace)
+        medians["cost_metric"] = cost
+        tables.append(medians)
+    return pd.concat(tables, ignore_index=True)
+
+
+def median_table(
+    frame: pd.DataFrame, metric: str, index: str = "trace", columns: str = "policy"
+) -> pd.DataFrame:
+    """Medians of ``metric`` with ``index`` values as rows and ``columns`` values as columns."""
+    return frame.pivot_table(index=index, columns=columns, values=metric, aggfunc="median")
+
+
+def check_quoted(
+    table: pd.DataFrame | pd.Series,
+    quoted: Mapping[Any, float],
+    rel_tol: float = 0.01,
+    abs_tol: float = 0.005,
+) -> None:
+    """Check numbers quoted in prose against the table they were read from.
+
+    A notebook's prose quotes numbers from its full-size run; calling this next to
+    the prose makes a re-run with different results fail instead of leaving the
+    text stale.
+
+    Args:
+        table: a DataFrame (keys are ``(row, column)`` pairs) or a Series (keys are
+            labels).
+        quoted: the numbers as quoted, by key.
+        rel_tol: relative tolerance (quoted numbers are rounded).
+        abs_tol: absolute tolerance.
+
+    Raises:
+        AssertionError: listing every quoted number that no longer matches.
+    """
+    wrong = []
+    for key, expected in quoted.items():
+        actual = float(
+            table.loc[key] if isinstance(table, pd.Series) else table.loc[key[0], key[1]]
+        )
+        if not math.isclose(actual, expected, rel_tol=rel_tol, abs_tol=abs_tol):
+            wrong.append(f"{key}: quoted {expected:g}, now {actual:.4g}")
+    if wrong:
+        raise AssertionError("prose is stale: " + "; ".join(wrong))
+
+
 # -- checkpoint intervals -----------------------------------------------------------------
+
+
+def interval_grid(
+    min_s: float, max_s: float, points: int, extra: Iterable[float] = ()
+) -> list[float]:
+    """``points`` log-spaced intervals from ``min_s`` to ``max_s`` (whole seconds), plus ``extra``.
+
+    Checkpoint overhead goes as ``1 / interval`` and lost work roughly as the
+    interval, so the U is symmetric on a log axis; ``extra`` adds exact points such
+    as the Young/Daly interval itself.
+    """
+    if not (0 < min_s <= max_s) or points < 1:
+        raise ValueError("need 0 < min_s <= max_s and points >= 1")
+    grid = np.geomspace(min_s, max_s, points) if points > 1 else np.array([min_s])
+    values = {float(round(v)) for v in grid} | {float(v) for v in extra}
+    return sorted(v for v in values if v > 0)
 
 
 def synthetic_failure_trace(
@@ -552,6 +717,7 @@ def checkpoint_interval_sweep(
     rescale: str = "restart",
     notice_s: float = 0.0,
     max_nodes: int | None = None,
+    start_offset_s: float | None = None,
 ) -> pd.DataFrame:
     """Completion time against the periodic checkpoint interval, one row per run.
 
@@ -572,6 +738,8 @@ def checkpoint_interval_sweep(
         rescale: mechanism.
         notice_s: preemption notice.
         max_nodes: overrides the job's ``max_nodes``.
+        start_offset_s: ``None`` draws each seed's start in the trace; a number
+            starts every run there.
 
     Returns:
         Columns ``interval_s`` (NaN for auto), ``auto``, ``seed``, ``start_offset_s``,
@@ -596,7 +764,7 @@ def checkpoint_interval_sweep(
                 notice_s=notice_s,
                 rescale=mode,
                 seed=seed,
-                start_offset_s=None,
+                start_offset_s=start_offset_s,
                 record_timeline=False,
             )
             result = simulate(
@@ -655,6 +823,42 @@ def interval_curve(sweep: pd.DataFrame) -> pd.DataFrame:
 def best_interval_s(curve: pd.DataFrame) -> float:
     """The interval with the lowest mean completion time in an :func:`interval_curve`."""
     return float(curve.loc[curve["completion_mean_h"].idxmin(), "interval_s"])
+
+
+def checkpoint_summary(sweep: pd.DataFrame, optimum: YoungDaly) -> pd.Series:
+    """How the swept intervals, Daly's interval and ``auto`` compare, as excess over the best.
+
+    ``*_excess`` is the mean completion time at that point divided by the best swept
+    mean, minus one (0.05: 5 % slower than the best interval found).  Daly's point is
+    the swept interval closest to ``optimum.daly_s`` on a log scale (sweep it exactly
+    with ``interval_grid(..., extra=[optimum.daly_s])``).
+
+    Returns:
+        ``best_interval_s``, ``best_completion_mean_h``, ``daly_s``,
+        ``daly_swept_interval_s``, ``daly_excess``, ``shortest_interval_s``,
+        ``shortest_excess``, ``longest_interval_s``, ``longest_excess``,
+        ``auto_excess`` (NaN without auto runs).
+    """
+    curve = interval_curve(sweep)
+    means = curve.set_index("interval_s")["completion_mean_h"]
+    best = float(means.min())
+    intervals = means.index.to_numpy(dtype=float)
+    closest = float(intervals[np.argmin(np.abs(np.log(intervals / optimum.daly_s)))])
+    auto = sweep[sweep["auto"]]["completion_time_h"]
+    return pd.Series(
+        {
+            "best_interval_s": float(means.idxmin()),
+            "best_completion_mean_h": best,
+            "daly_s": optimum.daly_s,
+            "daly_swept_interval_s": closest,
+            "daly_excess": float(means[closest]) / best - 1.0,
+            "shortest_interval_s": float(intervals.min()),
+            "shortest_excess": float(means.iloc[0]) / best - 1.0,
+            "longest_interval_s": float(intervals.max()),
+            "longest_excess": float(means.iloc[-1]) / best - 1.0,
+            "auto_excess": float(auto.mean()) / best - 1.0 if len(auto) else math.nan,
+        }
+    )
 
 
 def experienced_mtbf_s(sweep: pd.DataFrame) -> float:
@@ -720,10 +924,10 @@ def plot_pareto_ax(ax: Axes, frame: pd.DataFrame, title: str | None = None) -> p
     of dollars: their ``cost_usd`` is 0 by construction.
 
     Returns:
-        The medians per policy, with an ``on_front`` column.
+        The :func:`pareto_table` of ``frame`` (medians per policy, ``on_front``).
     """
-    from elasim.sweep import pareto_front
-
+    if "trace" in frame and frame["trace"].nunique() > 1:
+        raise ValueError("several traces in the frame: plot one per axis")
     cost, label = _cost_axis(frame)
     done = frame.dropna(subset=["completion_time_h"])
     colors = policy_colors(done["policy"].unique())
@@ -740,19 +944,16 @@ def plot_pareto_ax(ax: Axes, frame: pd.DataFrame, title: str | None = None) -> p
             label=str(policy),
             zorder=3,
         )
-    medians = done.groupby("policy", sort=True)[["completion_time_h", cost]].median().reset_index()
-    front = pareto_front(
-        medians.rename(columns={cost: "cost_usd"}) if cost != "cost_usd" else medians
-    )
-    medians["on_front"] = medians["policy"].isin(front["policy"])
+    table = pareto_table(frame if "trace" in frame else frame.assign(trace=""))
+    front = table[table["on_front"]].sort_values("completion_time_h")
     if len(front) > 1:
-        ax.plot(front["completion_time_h"], front["cost_usd"], "k--", lw=1, label="Pareto front")
+        ax.plot(front["completion_time_h"], front["cost"], "k--", lw=1, label="Pareto front")
     ax.set_xlabel("completion time (h)")
     ax.set_ylabel(label)
     if title:
         ax.set_title(title)
     ax.legend(fontsize=7)
-    return medians
+    return table
 
 
 def plot_pareto_panels(frame: pd.DataFrame) -> Figure:
@@ -793,7 +994,12 @@ def plot_waste_panels(breakdown: pd.DataFrame) -> Figure:
 
 
 def _grouped_bars(
-    ax: Axes, table: pd.DataFrame, value: str, groups: str = "trace", bars: str = "policy"
+    ax: Axes,
+    table: pd.DataFrame,
+    value: str,
+    groups: str = "trace",
+    bars: str = "policy",
+    legend: bool = True,
 ) -> None:
     """Bars of ``value``: one cluster per ``groups`` value, one bar per ``bars`` value."""
     group_names = sorted(table[groups].unique())
@@ -811,7 +1017,14 @@ def _grouped_bars(
             color=colors.get(name),
         )
     ax.set_xticks(np.arange(len(group_names)), [str(g) for g in group_names], fontsize=8)
-    ax.legend(fontsize=7)
+    if legend:
+        ax.legend(fontsize=7)
+
+
+def _figure_legend(fig: Figure, ax: Axes) -> None:
+    """One legend for the whole figure, above the panels (where it hides no bar)."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", ncols=max(len(labels), 1), fontsize=8)
 
 
 def plot_convergence_cost(frame: pd.DataFrame) -> Figure:
@@ -830,9 +1043,10 @@ def plot_convergence_cost(frame: pd.DataFrame) -> Figure:
         .reset_index()
     )
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4), constrained_layout=True)
-    _grouped_bars(left, medians, "convergence_cost_h")
+    _grouped_bars(left, medians, "convergence_cost_h", legend=False)
     left.set_ylabel("convergence cost (h, median)")
-    _grouped_bars(right, medians, "convergence_share")
+    _grouped_bars(right, medians, "convergence_share", legend=False)
+    _figure_legend(fig, left)
     right.set_ylabel("share of completion time (median)")
     return fig
 
@@ -842,7 +1056,8 @@ def plot_deadline_hit_rate(rates: pd.DataFrame, deadline_h: float | None = None)
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(11, 4), constrained_layout=True)
-    _grouped_bars(ax, rates, "hit_rate")
+    _grouped_bars(ax, rates, "hit_rate", legend=False)
+    _figure_legend(fig, ax)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("deadline hit rate")
     if deadline_h is not None:
@@ -863,11 +1078,11 @@ def plot_notice_and_mechanism(frame: pd.DataFrame, metric: str = "lost_work_h") 
     traces = sorted(medians["trace"].unique())
     fig, axes = _panels(len(traces), width=6.0)
     for ax, trace in zip(axes, traces, strict=True):
-        _grouped_bars(
-            ax, medians[medians["trace"] == trace], metric, groups="policy", bars="setting"
-        )
+        rows = medians[medians["trace"] == trace]
+        _grouped_bars(ax, rows, metric, groups="policy", bars="setting", legend=False)
         ax.set_title(str(trace))
         ax.set_ylabel(f"{metric} (median)")
+    _figure_legend(fig, axes[0])
     return fig
 
 
@@ -880,9 +1095,8 @@ def plot_checkpoint_sweep(
 
     Left: mean completion time (with its standard error) over the fixed intervals,
     the simulator's ``auto`` as a horizontal line when the sweep has it, and a
-    vertical line per optimum.  Right: the two arms of the U, mean lost work
-    (falls with more checkpoints... rises with the interval) and mean checkpoint
-    overhead (falls with the interval).
+    vertical line per optimum.  Right: the two arms of the U, mean lost work (grows
+    with the interval) and mean checkpoint overhead (shrinks with it).
     """
     import matplotlib.pyplot as plt
 

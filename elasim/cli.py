@@ -23,6 +23,7 @@ from elasim import __version__
 
 app = typer.Typer(
     name="elasim",
+    invoke_without_command=True,
     help="Simulate (and execute) elastic deep-learning training policies on real traces.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -42,7 +43,9 @@ class UsageError(ValueError):
 
 
 def _fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
 
 
@@ -78,12 +81,16 @@ def _run_guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages."),
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
 ) -> None:
     """Simulate (and execute) elastic deep-learning training policies on real traces."""
     if version:
         out_console.print(f"elasim {__version__}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        out_console.print(ctx.get_help())
         raise typer.Exit()
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
@@ -408,6 +415,10 @@ def sweep(
 
     spec = _run_guarded(build)
     _run_guarded(spec.validate)
+    from elasim.sweep import BACKENDS
+
+    if backend not in BACKENDS:
+        raise _fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     total = spec.size
     with Progress(
         "[progress.description]{task.description}",

@@ -7,10 +7,10 @@ completion, and the table is the same with 1 or N processes, and with either bac
 Two backends:
 
 * ``"local"``: a :class:`~concurrent.futures.ProcessPoolExecutor` on this machine.
-* ``"ray"`` (the ``ray`` extra): one Ray task per grid point, on a local Ray instance
-  or on an existing cluster.  Ray is what this field's users already run their
-  training and tuning on, so a sweep can borrow the same cluster.  ``ray`` is imported
-  only when this backend is used; importing this module never imports it.
+* ``"ray"`` (the ``ray`` extra): Ray tasks on a local Ray instance or on an existing
+  cluster.  Ray is what this field's users already run their training and tuning on,
+  so a sweep can borrow the same cluster.  ``ray`` is imported only when this
+  backend is used; importing this module never imports it.
 """
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ logger = logging.getLogger(__name__)
 BACKENDS = ("local", "ray")
 
 _RAY_MISSING = "the ray backend needs the 'ray' extra: pip install 'elasim[ray]'"
+
+#: Batches per worker slot: enough that the last batches still balance the load.
+_BATCHES_PER_SLOT = 8
+#: Most points in one batch, so that progress stays fine-grained on big grids.
+_MAX_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -201,9 +206,11 @@ def run_sweep(
     in which they finish.
 
     ``backend="local"`` runs a process pool on this machine; ``workers=1`` runs in
-    this process (no pool), which is also the easiest to debug.
+    this process (no pool), which is also the easiest to debug.  Both backends send
+    small batches of consecutive points as one task (see :func:`_batches`): a
+    simulation is often as short as the cost of dispatching it.
 
-    ``backend="ray"`` runs one Ray task (1 CPU) per point.  Traces and the job are
+    ``backend="ray"`` runs Ray tasks of 1 CPU each.  Traces and the job are
     loaded once here and shipped through Ray's object store, so a trace file that
     exists only on this machine still works on a cluster; policies are built on the
     workers from their spec strings.
@@ -216,21 +223,24 @@ def run_sweep(
       authentication.
     * ``address="auto"``, ``"HOST:6379"`` or ``"ray://HOST:10001"`` (Ray Client,
       needs ``ray[client]``) connects to an existing cluster, which is left running.
-      ``workers``, if given, caps the simulations in flight at once.
+      ``workers``, if given, caps the tasks in flight, so at most that many
+      simulations run at once.
     * If this process has already called ``ray.init``, that connection is used as
       it is (``address`` is ignored) and left open.
 
     On a real cluster every node must be able to import ``elasim`` (and any policy
-    plugin or ``file.py:Class`` policy the grid names), at the same version as here.
-    Either install it in the cluster's image, or connect first with a runtime
-    environment and then call this function, e.g.::
+    plugin or ``file.py:Class`` policy the grid names), at the same version as here:
+    tasks refer to ``elasim.sweep`` functions by name.  Either install it in the
+    cluster's image, or connect first with a Ray runtime environment and then call
+    this function, which reuses that connection, e.g.::
 
-        ray.init(address="auto", runtime_env={"pip": ["elasim[ray]==0.1.0"]})
+        ray.init(address="auto", runtime_env={"pip": ["elasim==0.1.0"]})
         frame = run_sweep(spec, backend="ray")
 
-    (Shipping the source with ``runtime_env={"py_modules": [elasim]}`` works only
-    from a regular install: in an editable checkout ``elasim.policies`` and
-    ``elasim.traces`` live in separate top-level folders, not inside ``elasim/``.)
+    (or ``runtime_env={"py_modules": ["dist/elasim-0.1.0-py3-none-any.whl"]}`` to
+    upload a wheel built here).  Shipping the source folder with ``py_modules`` does
+    not work from an editable checkout: ``elasim.policies`` and ``elasim.traces`` live
+    in separate top-level folders there, not inside ``elasim/``.
 
     Args:
         spec: The grid.
@@ -261,6 +271,38 @@ def run_sweep(
     return _frame(rows)
 
 
+def _batches(points: list[SweepPoint], slots: int) -> list[tuple[int, ...]]:
+    """Group grid indices into batches of consecutive points on the same trace.
+
+    A bundled-trace simulation takes a few milliseconds, about what it costs to hand a
+    task to a pool process or a Ray worker, so one task per point spends much of the
+    sweep on dispatch.  A batch is one task.  Batches stay small enough (``slots *
+    _BATCHES_PER_SLOT`` of them, at most ``_MAX_BATCH`` points each) that the workers
+    finish together, and never span two traces, so a Ray task needs one trace only.
+    """
+    size = max(1, min(_MAX_BATCH, len(points) // (max(slots, 1) * _BATCHES_PER_SLOT)))
+    batches: list[tuple[int, ...]] = []
+    current: list[int] = []
+    for i, point in enumerate(points):
+        if current and (len(current) == size or points[current[0]].trace != point.trace):
+            batches.append(tuple(current))
+            current = []
+        current.append(i)
+    if current:
+        batches.append(tuple(current))
+    return batches
+
+
+def _run_batch(points: list[SweepPoint]) -> list[dict[str, Any]]:
+    """One pool task: several points, in order."""
+    return [run_point(point) for point in points]
+
+
+def _simulate_batch(points: list[SweepPoint], trace: Any, job: Any) -> list[dict[str, Any]]:
+    """One Ray task: several points on one already loaded trace, in order."""
+    return [_simulate_point(point, trace, job) for point in points]
+
+
 def _run_local(
     points: list[SweepPoint], *, workers: int, on_done: Callable[[], None] | None
 ) -> list[dict[str, Any]]:
@@ -272,20 +314,33 @@ def _run_local(
             if on_done:
                 on_done()
         return _complete(rows)
-    with ProcessPoolExecutor(max_workers=min(workers, len(points))) as pool:
-        futures: dict[Future[dict[str, Any]], int] = {
-            pool.submit(run_point, point): i for i, point in enumerate(points)
+    workers = min(workers, len(points))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures: dict[Future[list[dict[str, Any]]], tuple[int, ...]] = {
+            pool.submit(_run_batch, [points[i] for i in batch]): batch
+            for batch in _batches(points, workers)
         }
         try:
             for future in as_completed(futures):
-                rows[futures[future]] = future.result()
-                if on_done:
-                    on_done()
+                _store(rows, futures[future], future.result(), on_done)
         except BaseException:
             # don't run the rest of a grid that has already failed (or was interrupted)
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     return _complete(rows)
+
+
+def _store(
+    rows: list[dict[str, Any] | None],
+    batch: tuple[int, ...],
+    results: list[dict[str, Any]],
+    on_done: Callable[[], None] | None,
+) -> None:
+    """Put a finished batch's rows at their grid indices; one progress tick per point."""
+    for i, row in zip(batch, results, strict=True):
+        rows[i] = row
+        if on_done:
+            on_done()
 
 
 def _run_ray(
@@ -333,7 +388,8 @@ def _run_ray(
         # a private instance already has exactly `workers` CPUs; on a shared cluster
         # (or a connection the caller made), `workers` caps the tasks in flight
         cap = None if private else workers
-        return _gather_ray(ray, spec, points, max_in_flight=cap, on_done=on_done)
+        slots = cap or int(ray.cluster_resources().get("CPU", 1))
+        return _gather_ray(ray, spec, points, slots=slots, max_in_flight=cap, on_done=on_done)
     finally:
         if connected_here:  # stops an instance started here; only disconnects from a cluster
             ray.shutdown()
@@ -344,37 +400,36 @@ def _gather_ray(
     spec: SweepSpec,
     points: list[SweepPoint],
     *,
+    slots: int,
     max_in_flight: int | None,
     on_done: Callable[[], None] | None,
 ) -> list[dict[str, Any]]:
-    """Submit the points, collect rows by grid index as tasks finish."""
-    # Defined here, not at module level, so importing elasim.sweep never imports ray.
-    # The wrapped function is module-level, so workers import it by name.
-    remote = ray.remote(num_cpus=1)(_simulate_point)
+    """Submit the batches as tasks, store rows by grid index as tasks finish."""
+    remote = _ray_task(ray)
     traces = {name: ray.put(_load_trace(name)) for name in spec.traces}
     job = ray.put(_load_job(spec.job, spec.max_nodes))
-    limit = max_in_flight or len(points)
+    batches = _batches(points, slots)
+    limit = max_in_flight or len(batches)
     rows: list[dict[str, Any] | None] = [None] * len(points)
-    index: dict[Any, int] = {}
-    todo = iter(enumerate(points))
+    in_flight: dict[Any, tuple[int, ...]] = {}
+    todo = iter(batches)
 
     def submit(count: int) -> None:
-        for i, point in itertools.islice(todo, count):
-            index[remote.remote(point, traces[point.trace], job)] = i
+        for batch in itertools.islice(todo, count):
+            trace = traces[points[batch[0]].trace]
+            in_flight[remote.remote([points[i] for i in batch], trace, job)] = batch
 
     submit(limit)
     try:
-        while index:
-            refs = list(index)
+        while in_flight:
+            refs = list(in_flight)
             ray.wait(refs, num_returns=1)  # block until one is done...
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)  # ...take all done
             for ref in ready:
-                rows[index.pop(ref)] = ray.get(ref)
-                if on_done:
-                    on_done()
-            submit(limit - len(index))
+                _store(rows, in_flight.pop(ref), ray.get(ref), on_done)
+            submit(limit - len(in_flight))
     except ray.exceptions.RayTaskError as error:
-        _cancel(ray, index)
+        _cancel(ray, in_flight)
         logger.debug("a sweep task failed on a Ray worker:\n%s", error)
         cause = getattr(error, "cause", None)
         if isinstance(cause, Exception):
@@ -382,12 +437,23 @@ def _gather_ray(
             raise cause from None
         raise
     except BaseException:
-        _cancel(ray, index)
+        _cancel(ray, in_flight)
         raise
     return _complete(rows)
 
 
-def _cancel(ray: Any, pending: dict[Any, int]) -> None:
+@functools.lru_cache(maxsize=1)
+def _ray_task(ray: Any) -> Any:
+    """The Ray remote version of :func:`_simulate_batch`, made once per process.
+
+    Made on first use, not at import, so importing elasim.sweep never imports ray;
+    made once, so that many sweeps on one connection export it once.  The wrapped
+    function is module-level, so workers import it by name.
+    """
+    return ray.remote(num_cpus=1)(_simulate_batch)
+
+
+def _cancel(ray: Any, pending: dict[Any, tuple[int, ...]]) -> None:
     for ref in pending:
         ray.cancel(ref)
 
