@@ -629,6 +629,207 @@ def traces_import(
     out_console.print(f"wrote {output_path} ({trace.kind} trace, {rows:,} rows)")
 
 
+# -- calibration and comparison -------------------------------------------------------------
+
+
+@app.command()
+def calibrate(
+    out: Path = typer.Option(Path("profile.json"), "--out", "-o", help="Profile to write."),
+    segment_s: float = typer.Option(6.0, "--segment-s", help="Real seconds per schedule step."),
+    workers_max: int = typer.Option(4, "--workers-max", help="Most workers."),
+    mechanisms: str = typer.Option("inplace,restart", "--rescale", help="Mechanisms to measure."),
+    job: str | None = typer.Option(None, "--job", help="Executor job (module:attribute)."),
+    keep: Path | None = typer.Option(None, "--keep", help="Keep the calibration runs here."),
+) -> None:
+    """Measure this machine with short executor runs and write a versioned profile."""
+    try:
+        from elasim.executor.calibrate import CalibrationConfig
+        from elasim.executor.calibrate import calibrate as run_calibration
+    except ImportError as exc:
+        raise _fail(f"calibrate needs the executor extra (torch): {exc}") from None
+    from elasim.profile import save_profile
+
+    def build() -> Any:
+        kinds = tuple(_split(mechanisms))
+        for kind in kinds:
+            if kind not in ("inplace", "restart"):
+                raise UsageError(f"--rescale takes inplace and/or restart, got {kind!r}")
+        if not (segment_s > 0 and math.isfinite(segment_s)):
+            raise UsageError(f"--segment-s must be > 0, got {segment_s!r}")
+        extra = {} if job is None else {"job": job}
+        return CalibrationConfig(
+            segment_s=segment_s, workers_max=workers_max, mechanisms=kinds, **extra
+        )
+
+    config = _run_guarded(build)
+    with err_console.status("calibrating") as status:
+        profile = _run_guarded(
+            run_calibration,
+            config,
+            work_dir=keep,
+            on_stage=lambda text: status.update(f"calibrating: {text}"),
+        )
+    save_profile(profile, out)
+    table = Table(title=f"profile {out} ({profile.backend}, torch {profile.torch_version})")
+    table.add_column("measurement")
+    table.add_column("value", justify="right")
+    for world, seconds in profile.step_time_s:
+        table.add_row(f"step time, {world} workers (s)", f"{seconds:.4f}")
+    for pause in profile.pauses:
+        label = f"{pause.mechanism} {pause.nodes_before}->{pause.nodes_after}" + (
+            " (kill)" if pause.failure else ""
+        )
+        table.add_row(f"pause {label} (s)", f"{pause.components.pause_s:.3f}")
+    table.add_row("checkpoint save (s)", f"{profile.checkpoint_save_s:.4f}")
+    table.add_row("checkpoint load (s)", f"{profile.checkpoint_load_s:.4f}")
+    table.add_row("worker start (s)", f"{profile.worker_start_s:.2f}")
+    out_console.print(table)
+
+
+@app.command()
+def compare(
+    real_dir: Path | None = typer.Argument(None, help="Directory of an `elasim run --out`."),
+    sim_dir: Path | None = typer.Argument(None, help="Directory of an `elasim simulate --out`."),
+    trace: str | None = typer.Option(None, "--trace", "-t", help="Run both on this trace."),
+    policy: str = typer.Option("greedy", "--policy", "-p"),
+    profile: Path | None = typer.Option(None, "--profile", help="Profile for the simulation."),
+    time_scale: float = typer.Option(600.0, "--time-scale", help="Trace seconds per real second."),
+    max_steps: int = typer.Option(3000, "--max-steps", help="Work of the real run (steps)."),
+    workers_max: int = typer.Option(4, "--workers-max"),
+    rescale: str = typer.Option("inplace", "--rescale"),
+    notice_s: float = typer.Option(0.0, "--notice-s", help="Notice in trace seconds."),
+    trace_start_s: float = typer.Option(0.0, "--trace-start-s", help="Start offset (trace s)."),
+    out: Path = typer.Option(Path("compare-out"), "--out", "-o"),
+    as_json: bool = typer.Option(False, "--json", help="Print compare.json to stdout."),
+) -> None:
+    """Compare a measured run with a simulation, event by event (or run both first)."""
+    from elasim.compare import compare_runs, plot_compare
+
+    if trace is not None:
+        if profile is None:
+            raise _fail("--trace needs --profile (from `elasim calibrate`)")
+        real_dir, sim_dir = _run_guarded(
+            _run_both,
+            trace=trace,
+            policy=policy,
+            profile=profile,
+            time_scale=time_scale,
+            max_steps=max_steps,
+            workers_max=workers_max,
+            rescale=rescale,
+            notice_s=notice_s,
+            trace_start_s=trace_start_s,
+            out=out,
+        )
+    elif real_dir is None or sim_dir is None:
+        raise _fail("give REAL_DIR and SIM_DIR, or --trace and --profile to run both")
+    result = _run_guarded(compare_runs, real_dir, sim_dir)
+    import pandas as pd
+
+    from elasim.output import write_json
+
+    def timeline(path: Path) -> pd.DataFrame | None:
+        file = path / "timeline.parquet"
+        return pd.read_parquet(file) if file.exists() else None
+
+    report = result.to_json()
+    write_json(out / "compare.json", report)
+    real_tl = timeline(real_dir)
+    if real_tl is not None and "time_s" in real_tl:
+        scale = float(result.real_summary.get("time_scale", 1.0) or 1.0)
+        real_tl = real_tl.assign(real_time_s=real_tl["time_s"] / scale)
+    plot_compare(result, real_tl, timeline(sim_dir), out / "compare.png")
+    if as_json:
+        sys.stdout.write(json.dumps(_json_safe(report)) + "\n")
+        return
+    table = Table(title=f"measured {real_dir} vs simulated {sim_dir}")
+    for column in ("event", "real t (s)", "sim t (s)", "real pause (s)", "sim pause (s)", "error"):
+        table.add_column(column, justify="left" if column == "event" else "right")
+    for pair in result.pairs:
+        table.add_row(
+            f"{pair.kind} {pair.nodes_before}->{pair.nodes_after}",
+            _fmt(pair.real_time_s, 2),
+            _fmt(pair.sim_time_s, 2),
+            _fmt(pair.real_pause_s, 3),
+            _fmt(pair.sim_pause_s, 3),
+            "-" if pair.rel_error is None else f"{100 * pair.rel_error:.0f}%",
+        )
+    out_console.print(table)
+    err = report["completion_time_rel_error"]
+    pause_err = report["median_pause_rel_error"]
+    out_console.print(
+        f"completion: real {_fmt(report['real_completion_s'], 2)} s, "
+        f"sim {_fmt(report['sim_completion_s'], 2)} s, error "
+        + ("-" if err is None else f"{100 * err:.1f}%")
+        + "; median pause error "
+        + ("-" if pause_err is None else f"{100 * pause_err:.0f}%")
+        + f"; {report['events_matched']} events matched"
+    )
+    out_console.print(f"wrote {out}/compare.json and {out}/compare.png")
+
+
+def _run_both(
+    *,
+    trace: str,
+    policy: str,
+    profile: Path,
+    time_scale: float,
+    max_steps: int,
+    workers_max: int,
+    rescale: str,
+    notice_s: float,
+    trace_start_s: float,
+    out: Path,
+) -> tuple[Path, Path]:
+    """Run the executor on ``trace``, then simulate the same scaled trace with ``profile``."""
+    try:
+        from elasim.executor.run import RunConfig, run_trace, write_run
+    except ImportError as exc:
+        raise UsageError(f"running needs the executor extra (torch): {exc}") from None
+    from elasim.compare import scale_trace
+    from elasim.policies import make_policy
+    from elasim.profile import apply_profile, load_profile
+    from elasim.sim import RescaleMode, SimConfig, write_result
+    from elasim.sim import simulate as run_simulation
+    from elasim.traces import load_capacity_trace
+
+    measured = load_profile(profile)
+    loaded = load_capacity_trace(trace)
+    real_dir, sim_dir = out / "real", out / "sim"
+    with err_console.status(f"running {policy} on {trace} (x{time_scale:g})"):
+        result = run_trace(
+            RunConfig(
+                trace=trace,
+                policy=policy,
+                time_scale=time_scale,
+                workers_max=workers_max,
+                rescale=RescaleMode(rescale).value,
+                notice_s=notice_s,
+                max_steps=max_steps,
+                trace_start_s=trace_start_s,
+            )
+        )
+    write_run(result, real_dir)
+    samples = float(result.summary.get("samples") or max_steps * measured.global_batch)
+    job = apply_profile(measured, target_samples=samples)
+    job = job.with_nodes(max_nodes=min(workers_max, job.nodes.max))
+    sim = run_simulation(
+        scale_trace(loaded, time_scale),
+        make_policy(policy),
+        job,
+        SimConfig(
+            checkpoint_interval_s=math.inf,
+            notice_s=notice_s / time_scale,
+            rescale=RescaleMode(rescale),
+            start_offset_s=trace_start_s / time_scale,
+        ),
+        trace_name=f"{trace} (x{time_scale:g})",
+        policy_spec=policy,
+    )
+    write_result(sim, sim_dir)
+    return real_dir, sim_dir
+
+
 def _register_executor() -> None:
     """Add ``run`` / ``agent`` (and later ``calibrate``) without importing torch now."""
     try:

@@ -49,7 +49,10 @@ __all__ = [
     "ProfileError",
     "apply_profile",
     "load_profile",
+    "pauses_from_events",
+    "profile_from_runs",
     "save_profile",
+    "step_times_from_steps",
 ]
 
 PROFILE_VERSION = 1
@@ -292,6 +295,10 @@ def apply_profile(
     read_bw = size / profile.checkpoint_load_s if profile.checkpoint_load_s > 0 else 1e12
     model = dict(profile.model)
     name = str(model.get("name", "profiled"))
+    inplace = [p.components.acquire_s for p in profile.pauses if p.mechanism == "inplace"]
+    # warm standbys start (and import torch) before they are needed, so a newcomer's
+    # acquisition is what the in-place transitions measured, not a cold start
+    boot_s = _median(inplace) if inplace else profile.worker_start_s
     spec = JobSpec(
         name=f"{name} (profile)",
         description=f"{name} as measured on {dict(profile.hardware).get('cpu', 'this machine')}",
@@ -320,7 +327,7 @@ def apply_profile(
         ),
         rescale=RescaleSpec(
             detect_s=profile.detect_s,
-            boot_s=profile.worker_start_s,
+            boot_s=boot_s,
             rendezvous_base_s=base_s,
             rendezvous_per_node_s=per_node_s,
             state_bandwidth_bytes_per_s=state_bw,
@@ -330,3 +337,108 @@ def apply_profile(
         pause_table=tuple((p.key, p.components) for p in profile.pauses),
     )
     return dataclasses.replace(spec)
+
+
+# -- deriving a profile from measured runs ---------------------------------------------
+
+_CHANGE_KINDS = ("scale_up", "scale_down", "resume")
+
+
+def step_times_from_steps(steps: Any) -> dict[int, float]:
+    """Median step time per world size from a run's ``steps.parquet`` frame.
+
+    Only consecutive steps of one generation count (the first step after a change
+    carries the warm-up, which the pause already includes).
+    """
+    frame = steps.sort_values("time_s", kind="stable")
+    out: dict[int, list[float]] = {}
+    previous = None
+    for row in frame.itertuples(index=False):
+        if previous is not None and row.gen == previous.gen and row.step == previous.step + 1:
+            out.setdefault(int(row.world_size), []).append(float(row.time_s - previous.time_s))
+        previous = row
+    return {world: statistics.median(values) for world, values in sorted(out.items()) if values}
+
+
+def pauses_from_events(events: Any, mechanism: str) -> list[MeasuredPause]:
+    """Median pause components per transition from a run's ``events.parquet`` frame."""
+    groups: dict[tuple[str, int, int, bool], list[PauseComponents]] = {}
+    for row in events.to_dict(orient="records"):
+        if row["kind"] not in _CHANGE_KINDS or int(row["nodes_after"]) == 0:
+            continue
+        if not math.isfinite(float(row["pause_s"])):
+            continue
+        components = PauseComponents(**{k: max(float(row[k]), 0.0) for k in PAUSE_COMPONENTS})
+        failure = components.detect_s > 0
+        key = (mechanism, int(row["nodes_before"]), int(row["nodes_after"]), failure)
+        groups.setdefault(key, []).append(components)
+    out = []
+    for key, items in sorted(groups.items()):
+        median = PauseComponents(
+            **{k: statistics.median(getattr(c, k) for c in items) for k in PAUSE_COMPONENTS}
+        )
+        out.append(MeasuredPause(key[0], key[1], key[2], key[3], len(items), median))
+    return out
+
+
+def profile_from_runs(
+    run_dirs: Iterable[str | Path],
+    *,
+    hardware: Mapping[str, Any] | None = None,
+    torch_version: str = "",
+    backend: str = "",
+    model: Mapping[str, Any] | None = None,
+    worker_start_s: float | None = None,
+    source: str = "",
+) -> Profile:
+    """Build a profile from executor run directories (``summary.json``, parquet files).
+
+    Step times are pooled over all runs; pauses are keyed by each run's mechanism;
+    checkpoint save time is the median ``state_s`` of ``checkpoint`` events; load time
+    the median ``state_s`` of restart-mode group formations (which load a checkpoint).
+    """
+    import pandas as pd
+
+    steps_by_world: dict[int, list[float]] = {}
+    pauses: list[MeasuredPause] = []
+    saves: list[float] = []
+    loads: list[float] = []
+    detects: list[float] = []
+    global_batch = 0
+    model_info = dict(model or {})
+    for run_dir in run_dirs:
+        run = Path(run_dir)
+        summary = json.loads((run / "summary.json").read_text())
+        mechanism = str(summary.get("inputs", {}).get("rescale", "inplace"))
+        steps = pd.read_parquet(run / "steps.parquet")
+        events = pd.read_parquet(run / "events.parquet")
+        for world, seconds in step_times_from_steps(steps).items():
+            steps_by_world.setdefault(world, []).append(seconds)
+        if len(steps) and not global_batch:
+            # the typical step (an epoch's last step may be shorter)
+            global_batch = int(round(float(steps["samples"].median())))
+        pauses.extend(pauses_from_events(events, mechanism))
+        saves.extend(events.loc[events["kind"] == "checkpoint", "state_s"].astype(float))
+        changes = events[events["kind"].isin(_CHANGE_KINDS) & (events["nodes_after"] > 0)]
+        if mechanism == "restart":
+            loads.extend(changes["state_s"].astype(float))
+        detects.extend(float(v) for v in changes["detect_s"] if float(v) > 0)
+        model_info.setdefault("name", summary.get("inputs", {}).get("job", "executor job"))
+    if not steps_by_world:
+        raise ProfileError("the runs contain no consecutive steps to time")
+    return Profile(
+        version=PROFILE_VERSION,
+        hardware=tuple((hardware or {}).items()),
+        torch_version=torch_version,
+        backend=backend,
+        model=tuple(model_info.items()),
+        global_batch=max(global_batch, 1),
+        step_time_s=tuple((w, statistics.median(v)) for w, v in sorted(steps_by_world.items())),
+        pauses=tuple(pauses),
+        checkpoint_size_bytes=float(model_info.get("checkpoint_bytes", 0.0)),
+        checkpoint_save_s=_median(saves),
+        checkpoint_load_s=_median(loads),
+        worker_start_s=float(worker_start_s or 0.0),
+        detect_s=_median(detects),
+        source=source,
+    )

@@ -76,7 +76,9 @@ def test_apply_profile_uses_measurements():
     assert job.throughput_samples_per_s(2) == pytest.approx(8000)
     assert job.checkpoint.write_s == pytest.approx(0.02)
     assert job.checkpoint.read_s == pytest.approx(0.01)
-    assert job.rescale.boot_s == 2.5 and job.rescale.detect_s == 0.5
+    # warm standbys: a newcomer's acquisition is the measured in-place acquire_s (0 here),
+    # not the 2.5 s cold start of an interpreter
+    assert job.rescale.boot_s == 0.0 and job.rescale.detect_s == 0.5
     # rendezvous fitted on (2, .02), (4, .04), (1, .01): exactly 0.01 s per node
     assert job.rescale.rendezvous_per_node_s == pytest.approx(0.01)
     assert job.rescale.rendezvous_base_s == pytest.approx(0.0, abs=1e-12)
@@ -92,7 +94,7 @@ def test_simulator_uses_the_measured_pause_table():
     result = simulate(trace, ScriptedPolicy(greedy_fn), job, config)
     (grow,) = [e for e in result.events if e.kind is EventKind.SCALE_UP and e.nodes_before == 1]
     assert grow.pause == PauseComponents(rendezvous_s=0.02, state_s=0.01)
-    assert grow.time_s == pytest.approx(10.0 + 2.5)  # the new worker boots (starts) first
+    assert grow.time_s == pytest.approx(10.0)  # a warm standby joins at once
 
 
 def test_cli_simulate_with_a_profile(tmp_path: Path):
