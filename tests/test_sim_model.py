@@ -269,3 +269,15 @@ def test_graceful_restart_with_survivors_writes_one_checkpoint(tiny_job):
     assert result.checkpoint_overhead_h == pytest.approx(100 / H)
     (down,) = [e for e in result.events if e.kind is EventKind.SCALE_DOWN]
     assert down.pause.state_s == pytest.approx(10.0)  # the load only
+
+
+def test_notice_during_a_periodic_write_makes_it_the_final_checkpoint(tiny_job):
+    # checkpoints every 3,500 s of running take 100 s: the one starting at 3,500 s is in
+    # progress when every node goes at 3,550 s. With a 120 s notice that write is the
+    # final checkpoint, so nothing is lost; without notice the job rolls back to zero.
+    trace = capacity([0.0, 3550.0, 7200.0], [1, 0, 1], [1.0] * 3, duration_s=100 * H)
+    warned = SimConfig(checkpoint_interval_s=3500.0, notice_s=120.0)
+    assert simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, warned).lost_work_h == 0.0
+    unwarned = SimConfig(checkpoint_interval_s=3500.0)
+    lost = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, unwarned).lost_work_h
+    assert lost == pytest.approx(3500 / H)

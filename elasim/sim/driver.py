@@ -504,6 +504,13 @@ class SimJob:
         if self.progress <= self.ckpt_progress:
             self.unsaved_run_s = 0.0
             return True  # nothing unsaved
+        if self.state is JobState.CHECKPOINTING and self.progress <= self.ckpt_pending_progress:
+            # warned in time, the job lets the write in progress be its final checkpoint
+            self.ckpt_progress = self.ckpt_pending_progress
+            self.has_checkpoint = True
+            self.unsaved_run_s = 0.0
+            self._ckpt_pending_run_s = 0.0
+            return True
         if self.state is not JobState.RUNNING:
             return False
         cost = self.ckpt_cost_s
