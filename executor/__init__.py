@@ -1,0 +1,88 @@
+"""The real executor: the simulator's policies drive elastic ``torch.distributed`` training.
+
+``run_trace(RunConfig(...))`` replays a capacity trace in compressed time on real
+worker processes (gloo on CPU, NCCL where CUDA is present), applies the policy's
+decisions by spawning, re-forming and killing workers, measures every rescale, and
+returns a :class:`RunResult` that :func:`write_run` writes in the simulator's schema.
+
+Modules:
+
+* :mod:`.api`: the user API (:class:`ElasticJob`, :class:`TrainState`).
+* :mod:`.digits`: the default job (MLP on scikit-learn's digits, target 0.95).
+* :mod:`.sampler`: the elastic, exactly-once sampler.
+* :mod:`.worker`: the worker process (warm standby, re-formation, state broadcast).
+* :mod:`.group`: worker processes and generations (``inplace`` / ``restart``).
+* :mod:`.controller`: the observe -> decide -> apply loop with an injected clock.
+* :mod:`.checkpoint`: atomic checkpoints loaded with ``weights_only=True``.
+* :mod:`.agent`: ``elasim agent``, worker slots on other hosts.
+* :mod:`.run`: ``run_trace`` and ``write_run``; :mod:`.cli`: the ``run``/``agent`` commands.
+
+Names are imported lazily, so ``import elasim.executor`` (and the CLI module) does not
+import torch until something that needs it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "Clock",
+    "Controller",
+    "ControllerConfig",
+    "ElasticJob",
+    "ElasticSampler",
+    "FakeClock",
+    "FakeWorkerGroup",
+    "GroupSettings",
+    "JobData",
+    "LocalLauncher",
+    "ProcessWorkerGroup",
+    "RealClock",
+    "RescaleMode",
+    "RunConfig",
+    "RunResult",
+    "TrainState",
+    "digits_job",
+    "load_checkpoint",
+    "run_trace",
+    "save_checkpoint",
+    "write_run",
+]
+
+_WHERE = {
+    "Clock": ".controller",
+    "Controller": ".controller",
+    "ControllerConfig": ".controller",
+    "FakeClock": ".controller",
+    "RealClock": ".controller",
+    "ElasticJob": ".api",
+    "JobData": ".api",
+    "TrainState": ".api",
+    "ElasticSampler": ".sampler",
+    "FakeWorkerGroup": ".fakes",
+    "GroupSettings": ".group",
+    "LocalLauncher": ".group",
+    "ProcessWorkerGroup": ".group",
+    "RescaleMode": ".group",
+    "RunConfig": ".run",
+    "RunResult": ".run",
+    "run_trace": ".run",
+    "write_run": ".run",
+    "digits_job": ".digits",
+    "load_checkpoint": ".checkpoint",
+    "save_checkpoint": ".checkpoint",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

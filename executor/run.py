@@ -1,0 +1,435 @@
+"""``run_trace``: replay a trace on real workers and write it in the simulator's schema.
+
+Outputs (:func:`write_run`), the simulator's files plus what only a real run has:
+
+* ``summary.json``: the simulator's keys where they apply.  **Hour figures are in
+  trace time** (real seconds x ``time_scale`` / 3600), so they compare with a
+  simulation of the same trace; added are ``steps``, ``final_loss``,
+  ``final_accuracy``, ``wall_time_s`` (real) and the measured pause statistics.
+* ``events.parquet``: the shared columns (:data:`elasim.policies.EVENT_COLUMNS`).
+  ``time_s`` is trace seconds, but ``pause_s`` and its components (``detect_s``,
+  ``acquire_s``, ``rendezvous_s``, ``state_s``, ``warmup_s``) are **real seconds**
+  as measured, because a pause is a property of the machine, not of the trace (the
+  calibration compares them with the simulator's pause model in real seconds).
+  Extra columns: ``real_time_s`` (real seconds since the start) and ``interval_s``
+  (raw last-step-end-before to first-step-end-after, real seconds).
+* ``steps.parquet``: one row per committed step: ``time_s`` (real seconds since the
+  start), ``trace_time_s``, ``step``, ``world_size``, ``loss``, ``samples``, ``gen``,
+  ``epoch``.  In ``restart`` mode, steps rolled back and redone appear twice.
+* ``timeline.parquet`` / ``timeline.png``: availability, nodes held and progress over
+  trace time, with preemptions and rescales marked.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elasim.policies import DecisionRecord, EventKind, EventRecord
+
+from .controller import Controller, ControllerConfig, ControllerResult, RealClock, TimelineRow
+from .group import (
+    GroupSettings,
+    Launcher,
+    LocalLauncher,
+    ProcessWorkerGroup,
+    RescaleMode,
+    StepRecord,
+)
+from .protocol import FaultInjection, WorkerSettings
+
+__all__ = ["RunConfig", "RunResult", "run_trace", "write_run"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_JOB = "elasim.executor.digits:digits_job"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything ``elasim run`` needs (frozen: a run is reproducible from it).
+
+    Attributes:
+        trace: bundled trace name or path of a capacity trace.
+        policy: registered policy name or ``path.py:Class`` / ``pkg.mod:Class``.
+        policy_options: the policy's ``--set key=value`` options.
+        time_scale: trace seconds per real second.
+        trace_start_s: where in the trace to start (trace seconds).
+        workers_max: worker slots (= ``max_nodes``).
+        rescale: ``inplace`` or ``restart``.
+        notice_s: preemption notice in trace seconds (0: none).
+        checkpoint_interval_s: trace seconds of running time between checkpoints
+            (None: none requested by the controller).
+        checkpoint_interval_steps: rank 0 also checkpoints every this many steps.
+        checkpoint_dir: where checkpoints go (None: a temporary directory).
+        max_steps: the job's work in optimizer steps.
+        seed: seeds the model, the sampler and the policy.
+        job: import spec of the :class:`~elasim.executor.api.ElasticJob` factory.
+        job_options: keyword arguments of the job factory.
+        deadline_s: deadline in trace seconds, or None.
+        on_demand_price_per_hour: overrides the trace's on-demand price.
+        max_wall_s: give up after this many real seconds.
+        collective_timeout_s: process-group timeout of the workers (real seconds).
+        backend: ``auto``, ``gloo`` or ``nccl``.
+        bind_host: address of the store and of the agent listener.
+        agent_port: listen for ``elasim agent`` on this port (None: no agents).
+        expect_agents: wait for this many agents before starting.
+        local_slots: worker slots on this host (None: ``workers_max`` without
+            agents, else 0).
+        log_dir: worker stderr logs go here (None: discarded).
+        sample_log_dir: per-rank sample-id logs (tests of exactly-once sampling).
+        step_delay_s: synthetic extra time per step (tests; 0 for real runs).
+        stop_at_target: stop once the job's accuracy target is reached.
+        eval_every_steps: evaluation period for ``stop_at_target``.
+        faults: fault injection (tests).
+        throughput_samples_per_s: fixed throughput table for the policy (samples per
+            trace second, index = nodes) instead of measuring.
+        idle_warmup: standbys warm up at idle CPU priority (benchmarks on one host).
+    """
+
+    trace: str = "spot_us_east.csv"
+    policy: str = "greedy"
+    policy_options: Mapping[str, str | int | float | bool] = field(default_factory=dict)
+    time_scale: float = 600.0
+    trace_start_s: float = 0.0
+    workers_max: int = 4
+    rescale: RescaleMode = RescaleMode.INPLACE
+    notice_s: float = 0.0
+    checkpoint_interval_s: float | None = None
+    checkpoint_interval_steps: int | None = None
+    checkpoint_dir: str | None = None
+    max_steps: int = 2000
+    seed: int = 0
+    job: str = DEFAULT_JOB
+    job_options: Mapping[str, Any] = field(default_factory=dict)
+    deadline_s: float | None = None
+    on_demand_price_per_hour: float | None = None
+    max_wall_s: float = 600.0
+    collective_timeout_s: float = 5.0
+    backend: str = "auto"
+    bind_host: str = "127.0.0.1"
+    agent_port: int | None = None
+    expect_agents: int = 0
+    local_slots: int | None = None
+    log_dir: str | None = None
+    sample_log_dir: str | None = None
+    step_delay_s: float = 0.0
+    stop_at_target: bool = False
+    eval_every_steps: int = 0
+    faults: FaultInjection = FaultInjection()
+    throughput_samples_per_s: tuple[float, ...] | None = None
+    idle_warmup: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rescale, RescaleMode):
+            object.__setattr__(self, "rescale", RescaleMode(self.rescale))
+        if self.workers_max < 1:
+            raise ValueError(f"workers_max must be >= 1, got {self.workers_max}")
+        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
+            raise ValueError(f"time_scale must be > 0, got {self.time_scale}")
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.notice_s < 0:
+            raise ValueError(f"notice_s must be >= 0, got {self.notice_s}")
+        if self.expect_agents and self.agent_port is None:
+            raise ValueError("expect_agents needs agent_port")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run.
+
+    Attributes:
+        summary: ``summary.json`` content (see the module docstring).
+        events: event records (trace ``time_s``, real pauses).
+        event_real_s: real seconds since the start of each event.
+        event_interval_s: raw pause interval of each event (None: not measured).
+        steps: every committed step.
+        decisions: the decision log.
+        timeline: world over trace time.
+        time_scale: trace seconds per real second.
+    """
+
+    summary: Mapping[str, Any]
+    events: tuple[EventRecord, ...]
+    event_real_s: tuple[float, ...]
+    event_interval_s: tuple[float | None, ...]
+    steps: tuple[StepRecord, ...]
+    decisions: tuple[DecisionRecord, ...]
+    timeline: tuple[TimelineRow, ...]
+    time_scale: float
+
+
+def _summary(
+    config: RunConfig,
+    ctl: ControllerResult,
+    steps: tuple[StepRecord, ...],
+    trace_name: str,
+    job_name: str | None,
+    target: float | None,
+) -> dict[str, Any]:
+    scale = config.time_scale
+    events = ctl.events
+
+    def hours(real_s: float) -> float:
+        return real_s * scale / 3600.0
+
+    rescale_kinds = (EventKind.SCALE_UP, EventKind.SCALE_DOWN, EventKind.RESUME)
+    rescale_events = [e for e in events if e.kind in rescale_kinds]
+    # the first start is not a rescale (as in the simulator)
+    rescales = max(len(rescale_events) - 1, 0) if rescale_events else 0
+    pauses = [e.pause_s for e in rescale_events[1:]]
+    metrics = dict(ctl.progress.metrics)
+    accuracy = metrics.get("accuracy")
+    node_s = ctl.spot_node_s + ctl.on_demand_node_s
+    completed = ctl.completed
+    deadline_met = None
+    if config.deadline_s is not None:
+        deadline_met = bool(completed and (ctl.completion_time_s or math.inf) <= config.deadline_s)
+    return {
+        "completed": completed,
+        "completion_time_h": (ctl.completion_time_s / 3600.0) if completed else None,
+        "cost_usd": ctl.spot_cost_usd + ctl.on_demand_cost_usd,
+        "spot_cost_usd": ctl.spot_cost_usd,
+        "on_demand_cost_usd": ctl.on_demand_cost_usd,
+        "spot_node_hours": ctl.spot_node_s / 3600.0,
+        "on_demand_node_hours": ctl.on_demand_node_s / 3600.0,
+        "mean_nodes": node_s / ctl.end_time_s if ctl.end_time_s > 0 else 0.0,
+        "rescales": rescales,
+        "preemptions": sum(1 for e in events if e.kind is EventKind.PREEMPT),
+        "checkpoints": sum(1 for e in events if e.kind is EventKind.CHECKPOINT),
+        "lost_work_h": sum(e.lost_work_h for e in events),
+        "rescale_overhead_h": hours(sum(e.pause_s for e in rescale_events[1:])),
+        "checkpoint_overhead_h": hours(
+            sum(e.pause_s for e in events if e.kind is EventKind.CHECKPOINT)
+        ),
+        "idle_h": ctl.idle_s / 3600.0,
+        "convergence_cost_h": 0.0,  # the executor keeps the global batch fixed
+        "convergence_cost_samples": 0.0,
+        "raw_samples": float(sum(r.samples for r in steps)),  # including redone steps
+        "deadline_met": deadline_met,
+        "events_processed": ctl.loop_turns,
+        "sim_time_h": ctl.end_time_s / 3600.0,
+        "wall_time_s": ctl.wall_time_s,
+        "steps": ctl.progress.step,
+        "samples": ctl.progress.samples,
+        "lost_steps": sum(e.lost_steps for e in events),
+        "final_loss": steps[-1].loss if steps else None,
+        "final_accuracy": accuracy,
+        "target_accuracy": target,
+        "reached_target": None if target is None or accuracy is None else accuracy >= target,
+        "median_pause_s": statistics.median(pauses) if pauses else None,
+        "max_pause_s": max(pauses) if pauses else None,
+        "time_scale": scale,
+        "inputs": {
+            "trace": trace_name,
+            "policy": config.policy,
+            "policy_options": dict(config.policy_options),
+            "job": job_name or config.job,
+            "rescale": config.rescale.value,
+            "notice_s": config.notice_s,
+            "checkpoint_interval_s": config.checkpoint_interval_s,
+            "checkpoint_interval_steps": config.checkpoint_interval_steps,
+            "max_steps": config.max_steps,
+            "workers_max": config.workers_max,
+            "trace_start_s": config.trace_start_s,
+            "deadline_s": config.deadline_s,
+            "seed": config.seed,
+        },
+    }
+
+
+def _launchers(config: RunConfig) -> tuple[list[Launcher], Any]:
+    """Local slots plus, with ``agent_port``, an agent listener."""
+    launchers: list[Launcher] = []
+    local = config.local_slots
+    if local is None:
+        local = config.workers_max if config.agent_port is None else 0
+    if local > 0:
+        launchers.append(LocalLauncher(local, log_dir=config.log_dir))
+    server = None
+    if config.agent_port is not None:
+        from .agent import AgentServer
+
+        server = AgentServer(config.bind_host, config.agent_port)
+        server.start()
+    return launchers, server
+
+
+def run_trace(
+    config: RunConfig,
+    *,
+    on_turn: Callable[[Controller], None] | None = None,
+    on_group: Callable[[ProcessWorkerGroup], None] | None = None,
+) -> RunResult:
+    """Replay ``config.trace`` with ``config.policy`` on real workers.
+
+    Args:
+        config: the run.
+        on_turn: called after each loop turn with the controller (progress display).
+        on_group: called with the started worker group (tests inject faults).
+
+    Raises:
+        elasim.traces.TraceError: the trace cannot be read.
+        ValueError: a bad policy, option or setting (one-line message).
+        ExecutorError: workers could not be kept running.
+    """
+    from elasim.policies import make_policy
+    from elasim.traces import load_capacity_trace
+
+    trace = load_capacity_trace(config.trace)
+    policy = make_policy(config.policy, dict(config.policy_options), seed=config.seed)
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    checkpoint_dir = config.checkpoint_dir
+    if checkpoint_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="elasim-ckpt-")
+        checkpoint_dir = tmp.name
+    worker = WorkerSettings(
+        job=config.job,
+        job_options=dict(config.job_options),
+        seed=config.seed,
+        max_steps=config.max_steps,
+        backend=config.backend,
+        collective_timeout_s=config.collective_timeout_s,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
+        sample_log_dir=config.sample_log_dir,
+        step_delay_s=config.step_delay_s,
+        stop_at_target=config.stop_at_target,
+        eval_every_steps=config.eval_every_steps,
+        faults=config.faults,
+    )
+    launchers, server = _launchers(config)
+    if server is not None:
+        launchers.extend(server.wait_for_agents(config.expect_agents, timeout_s=120.0))
+    if not launchers:
+        raise ValueError("no worker slots: give local_slots or expect_agents")
+    group = ProcessWorkerGroup(
+        GroupSettings(
+            mode=config.rescale,
+            worker=worker,
+            bind_host=config.bind_host,
+            idle_warmup=config.idle_warmup,
+        ),
+        launchers,
+    )
+    clock = RealClock()
+    try:
+        group.start()
+        if on_group is not None:
+            on_group(group)
+        controller = Controller(
+            trace,
+            policy,
+            group,
+            clock,
+            ControllerConfig(
+                time_scale=config.time_scale,
+                max_steps=config.max_steps,
+                min_nodes=1,
+                max_nodes=min(config.workers_max, group.slots),
+                notice_s=config.notice_s,
+                checkpoint_interval_s=config.checkpoint_interval_s,
+                deadline_s=config.deadline_s,
+                start_offset_s=config.trace_start_s,
+                on_demand_price_per_hour=config.on_demand_price_per_hour,
+                throughput_samples_per_s=config.throughput_samples_per_s,
+                max_wall_s=config.max_wall_s,
+                restart_mode=config.rescale is RescaleMode.RESTART,
+            ),
+            on_turn=on_turn,
+        )
+        result = controller.run()
+        steps = group.step_records()
+    finally:
+        group.close()
+        if server is not None:
+            server.close()
+        if tmp is not None:
+            tmp.cleanup()
+    t0 = controller._t0  # noqa: SLF001 - the run's origin on the clock
+    steps = tuple(
+        StepRecord(
+            r.real_s - t0, r.step, r.world_size, r.loss, r.samples, r.gen, r.epoch, r.samples_total
+        )
+        for r in steps
+    )
+    summary = _summary(config, result, steps, trace.name, group.job_name, group.target_accuracy)
+    # in order of occurrence (a checkpoint is stamped when its write began); stable,
+    # so a PREEMPT and the SCALE_DOWN it caused stay in that order
+    order = sorted(range(len(result.events)), key=lambda i: result.events[i].time_s)
+    return RunResult(
+        summary=summary,
+        events=tuple(result.events[i] for i in order),
+        event_real_s=tuple(result.event_real_s[i] for i in order),
+        event_interval_s=tuple(result.event_interval_s[i] for i in order),
+        steps=steps,
+        decisions=result.decisions,
+        timeline=result.timeline,
+        time_scale=config.time_scale,
+    )
+
+
+def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> dict[str, Path]:
+    """Write ``summary.json``, ``events.parquet``, ``steps.parquet``, timeline files.
+
+    Every file is written atomically (temporary file, fsync, rename).
+    """
+    import pandas as pd
+
+    from elasim.output import events_frame, plot_timeline, write_json, write_parquet
+
+    out = Path(out_dir)
+    events = events_frame(
+        result.events,
+        extra={
+            "real_time_s": list(result.event_real_s),
+            "interval_s": [math.nan if v is None else v for v in result.event_interval_s],
+        },
+    )
+    steps = pd.DataFrame(
+        {
+            "time_s": [r.real_s for r in result.steps],
+            "trace_time_s": [r.real_s * result.time_scale for r in result.steps],
+            "step": [r.step for r in result.steps],
+            "world_size": [r.world_size for r in result.steps],
+            "loss": [r.loss for r in result.steps],
+            "samples": [r.samples for r in result.steps],
+            "gen": [r.gen for r in result.steps],
+            "epoch": [r.epoch for r in result.steps],
+        }
+    ).astype(
+        {
+            "time_s": "float64",
+            "trace_time_s": "float64",
+            "step": "int64",
+            "world_size": "int64",
+            "loss": "float64",
+            "samples": "int64",
+            "gen": "int64",
+            "epoch": "int64",
+        }
+    )
+    rows = [asdict(r) for r in result.timeline]
+    timeline = pd.DataFrame(rows, columns=[f for f in TimelineRow.__dataclass_fields__])
+    timeline["nodes_held"] = timeline["spot_held"] + timeline["on_demand_held"]
+    paths = {
+        "summary": write_json(out / "summary.json", dict(result.summary)),
+        "events": write_parquet(out / "events.parquet", events),
+        "steps": write_parquet(out / "steps.parquet", steps),
+        "timeline": write_parquet(out / "timeline.parquet", timeline),
+    }
+    if plot:
+        inputs = result.summary.get("inputs", {})
+        title = (
+            f"{inputs.get('policy', '')} on {inputs.get('trace', '')} "
+            f"(real run, {inputs.get('rescale', '')}, x{result.time_scale:g})"
+        )
+        paths["plot"] = plot_timeline(out / "timeline.png", timeline, events, title=title)
+    return paths

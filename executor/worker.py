@@ -1,0 +1,897 @@
+"""The worker process: a warm standby that joins, trains, re-forms and leaves on command.
+
+Run as ``python -m elasim.executor.worker --store HOST:PORT --wid N`` (the controller
+or an agent starts it).  The life of a worker (:class:`WorkerPhase`):
+
+1. **Warm-up, before it is needed.**  It imports torch, builds the job's data, model
+   and optimizer (seeded, so every replica starts identical), runs one throw-away
+   forward/backward pass, freezes the garbage collector's view of all that, and
+   posts ``READY``.  This is the ``acquire_s`` of the pause components, and it
+   happens *while the survivors keep training*: the controller only asks a worker to
+   join once it is ready.
+2. **Join generation g** (command ``JOIN``): destroy the previous process group (if
+   any), meet the other members at a store barrier that the controller can abort
+   (so nobody waits for a peer that died), then ``init_process_group`` on a
+   ``PrefixStore("gen/{g}/pg")`` (every generation has its own keys) with a short
+   timeout (so a collective with a dead peer raises instead of hanging).
+3. **State sync.**  Members all-gather ``(committed step, parameter checksum,
+   step-in-flight)``.  The *source* is the lowest rank at the highest committed step
+   (a survivor: after a hard failure, a step counts as committed once any survivor
+   applied the all-reduced gradient, which already contains every rank's
+   contribution).  Ranks whose step or checksum differ (newcomers, a survivor that
+   lost the in-flight step) receive model, optimizer and sampler position by
+   broadcast, from memory, not from disk.  A pure scale-down skips the broadcast.
+4. **Train.**  Each step: the rank's share of the global batch (see
+   :mod:`.sampler`), forward + backward, one all-reduce of a flat buffer holding
+   every gradient plus three control slots (rank 0's view of ``cmdseq``, the loss
+   sum, the sample count), optimizer step.  After the all-reduce every rank knows the
+   same command number, so all of them act on the same commands at the same step
+   boundary.
+5. **Leave**: a worker missing from the new member list finishes the step and goes
+   back to warm standby (it may be named again later, as a newcomer); ``STOP`` and
+   ``EXIT`` end the process.  Or **fail**: a collective raised, so clean up and wait
+   for the controller's next ``JOIN``.
+
+Timestamps that cross processes use ``time.time()`` (one host: one clock; across
+hosts the ``detect_s`` component is only as good as the hosts' clock sync).
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import faulthandler
+import gc
+import json
+import logging
+import math
+import os
+import signal
+import statistics
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .api import ElasticJob, TrainState, load_elastic_job, move_to_device
+from .checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
+from .protocol import (
+    CMDSEQ_KEY,
+    CONFIG_KEY,
+    GO_ABORT,
+    GO_OK,
+    Command,
+    CommandOp,
+    WorkerEventType,
+    WorkerSettings,
+    cmd_key,
+    encode,
+    event_count_key,
+    event_key,
+    gen_arrived_key,
+    gen_go_key,
+    gen_here_key,
+    gen_pg_prefix,
+    steps_count_key,
+    steps_key,
+)
+from .sampler import ElasticSampler, SamplerPosition
+
+__all__ = ["Worker", "WorkerPhase", "main"]
+
+log = logging.getLogger(__name__)
+
+#: Exit codes of the worker process.
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_CONTROLLER_GONE = 3
+_CHECKPOINT_CRASH_EXIT = 17
+_LONG_WAIT = timedelta(seconds=3600)
+_META_SLOTS = 4  # cmdseq, loss sum, samples, stop flag
+_META_SEQ, _META_LOSS, _META_SAMPLES, _META_STOP = range(_META_SLOTS)
+_STEP_HISTORY = 32
+
+
+class WorkerPhase(str, enum.Enum):
+    """Life cycle of one worker process.
+
+    Legal transitions::
+
+        STARTING -> STANDBY                    (warm: torch imported, job built)
+        STANDBY  -> JOINING                    (a JOIN names this worker)
+        JOINING  -> RUNNING                    (group formed, state synced)
+        JOINING  -> STANDBY                    (generation aborted / timed out)
+        RUNNING  -> JOINING                    (a new generation keeps this worker)
+        RUNNING  -> STANDBY                    (dropped from the group, or a collective
+                                                failed: wait for a JOIN)
+        RUNNING  -> LEAVING -> EXITED          (STOP, EXIT, or done)
+        STANDBY  -> EXITED                     (EXIT, or the controller is gone)
+    """
+
+    STARTING = "starting"
+    STANDBY = "standby"
+    JOINING = "joining"
+    RUNNING = "running"
+    LEAVING = "leaving"
+    EXITED = "exited"
+
+
+_TRANSITIONS: dict[WorkerPhase, frozenset[WorkerPhase]] = {
+    WorkerPhase.STARTING: frozenset({WorkerPhase.STANDBY, WorkerPhase.EXITED}),
+    WorkerPhase.STANDBY: frozenset({WorkerPhase.JOINING, WorkerPhase.EXITED}),
+    WorkerPhase.JOINING: frozenset({WorkerPhase.RUNNING, WorkerPhase.STANDBY}),
+    WorkerPhase.RUNNING: frozenset({WorkerPhase.JOINING, WorkerPhase.STANDBY, WorkerPhase.LEAVING}),
+    WorkerPhase.LEAVING: frozenset({WorkerPhase.EXITED}),
+    WorkerPhase.EXITED: frozenset(),
+}
+
+
+class _CollectiveFailed(Exception):
+    """A collective raised; carries only the message (no frames that pin the group)."""
+
+
+class _ControllerGone(Exception):
+    """The store (hence the controller) is unreachable."""
+
+
+@dataclass(frozen=True)
+class _TensorRef:
+    """Placeholder for tensor ``index`` in a broadcast state skeleton."""
+
+    index: int
+
+
+@dataclass
+class _Notice:
+    """What a member knows when it leaves a generation (for the next pause)."""
+
+    wall_s: float
+    failure: bool
+    last_end_wall_s: float | None
+    typical_step_s: float | None
+    inflight: bool
+
+
+@dataclass(frozen=True)
+class _Next:
+    """What to do after a generation ends."""
+
+    action: str  # "join" | "wait" | "exit"
+    plan: Command | None = None
+    notice: _Notice | None = None
+
+
+def _flatten(obj: Any, tensors: list[torch.Tensor]) -> Any:
+    """Replace tensors in a nested state by :class:`_TensorRef` (collected in order)."""
+    if isinstance(obj, torch.Tensor):
+        tensors.append(obj)
+        return _TensorRef(len(tensors) - 1)
+    if isinstance(obj, dict):
+        return {k: _flatten(v, tensors) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_flatten(v, tensors) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_flatten(v, tensors) for v in obj)
+    return obj
+
+
+def _unflatten(obj: Any, tensors: list[torch.Tensor]) -> Any:
+    if isinstance(obj, _TensorRef):
+        return tensors[obj.index]
+    if isinstance(obj, dict):
+        return {k: _unflatten(v, tensors) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unflatten(v, tensors) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_unflatten(v, tensors) for v in obj)
+    return obj
+
+
+class Worker:
+    """One elastic data-parallel replica (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: dist.Store,
+        wid: int,
+        settings: WorkerSettings,
+        *,
+        device_index: int | None = None,
+        spawn_wall_s: float | None = None,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.on_ready = on_ready
+        self.wid = int(wid)
+        self.settings = settings
+        self.device_index = device_index
+        self.spawn_wall_s = spawn_wall_s
+        self.phase = WorkerPhase.STARTING
+        self._seen = 0
+        self._event_n = 0
+        self._steps_n = 0
+        self._step_buffer: list[list[Any]] = []
+        self._last_flush = time.monotonic()
+        self._last_poll = -math.inf
+        self._last_seq = 0
+        self._perm_cache: tuple[int, np.ndarray] | None = None
+        self._ckpt_count = 0
+        self._sample_log: Any = None
+        self.gen = 0
+
+    # -- small helpers ---------------------------------------------------------------
+
+    def _become(self, phase: WorkerPhase) -> None:
+        if phase is not self.phase and phase not in _TRANSITIONS[self.phase]:
+            raise RuntimeError(f"illegal worker transition {self.phase.value} -> {phase.value}")
+        self.phase = phase
+
+    def _post(self, kind: WorkerEventType, **payload: Any) -> None:
+        payload.update(type=kind.value, wid=self.wid, wall_s=time.time(), gen=self.gen)
+        try:
+            self.store.set(event_key(self.wid, self._event_n), encode(payload))
+            self._event_n += 1
+            self.store.set(event_count_key(self.wid), str(self._event_n))
+        except (RuntimeError, OSError) as exc:
+            raise _ControllerGone(str(exc)) from None
+
+    def _flush_steps(self) -> None:
+        if not self._step_buffer:
+            return
+        try:
+            self.store.set(steps_key(self.wid, self._steps_n), json.dumps(self._step_buffer))
+            self._steps_n += 1
+            self.store.set(steps_count_key(self.wid), str(self._steps_n))
+        except (RuntimeError, OSError) as exc:
+            raise _ControllerGone(str(exc)) from None
+        self._step_buffer = []
+        self._last_flush = time.monotonic()
+
+    # -- building ----------------------------------------------------------------------
+
+    def build(self) -> None:
+        """Import the job, build data, model and optimizer, warm up; then ``READY``."""
+        settings = self.settings
+        use_cuda = settings.backend == "nccl" or (
+            settings.backend == "auto" and torch.cuda.is_available()
+        )
+        self.backend = "nccl" if use_cuda else "gloo"
+        if use_cuda:
+            index = self.device_index if self.device_index is not None else 0
+            index %= max(torch.cuda.device_count(), 1)  # slots beyond the GPUs share them
+            torch.cuda.set_device(index)
+            self.device = torch.device("cuda", index)
+        else:
+            self.device = torch.device("cpu")
+            torch.set_num_threads(max(int(settings.threads_per_worker), 1))
+        torch.manual_seed(settings.seed)
+        job: ElasticJob = load_elastic_job(settings.job, settings.job_options)
+        self.job = job
+        self.data = job.make_data()
+        model = job.make_model().to(self.device)
+        optimizer = job.make_optimizer(model.parameters())
+        self.state = TrainState(model, optimizer)
+        self.sampler = ElasticSampler(len(self.data.train), job.global_batch, settings.seed)
+        self._setup_buffers()
+        self._warm_up()
+        if settings.sample_log_dir:
+            path = Path(settings.sample_log_dir) / f"samples-{self.wid}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._sample_log = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        gc.collect()
+        gc.freeze()  # everything built so far is permanent: later collections stay cheap
+        if self.on_ready is not None:
+            self.on_ready()
+        self._become(WorkerPhase.STANDBY)
+        self._post(
+            WorkerEventType.READY,
+            spawn_wall_s=self.spawn_wall_s,
+            pid=os.getpid(),
+            backend=self.backend,
+            device=str(self.device),
+            job=job.name,
+            dataset_size=len(self.data.train),
+            global_batch=job.global_batch,
+            target_accuracy=job.target_accuracy,
+        )
+
+    def _setup_buffers(self) -> None:
+        """One flat gradient buffer per dtype; ``p.grad`` are views into it.
+
+        The all-reduce then moves one contiguous tensor per dtype (like DDP's
+        ``gradient_as_bucket_view``), and the control slots ride in the float32 one.
+        """
+        params = [p for p in self.state.model.parameters() if p.requires_grad]
+        by_dtype: dict[torch.dtype, list[torch.nn.Parameter]] = {}
+        for p in params:
+            by_dtype.setdefault(p.dtype, []).append(p)
+        self._buckets: list[torch.Tensor] = []
+        self._meta: torch.Tensor | None = None
+        for dtype, group in by_dtype.items():
+            numel = sum(p.numel() for p in group)
+            extra = _META_SLOTS if dtype == torch.float32 and self._meta is None else 0
+            flat = torch.zeros(numel + extra, dtype=dtype, device=self.device)
+            offset = 0
+            for p in group:
+                p.grad = flat[offset : offset + p.numel()].view_as(p)
+                offset += p.numel()
+            if extra:
+                self._meta = flat[numel:]
+            self._buckets.append(flat)
+        if self._meta is None:
+            meta = torch.zeros(_META_SLOTS, dtype=torch.float64, device=self.device)
+            self._buckets.append(meta)
+            self._meta = meta
+
+    def _warm_up(self) -> None:
+        """One forward/backward on a tiny batch (allocator, kernels); no optimizer step."""
+        ids = np.arange(min(2, len(self.data.train)), dtype=np.int64)
+        batch = move_to_device(self.job.collate(self.data.train, ids), self.device)
+        out = self.job.train_step(self.state, batch)
+        out["loss"].backward()
+        for flat in self._buckets:
+            flat.zero_()
+
+    # -- commands ------------------------------------------------------------------------
+
+    def _read_commands(self, upto: int) -> list[Command]:
+        keys = [cmd_key(k) for k in range(self._seen + 1, upto + 1)]
+        if not keys:
+            return []
+        try:
+            raw = self.store.multi_get(keys)
+        except (RuntimeError, OSError) as exc:
+            raise _ControllerGone(str(exc)) from None
+        self._seen = upto
+        return [Command.from_bytes(r) for r in raw]
+
+    def _cmdseq(self) -> int:
+        try:
+            return int(self.store.add(CMDSEQ_KEY, 0))
+        except (RuntimeError, OSError) as exc:
+            raise _ControllerGone(str(exc)) from None
+
+    def _await_plan(self) -> Command | None:
+        """Block until a ``JOIN`` names this worker (the latest one wins) or ``EXIT``."""
+        while True:
+            try:
+                self.store.wait([cmd_key(self._seen + 1)], _LONG_WAIT)
+            except (RuntimeError, OSError) as exc:
+                if "timeout" in str(exc).lower():
+                    continue
+                raise _ControllerGone(str(exc)) from None
+            plan: Command | None = None
+            for cmd in self._read_commands(self._cmdseq()):
+                if cmd.op is CommandOp.JOIN:
+                    plan = cmd if self.wid in cmd.members else None
+                elif cmd.op is CommandOp.EXIT and self.wid in cmd.wids:
+                    return None
+            if plan is not None:
+                return plan
+
+    # -- the life of a worker -------------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve until told to exit; returns the process exit code."""
+        try:
+            self.build()
+            notice: _Notice | None = None
+            plan = self._await_plan()
+            while plan is not None:
+                nxt = self._generation(plan, notice)
+                if nxt.action == "exit":
+                    break
+                notice = nxt.notice
+                if nxt.action == "join":
+                    plan = nxt.plan
+                    continue
+                self._become(WorkerPhase.STANDBY)
+                plan = self._await_plan()
+            return EXIT_OK
+        except _ControllerGone as exc:
+            log.warning("worker %s: controller gone (%s); exiting", self.wid, exc)
+            return EXIT_CONTROLLER_GONE
+        finally:
+            self._destroy_group()
+            if self._sample_log is not None:
+                self._sample_log.close()
+            if self.phase is not WorkerPhase.EXITED:
+                self.phase = WorkerPhase.EXITED
+
+    def _destroy_group(self) -> None:
+        if dist.is_available() and dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception as exc:  # a broken group may refuse a clean shutdown
+                log.debug("destroy_process_group: %s", exc)
+        gc.collect(0)
+
+    def _barrier(self, gen: int, world: int) -> bool:
+        """Pre-rendezvous barrier of ``gen``; False if the controller aborted it."""
+        self.store.set(gen_here_key(gen, self.wid), "1")
+        arrived = int(self.store.add(gen_arrived_key(gen), 1))
+        if arrived == world:
+            self.store.compare_set(gen_go_key(gen), "", GO_OK)
+        self.store.wait([gen_go_key(gen)], timedelta(seconds=self.settings.rendezvous_timeout_s))
+        return self.store.get(gen_go_key(gen)).decode() != GO_ABORT
+
+    def _generation(self, plan: Command, notice: _Notice | None) -> _Next:
+        """Join generation ``plan.gen``, sync state, train until the membership ends."""
+        self._become(WorkerPhase.JOINING)
+        t_cmd = time.time()
+        rank, world = plan.members.index(self.wid), len(plan.members)
+        self.gen = plan.gen
+        self._destroy_group()
+        t_destroyed = time.time()
+        try:
+            if not self._barrier(plan.gen, world):
+                self._post(WorkerEventType.JOIN_FAILED, reason="aborted")
+                return _Next("wait", notice=notice)
+            t_barrier = time.time()
+            dist.init_process_group(
+                self.backend,
+                store=dist.PrefixStore(gen_pg_prefix(plan.gen), self.store),
+                rank=rank,
+                world_size=world,
+                timeout=timedelta(seconds=self.settings.collective_timeout_s),
+            )
+            t_formed = time.time()
+            restored_step = None
+            if plan.restore and rank == 0:
+                restored_step = self._restore(plan.restore)
+            sync = self._sync_state(rank, world, inflight=bool(notice and notice.inflight))
+            t_synced = time.time()
+        except _ControllerGone:
+            raise
+        except Exception as exc:  # barrier timeout, init failure, a peer died in the sync
+            message = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            del exc
+            self._destroy_group()
+            self._post(WorkerEventType.JOIN_FAILED, reason=message)
+            return _Next("wait", notice=notice)
+        self._become(WorkerPhase.RUNNING)
+        timing = {
+            "t_cmd": t_cmd,
+            "t_destroyed": t_destroyed,
+            "t_barrier": t_barrier,
+            "t_formed": t_formed,
+            "t_synced": t_synced,
+            "restored_step": restored_step,
+            **sync,
+        }
+        if rank == 0:
+            self._post(WorkerEventType.FORMED, rank=rank, world=world, **timing)
+        return self._train(plan, rank, world, notice, timing)
+
+    def _restore(self, path: str) -> int | None:
+        """Rank 0 loads the checkpoint (if there is one) before the state sync."""
+        try:
+            state = load_checkpoint(path)
+        except CheckpointError as exc:
+            log.info("no usable checkpoint (%s); starting from the initial state", exc)
+            return None
+        self.state.load_state_dict(state)
+        return self.state.step
+
+    def _checksum(self) -> float:
+        with torch.no_grad():
+            params = self.state.model.parameters()
+            return float(sum(p.detach().double().sum().item() for p in params))
+
+    def _sync_state(self, rank: int, world: int, inflight: bool) -> dict[str, Any]:
+        """All-gather (step, checksum, in-flight), then broadcast from the source if needed."""
+        mine = torch.tensor(
+            [float(self.state.step), self._checksum(), float(inflight)],
+            dtype=torch.float64,
+            device=self.device,
+        )
+        gathered = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(gathered, mine)
+        rows = [g.tolist() for g in gathered]
+        top = max(r[0] for r in rows)
+        src = min(i for i, r in enumerate(rows) if r[0] == top)
+        needy = [i for i, r in enumerate(rows) if (r[0], r[1]) != (rows[src][0], rows[src][1])]
+        state_bytes = 0
+        if needy:
+            state_bytes = self._broadcast_state(src, receive=rank in needy)
+        return {
+            "source_rank": src,
+            "receivers": len(needy),
+            "state_bytes": state_bytes,
+            "adopted_step": int(top),
+            "steps_before": [int(r[0]) for r in rows],
+            "inflight_lost": any(r[2] > 0 for r in rows),
+        }
+
+    def _broadcast_state(self, src: int, *, receive: bool) -> int:
+        """Broadcast the whole TrainState from ``src``: skeleton, then one buffer per dtype."""
+        rank = dist.get_rank()
+        tensors: list[torch.Tensor] = []
+        skeleton: Any = None
+        layout: list[tuple[str, list[tuple[int, tuple[int, ...]]]]] = []
+        if rank == src:
+            skeleton = _flatten(self.state.state_dict(), tensors)
+            groups: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
+            for i, t in enumerate(tensors):
+                groups.setdefault(str(t.dtype).removeprefix("torch."), []).append(
+                    (i, tuple(t.shape))
+                )
+            layout = list(groups.items())
+        box = [(skeleton, layout, len(tensors))]
+        dist.broadcast_object_list(box, src=src, device=self.device)
+        skeleton, layout, count = box[0]
+        received: list[torch.Tensor | None] = [None] * count
+        total_bytes = 0
+        for dtype_name, entries in layout:
+            dtype = getattr(torch, dtype_name)
+            wire = torch.uint8 if dtype == torch.bool else dtype
+            sizes = [math.prod(shape) for _, shape in entries]
+            if rank == src:
+                flat = torch.cat([tensors[i].detach().reshape(-1).to(wire) for i, _ in entries])
+                flat = flat.to(self.device)
+            else:
+                flat = torch.empty(sum(sizes), dtype=wire, device=self.device)
+            dist.broadcast(flat, src=src)
+            total_bytes += flat.numel() * flat.element_size()
+            if receive:
+                for (i, shape), part in zip(entries, torch.split(flat, sizes), strict=True):
+                    received[i] = part.reshape(shape).to(dtype).clone()
+        if receive:
+            self.state.load_state_dict(_unflatten(skeleton, received))  # type: ignore[arg-type]
+        return total_bytes
+
+    # -- training ------------------------------------------------------------------------
+
+    def _global_ids(self, pos: SamplerPosition) -> np.ndarray:
+        if self._perm_cache is None or self._perm_cache[0] != pos.epoch:
+            self._perm_cache = (pos.epoch, self.sampler.permutation(pos.epoch))
+        perm = self._perm_cache[1]
+        return perm[pos.position : pos.position + self.sampler.global_batch]
+
+    def _poll_seq(self) -> int:
+        now = time.monotonic()
+        if now - self._last_poll >= self.settings.command_poll_s:
+            self._last_poll = now
+            self._last_seq = self._cmdseq()
+        return self._last_seq
+
+    def _checkpoint(self, tag: str) -> None:
+        if not self.settings.checkpoint_dir:
+            return
+        path = Path(self.settings.checkpoint_dir) / CHECKPOINT_NAME
+        crash_after = self.settings.faults.crash_checkpoint_after_bytes
+        hook = None
+        if crash_after is not None and self._ckpt_count == 0:
+
+            def hook(written: int) -> None:
+                if written >= crash_after:
+                    os._exit(_CHECKPOINT_CRASH_EXIT)
+
+        info = save_checkpoint(
+            path, self.state.state_dict(), on_chunk=hook, chunk_bytes=4096 if hook else 1 << 20
+        )
+        self._ckpt_count += 1
+        self._post(
+            WorkerEventType.CHECKPOINT,
+            step=self.state.step,
+            path=str(info.path),
+            size_bytes=info.size_bytes,
+            write_s=info.write_s,
+            tag=tag,
+        )
+
+    def _train(
+        self,
+        plan: Command,
+        rank: int,
+        world: int,
+        notice: _Notice | None,
+        timing: dict[str, Any],
+    ) -> _Next:
+        """Train in generation ``plan.gen`` until a command or a failure ends it."""
+        settings, state, job = self.settings, self.state, self.job
+        meta = self._meta
+        assert meta is not None
+        history: deque[float] = deque(maxlen=_STEP_HISTORY)
+        prev_end: float | None = None
+        first = True
+        faults = settings.faults
+        stop_requested = False
+        announce_stop = False  # rank 0: tell everyone (via the next all-reduce) to stop
+        while True:
+            if state.step >= settings.max_steps or stop_requested:
+                return self._finish(rank, prev_end)
+            pos = state.sampler_position
+            global_ids = self._global_ids(pos)
+            local_ids = self.sampler.shard(global_ids, world, rank)
+            n_global, n_local = len(global_ids), len(local_ids)
+            for flat in self._buckets:
+                flat.zero_()
+            loss_sum = 0.0
+            if n_local:
+                batch = move_to_device(job.collate(self.data.train, local_ids), self.device)
+                out = job.train_step(state, batch)
+                loss = out["loss"]
+                (loss * (n_local / n_global)).backward()
+                loss_sum = float(loss.detach().item()) * n_local
+            if settings.step_delay_s > 0:
+                time.sleep(settings.step_delay_s)
+            if faults.kill_wid == self.wid and faults.kill_at_step == state.step + 1:
+                self._post(WorkerEventType.FAULT, step=state.step + 1)
+                os.kill(os.getpid(), signal.SIGKILL)
+            if rank == 0:
+                meta[_META_SEQ] = float(self._poll_seq())
+                meta[_META_STOP] = 1.0 if announce_stop else 0.0
+            meta[_META_LOSS] = loss_sum
+            meta[_META_SAMPLES] = float(n_local)
+            try:
+                for flat in self._buckets:
+                    dist.all_reduce(flat)
+            except Exception as exc:
+                message = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+                del exc
+                return self._on_failure(message, prev_end, history)
+            state.optimizer.step()
+            state.step += 1
+            state.samples += n_global
+            new_pos = self.sampler.advance(pos, n_global)
+            state.epoch, state.position = new_pos.epoch, new_pos.position
+            t_end = time.time()
+            values = meta.tolist()
+            loss_global = values[_META_LOSS] / max(values[_META_SAMPLES], 1.0)
+            if first:
+                first = False
+                if rank == 0:
+                    self._report_pause(plan, world, notice, timing, t_end, n_global)
+            elif prev_end is not None:
+                history.append(t_end - prev_end)
+            prev_end = t_end
+            if self._sample_log is not None:
+                self._sample_log.write(
+                    json.dumps(
+                        {
+                            "wid": self.wid,
+                            "gen": plan.gen,
+                            "rank": rank,
+                            "world": world,
+                            "step": state.step,
+                            "epoch": pos.epoch,
+                            "ids": [int(i) for i in local_ids],
+                        }
+                    )
+                    + "\n"
+                )
+                self._sample_log.flush()
+            if rank == 0:
+                self._step_buffer.append(
+                    [
+                        t_end,
+                        state.step,
+                        world,
+                        loss_global,
+                        n_global,
+                        plan.gen,
+                        pos.epoch,
+                        state.samples,
+                    ]
+                )
+                if time.monotonic() - self._last_flush >= settings.report_interval_s:
+                    self._flush_steps()
+                interval = settings.checkpoint_interval_steps
+                if interval and state.step % interval == 0:
+                    self._checkpoint("interval")
+                if (
+                    settings.stop_at_target
+                    and settings.eval_every_steps
+                    and state.step % settings.eval_every_steps == 0
+                    and self._target_reached()
+                ):
+                    announce_stop = True  # everyone stops after the next step
+            if values[_META_STOP] > 0:
+                stop_requested = True
+            agreed = int(round(values[_META_SEQ]))
+            if agreed > self._seen:
+                nxt = self._apply_commands(agreed, rank, t_end, history)
+                if nxt is not None:
+                    return nxt
+
+    def _target_reached(self) -> bool:
+        target = self.job.target_accuracy
+        if target is None or self.job.evaluate is None or self.data.test is None:
+            return False
+        return self.job.evaluate(self.state, self.data.test).get("accuracy", 0.0) >= target
+
+    def _typical(self, history: deque[float]) -> float | None:
+        return statistics.median(history) if history else None
+
+    def _apply_commands(
+        self, upto: int, rank: int, t_end: float, history: deque[float]
+    ) -> _Next | None:
+        """Act on commands ``seen+1 .. upto`` at this step boundary (same on all ranks)."""
+        plan: Command | None = None
+        leave = dropped = False
+        for cmd in self._read_commands(upto):
+            if cmd.op is CommandOp.CHECKPOINT:
+                if rank == 0:
+                    self._checkpoint(cmd.tag or "command")
+            elif cmd.op is CommandOp.JOIN:
+                if self.wid in cmd.members:
+                    plan, dropped = cmd, False
+                else:
+                    plan, dropped = None, True
+            elif cmd.op is CommandOp.STOP:
+                if rank == 0:
+                    self._flush_steps()
+                    if cmd.checkpoint:
+                        self._checkpoint(cmd.tag or "stop")
+                    self._post(WorkerEventType.STOPPED, step=self.state.step, last_end_wall_s=t_end)
+                if cmd.keep:
+                    self._destroy_group()
+                    self._post(
+                        WorkerEventType.LEFT,
+                        step=self.state.step,
+                        last_end_wall_s=t_end,
+                        exit=False,
+                    )
+                    return _Next("wait")
+                self._become(WorkerPhase.LEAVING)
+                return _Next("exit")
+            elif cmd.op is CommandOp.EXIT and self.wid in cmd.wids:
+                leave = True
+        if rank == 0 and (plan is not None or leave or dropped):
+            self._flush_steps()
+        if leave:
+            self._post(WorkerEventType.LEFT, step=self.state.step, last_end_wall_s=t_end, exit=True)
+            self._become(WorkerPhase.LEAVING)
+            return _Next("exit")
+        if dropped:
+            # dropped from the group: back to warm standby (the next JOIN that names this
+            # worker treats it as a newcomer; the state sync refreshes its state)
+            self._destroy_group()
+            self._post(
+                WorkerEventType.LEFT, step=self.state.step, last_end_wall_s=t_end, exit=False
+            )
+            return _Next("wait")
+        if plan is not None:
+            notice = _Notice(t_end, False, t_end, self._typical(history), False)
+            return _Next("join", plan=plan, notice=notice)
+        return None
+
+    def _on_failure(self, message: str, prev_end: float | None, history: deque[float]) -> _Next:
+        """A collective raised: drop the group (closing our sockets wakes peers stuck in it)."""
+        t_fail = time.time()
+        self._destroy_group()
+        try:
+            self._flush_steps()
+        except _ControllerGone:
+            raise
+        self._post(WorkerEventType.COLLECTIVE_FAILED, reason=message, step=self.state.step)
+        notice = _Notice(t_fail, True, prev_end, self._typical(history), True)
+        return _Next("wait", notice=notice)
+
+    def _finish(self, rank: int, prev_end: float | None) -> _Next:
+        """``max_steps`` reached (or the target): rank 0 evaluates and reports ``DONE``."""
+        if rank == 0:
+            self._flush_steps()
+            metrics: dict[str, float] = {}
+            if self.job.evaluate is not None and self.data.test is not None:
+                metrics = dict(self.job.evaluate(self.state, self.data.test))
+            self._post(
+                WorkerEventType.DONE,
+                step=self.state.step,
+                samples=self.state.samples,
+                last_end_wall_s=prev_end,
+                metrics=metrics,
+            )
+        self._become(WorkerPhase.LEAVING)
+        return _Next("exit")
+
+    def _report_pause(
+        self,
+        plan: Command,
+        world: int,
+        notice: _Notice | None,
+        timing: dict[str, Any],
+        t_first_end: float,
+        n_global: int,
+    ) -> None:
+        """Rank 0 of a new generation: the survivors' pause, split into components.
+
+        ``pause_s`` is the time the survivors did not train: from their last step end
+        before the change to their first step end after it, minus one typical step.
+        See :mod:`elasim.executor.group` for how the controller completes it.
+        """
+        typical = notice.typical_step_s if notice and notice.typical_step_s else None
+        first_step_s = t_first_end - timing["t_synced"]
+        payload: dict[str, Any] = {
+            "rank_world": world,
+            "first_end_wall_s": t_first_end,
+            "first_step_s": first_step_s,
+            "typical_step_s": typical,
+            "survivor": notice is not None,
+            "global_batch": n_global,
+            **timing,
+        }
+        if notice is not None:
+            detect = 0.0
+            if notice.failure:
+                origin = notice.last_end_wall_s or notice.wall_s
+                if plan.failure_wall_s is not None:
+                    origin = max(origin, plan.failure_wall_s)
+                detect = max(notice.wall_s - origin, 0.0)
+            payload.update(
+                notice_wall_s=notice.wall_s,
+                last_end_wall_s=notice.last_end_wall_s,
+                failure=notice.failure,
+                detect_s=detect,
+                rendezvous_s=max(timing["t_formed"] - notice.wall_s, 0.0),
+                state_s=max(timing["t_synced"] - timing["t_formed"], 0.0),
+                warmup_s=max(first_step_s - (typical or first_step_s), 0.0),
+            )
+        self._post(WorkerEventType.PAUSE, **payload)
+
+
+def _connect(address: str, timeout_s: float) -> dist.TCPStore:
+    host, _, port = address.rpartition(":")
+    return dist.TCPStore(
+        host or "127.0.0.1",
+        int(port),
+        is_master=False,
+        timeout=timedelta(seconds=timeout_s),
+    )
+
+
+def main(argv: list[str] | None = None, on_ready: Callable[[], None] | None = None) -> int:
+    """Process entry point (``python -m elasim.executor.worker``).
+
+    Args:
+        argv: command-line arguments (default ``sys.argv``).
+        on_ready: called once the worker is warm, just before it reports ``READY``
+            (the entry point uses it to leave idle priority, see ``_entry``).
+    """
+    parser = argparse.ArgumentParser(prog="elasim-worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--store", required=True, help="HOST:PORT of the controller's TCPStore")
+    parser.add_argument("--wid", required=True, type=int, help="worker id")
+    parser.add_argument("--device-index", type=int, default=None, help="CUDA device of this slot")
+    parser.add_argument("--spawn-wall", type=float, default=None, help="time.time() at spawn")
+    parser.add_argument("--connect-timeout-s", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` dumps stacks
+    logging.basicConfig(
+        level=logging.WARNING, format=f"[worker {args.wid}] %(levelname)s %(message)s"
+    )
+    try:
+        store = _connect(args.store, args.connect_timeout_s)
+        settings = WorkerSettings.from_bytes(store.get(CONFIG_KEY))
+    except (RuntimeError, OSError, ValueError) as exc:
+        log.error("cannot reach the controller at %s: %s", args.store, exc)
+        return EXIT_CONTROLLER_GONE
+    worker = Worker(
+        store,
+        args.wid,
+        settings,
+        device_index=args.device_index,
+        spawn_wall_s=args.spawn_wall,
+        on_ready=on_ready,
+    )
+    try:
+        return worker.run()
+    except Exception as exc:
+        log.exception("worker %s failed", args.wid)
+        try:
+            worker._post(WorkerEventType.ERROR, reason=str(exc)[:500])
+        except Exception:  # noqa: BLE001 - best effort while dying
+            pass
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

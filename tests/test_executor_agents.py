@@ -1,0 +1,146 @@
+"""Multi-host: two ``elasim agent`` processes on loopback contribute slots to one controller."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("torch")
+
+from elasim.executor.agent import AgentServer  # noqa: E402
+from elasim.executor.group import GroupSettings, ProcessWorkerGroup  # noqa: E402
+from elasim.executor.protocol import WorkerSettings  # noqa: E402
+from elasim.policies import EventKind  # noqa: E402
+
+pytestmark = [pytest.mark.executor]
+
+
+def _agent(port: int, slots: int, log_dir) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "elasim.cli",
+            "agent",
+            "--controller",
+            f"127.0.0.1:{port}",
+            "--slots",
+            str(slots),
+            "--log-dir",
+            str(log_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+@pytest.mark.timeout(120)
+def test_two_agents_on_loopback_serve_one_elastic_group(tmp_path):
+    server = AgentServer("127.0.0.1", 0)
+    server.start()
+    agents = [_agent(server.port, 2, tmp_path / f"agent{i}") for i in range(2)]
+    group = None
+    try:
+        launchers = server.wait_for_agents(2, timeout_s=60)
+        assert sorted(launcher.slots for launcher in launchers) == [2, 2]
+        settings = WorkerSettings(max_steps=10**6, checkpoint_dir=str(tmp_path / "ckpt"))
+        group = ProcessWorkerGroup(GroupSettings(worker=settings), launchers)
+        group.start()  # fills both agents' slots with warm standbys
+        assert group.slots == 4
+        first = group.apply(4, 0)
+        assert [e.kind for e in first] == [EventKind.SCALE_UP] and group.held() == (4, 0)
+        hosts = {group._workers[w].launcher.name for w in group.members}  # noqa: SLF001
+        assert len(hosts) == 2  # the group spans both agents
+        start = group.progress().step
+        deadline = time.monotonic() + 30
+        while group.progress().step < start + 30 and time.monotonic() < deadline:
+            group.wait(0.05)
+        # a preemption without notice: the agent delivers the SIGKILL
+        hard = group.preempt(1, graceful=False)
+        assert [e.kind for e in hard] == [EventKind.PREEMPT, EventKind.SCALE_DOWN]
+        assert group.held() == (3, 0) and hard[0].lost_steps == 1
+        down = group.apply(2, 0)
+        assert [e.kind for e in down] == [EventKind.SCALE_DOWN]
+        before = group.progress().step
+        deadline = time.monotonic() + 30
+        while group.progress().step < before + 20 and time.monotonic() < deadline:
+            group.wait(0.05)
+        assert group.progress().step >= before + 20
+    finally:
+        if group is not None:
+            group.close()
+        server.close()
+        codes = []
+        for proc in agents:
+            try:
+                codes.append(proc.wait(timeout=20))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                codes.append(None)
+    assert codes == [0, 0]  # the controller closed the connection: agents exit cleanly
+
+
+@pytest.mark.timeout(60)
+def test_cli_run_errors_are_one_line_with_exit_code_2(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time_s,available\n0,2\n10,-1\n")
+    cases = [
+        ["run", "--trace", str(bad), "--json"],
+        ["run", "--trace", "spot_us_east.csv", "--policy", "no-such-policy", "--json"],
+        ["run", "--trace", "spot_us_east.csv", "--rescale", "sideways", "--json"],
+        ["agent", "--controller", "nonsense", "--slots", "1"],
+    ]
+    for args in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "elasim.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=50,
+        )
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stdout == ""
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_cli_run_prints_exactly_one_json_object_and_writes_the_files(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "elasim.cli",
+            "run",
+            "--trace",
+            "spot_us_east.csv",
+            "--trace-start-s",
+            "127500",
+            "--workers-max",
+            "2",
+            "--time-scale",
+            "1000",
+            "--max-steps",
+            "150",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)  # exactly one JSON object, nothing else
+    assert summary["completed"] is True and summary["steps"] == 150
+    for name in ("summary.json", "events.parquet", "steps.parquet", "timeline.png"):
+        assert (out / name).is_file()
+    with contextlib.suppress(FileNotFoundError):
+        assert json.loads((out / "summary.json").read_text())["steps"] == 150
