@@ -36,6 +36,7 @@ Medians over ``--repeats`` are printed.  Goal: <= 5 % of wall time.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import tempfile
@@ -153,6 +154,11 @@ def main() -> int:
                         "lost_steps": float(res["lost_steps"]),  # type: ignore[arg-type]
                     }
                 )
+                steps_ms = ", ".join(
+                    f"{n}: {steady.get(n, math.nan) * 1e3:.2f}/{fixed[n] * 1e3:.2f}"
+                    for n in sorted(counts)
+                )
+                print(f"  {name}: steady step ms in the replay / fixed-size, by size: {steps_ms}")
     print(
         f"measured in {time.perf_counter() - started:.0f} s on this machine "
         f"({args.repeats} repeats, medians)"
