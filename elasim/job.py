@@ -174,6 +174,10 @@ class RescaleSpec:
         rendezvous_per_node_s: per-member part of forming a group.
         state_bandwidth_bytes_per_s: broadcast bandwidth to newcomers (in-place).
         warmup_s: extra time of the first step after a change.
+        cold_start_s: how long a worker slot whose process was killed needs before a
+            replacement can join (the executor's cold start of a standby: spawn and
+            import torch).  0 for the cloud presets, where ``boot_s`` covers it;
+            measured profiles set it.
     """
 
     detect_s: float
@@ -182,6 +186,7 @@ class RescaleSpec:
     rendezvous_per_node_s: float
     state_bandwidth_bytes_per_s: float
     warmup_s: float
+    cold_start_s: float = 0.0
 
     def rendezvous_s(self, nodes: int) -> float:
         """Group formation time for ``nodes`` members."""

@@ -285,7 +285,10 @@ def apply_profile(
     inplace_grow = [
         p for p in profile.pauses if p.mechanism == "inplace" and p.nodes_after > p.nodes_before
     ]
-    rendezvous_points = [(float(p.nodes_after), p.components.rendezvous_s) for p in profile.pauses]
+    # the analytical model stands for in-place changes (restart ones are all measured
+    # in the table), so it is fitted on in-place pauses when there are any
+    fitted = [p for p in profile.pauses if p.mechanism == "inplace"] or list(profile.pauses)
+    rendezvous_points = [(float(p.nodes_after), p.components.rendezvous_s) for p in fitted]
     base_s, per_node_s = _fit_line(rendezvous_points)
     state_bytes = float(dict(profile.model).get("state_bytes", profile.checkpoint_size_bytes))
     state_s = _median(p.components.state_s for p in inplace_grow)
@@ -331,7 +334,8 @@ def apply_profile(
             rendezvous_base_s=base_s,
             rendezvous_per_node_s=per_node_s,
             state_bandwidth_bytes_per_s=state_bw,
-            warmup_s=_median(p.components.warmup_s for p in profile.pauses),
+            warmup_s=_median(p.components.warmup_s for p in fitted),
+            cold_start_s=profile.worker_start_s,
         ),
         path=profile.source,
         pause_table=tuple((p.key, p.components) for p in profile.pauses),

@@ -281,3 +281,20 @@ def test_notice_during_a_periodic_write_makes_it_the_final_checkpoint(tiny_job):
     unwarned = SimConfig(checkpoint_interval_s=3500.0)
     lost = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, unwarned).lost_work_h
     assert lost == pytest.approx(3500 / H)
+
+
+def test_killed_worker_slots_need_a_cold_start_before_replacements_join(tiny_job):
+    # a measured profile's executor: killed workers' slots need 7 s to start anew
+    spec = dataclasses.replace(
+        tiny_job, rescale=dataclasses.replace(tiny_job.rescale, cold_start_s=7.0)
+    )
+    trace = capacity([0.0, 10.0, 15.0], [4, 0, 4], [1.0] * 3, duration_s=100 * H)
+    config = SimConfig(checkpoint_interval_s=math.inf)
+    result = simulate(trace, ScriptedPolicy(greedy_fn), spec, config)
+    (resume,) = [e for e in result.events if e.kind is EventKind.RESUME]
+    assert resume.time_s == pytest.approx(17.0)  # killed at 10 s, ready 7 s later
+    assert resume.pause.acquire_s == pytest.approx(2.0)  # waited from 15 s to 17 s
+    # without cold starts the replacements join as soon as capacity returns
+    plain = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config)
+    (resume,) = [e for e in plain.events if e.kind is EventKind.RESUME]
+    assert resume.time_s == pytest.approx(15.0)

@@ -27,6 +27,7 @@ Model assumptions (also in the README):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -77,6 +78,7 @@ def pause_for(
     has_checkpoint: bool,
     waited_boot: bool,
     checkpoint_write_s: float = 0.0,
+    acquire_s: float | None = None,
 ) -> PauseComponents:
     """Pause components of one group re-formation (shared with calibration).
 
@@ -93,14 +95,19 @@ def pause_for(
             planned change); reported inside ``state_s``.
         nodes_before: group size before; with a measured pause table (a profile), the
             measured components of this exact transition are used when present.
+        acquire_s: the acquisition actually waited for (a cold start can take longer
+            than ``boot_s``); None means ``boot_s``.
     """
+    waited_s = job.rescale.boot_s if acquire_s is None else acquire_s
     if job.pause_table and nodes_before is not None:
         measured = job.measured_pause(mode.value, nodes_before, nodes_after, failure)
         if measured is not None:
+            if waited_boot and waited_s > measured.acquire_s:
+                return dataclasses.replace(measured, acquire_s=waited_s)
             return measured
     spec = job.rescale
     detect = spec.detect_s if failure else 0.0
-    acquire = spec.boot_s if waited_boot else 0.0
+    acquire = waited_s if waited_boot else 0.0
     rendezvous = spec.rendezvous_s(nodes_after)
     if mode is RescaleMode.INPLACE and survivors > 0:
         state = job.checkpoint.size_bytes / spec.state_bandwidth_bytes_per_s if newcomers else 0.0
@@ -155,6 +162,8 @@ class SimJob:
         self.group_spot = 0
         self.group_od = 0
         self.booting: list[list[float]] = []
+        # ready times of worker slots whose process was killed (cold start pending)
+        self._cold_until: list[float] = []
         self.target = Decision(0, 0)
         self.state = JobState.WAITING
         self.pause_end_s = math.inf
@@ -433,6 +442,7 @@ class SimJob:
         before = self.group
         self.group_spot -= victims
         after = self.group
+        cold_s = self.job.rescale.cold_start_s
         self.preemptions += 1
         self._refresh_checkpoint_interval()
         survivors = after if self.mode is RescaleMode.INPLACE else 0
@@ -449,6 +459,8 @@ class SimJob:
         lost = 0.0
         if graceful and needs_ckpt and not self._final_checkpoint(before):
             graceful = False  # no time to write it: the unsaved work is lost
+        if not graceful and cold_s > 0:
+            self._cold_until.extend([now + cold_s] * victims)  # killed: slots go cold
         lost_s = 0.0
         if not graceful and self.state is not JobState.WAITING:
             if self.mode is RescaleMode.INPLACE and after > 0:
@@ -550,6 +562,7 @@ class SimJob:
         failure: bool,
         waited_boot: bool = False,
         checkpoint_first: bool = True,
+        acquire_s: float | None = None,
     ) -> None:
         """Start a group re-formation from ``before`` to ``after`` members.
 
@@ -595,6 +608,7 @@ class SimJob:
             has_checkpoint=self.has_checkpoint and self.progress > 0,
             waited_boot=waited_boot,
             checkpoint_write_s=write_s,
+            acquire_s=acquire_s,
         )
         if self.state is JobState.WAITING:
             self._set_state(JobState.RESCALING)
@@ -657,11 +671,35 @@ class SimJob:
         add_od = want_od - self.od_held
         if add_spot > 0 or add_od > 0:
             add_spot, add_od = max(add_spot, 0), max(add_od, 0)
+            for ready_s, spot, od in self._acquire_times(add_spot, add_od):
+                self.booting.append([ready_s, spot, od, self.env.now])
+                self._next_due_s = min(self._next_due_s, ready_s)
             self.spot_held += add_spot
             self.od_held += add_od
-            ready_s = self.env.now + self.job.rescale.boot_s
-            self.booting.append([ready_s, add_spot, add_od])
-            self._next_due_s = min(self._next_due_s, ready_s)
+
+    def _acquire_times(self, spot: int, od: int) -> list[tuple[float, int, int]]:
+        """When ``spot + od`` new nodes can join: warm slots first, then cold ones.
+
+        Without cold starts (every preset) all of them are ready after ``boot_s``.
+        With them (measured profiles), a slot whose process was killed joins only
+        when its replacement has started, so joins come one by one, as in the
+        executor.
+        """
+        now, boot_s = self.env.now, self.job.rescale.boot_s
+        self._cold_until = sorted(t for t in self._cold_until if t > now)
+        if not self._cold_until:
+            return [(now + boot_s, spot, od)]
+        warm = self.max_nodes - self.spot_held - self.od_held - len(self._cold_until)
+        times: dict[float, list[int]] = {}
+        for index in range(spot + od):
+            if warm > 0:
+                warm -= 1
+                ready = now + boot_s
+            else:
+                ready = self._cold_until.pop(0) + boot_s
+            entry = times.setdefault(ready, [0, 0])
+            entry[0 if index < spot else 1] += 1
+        return [(ready, counts[0], counts[1]) for ready, counts in sorted(times.items())]
 
     def _join_ready_boots(self) -> None:
         if not self.booting:
@@ -673,17 +711,24 @@ class SimJob:
         self.booting = [b for b in self.booting if b[0] > now + _EPS]
         spot = sum(int(b[1]) for b in ready)
         od = sum(int(b[2]) for b in ready)
+        requested_s = min(b[3] if len(b) > 3 else now for b in ready)
         before = self.group
         if before + spot + od < self.min_nodes:
             # not enough to run yet: keep them waiting as "ready" at the front
-            self.booting.insert(0, [now, spot, od])
+            self.booting.insert(0, [now, spot, od, requested_s])
             return
         self.group_spot += spot
         self.group_od += od
         waited = before == 0
         kind = EventKind.SCALE_UP
         self._begin_rescale(
-            kind, before, self.group, newcomers=spot + od, failure=False, waited_boot=waited
+            kind,
+            before,
+            self.group,
+            newcomers=spot + od,
+            failure=False,
+            waited_boot=waited,
+            acquire_s=now - requested_s,
         )
 
     def _checkpoint_interval_s(self) -> float:
