@@ -33,9 +33,10 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -369,8 +370,17 @@ def _parse(path: Path, display: str, expected: str | None) -> CapacityTrace | Jo
     return _parse_jobs(lines, start, header, metadata, path, display)
 
 
-def _cell_error(exc: CellError, name: str, path: str, line: int, col: int) -> TraceError:
-    return TraceError(f"column {name!r}: {exc}", path, line, col)
+_V = TypeVar("_V")
+
+
+def _parse_cell(
+    parse: Callable[[str], _V], cells: list[str], index: int, name: str, path: str, line: int
+) -> _V:
+    """Parse one cell; a bad value becomes a TraceError at its line and (1-based) column."""
+    try:
+        return parse(cells[index])
+    except CellError as exc:
+        raise TraceError(f"column {name!r}: {exc}", path, line, index + 1) from None
 
 
 def _parse_capacity(
@@ -390,10 +400,7 @@ def _parse_capacity(
     prices: list[float] = []
     prev_line = 0
     for number, cells in _data_rows(lines, start, header, display):
-        try:
-            t = parse_float(cells[idx_t])
-        except CellError as exc:
-            raise _cell_error(exc, "time_s", display, number, idx_t + 1) from None
+        t = _parse_cell(parse_float, cells, idx_t, "time_s", display, number)
         if not times:
             if t != 0:
                 raise TraceError(
@@ -419,19 +426,13 @@ def _parse_capacity(
                 number,
                 idx_t + 1,
             )
-        try:
-            a = parse_int(cells[idx_a])
-        except CellError as exc:
-            raise _cell_error(exc, "available", display, number, idx_a + 1) from None
+        a = _parse_cell(parse_int, cells, idx_a, "available", display, number)
         if a < 0:
             raise TraceError(
                 f"column 'available': negative node count {a}", display, number, idx_a + 1
             )
         if idx_p >= 0:
-            try:
-                p = parse_float(cells[idx_p])
-            except CellError as exc:
-                raise _cell_error(exc, "price_per_hour", display, number, idx_p + 1) from None
+            p = _parse_cell(parse_float, cells, idx_p, "price_per_hour", display, number)
             if p <= 0:
                 raise TraceError(
                     f"column 'price_per_hour': price must be > 0, got {cells[idx_p].strip()}",
@@ -491,10 +492,7 @@ def _parse_jobs(
     prio: list[int] = []
     prev_line = 0
     for number, cells in _data_rows(lines, start, header, display):
-        try:
-            s = parse_float(cells[idx_s])
-        except CellError as exc:
-            raise _cell_error(exc, "submit_time_s", display, number, idx_s + 1) from None
+        s = _parse_cell(parse_float, cells, idx_s, "submit_time_s", display, number)
         if s < 0:
             raise TraceError(
                 f"column 'submit_time_s': negative time {cells[idx_s].strip()}",
@@ -510,10 +508,7 @@ def _parse_jobs(
                 number,
                 idx_s + 1,
             )
-        try:
-            d = parse_float(cells[idx_d])
-        except CellError as exc:
-            raise _cell_error(exc, "duration_s", display, number, idx_d + 1) from None
+        d = _parse_cell(parse_float, cells, idx_d, "duration_s", display, number)
         if d <= 0:
             raise TraceError(
                 f"column 'duration_s': must be > 0, got {cells[idx_d].strip()}",
@@ -521,19 +516,13 @@ def _parse_jobs(
                 number,
                 idx_d + 1,
             )
-        try:
-            g = parse_int(cells[idx_g])
-        except CellError as exc:
-            raise _cell_error(exc, "num_gpus", display, number, idx_g + 1) from None
+        g = _parse_cell(parse_int, cells, idx_g, "num_gpus", display, number)
         if g < 1:
             raise TraceError(
                 f"column 'num_gpus': must be >= 1, got {g}", display, number, idx_g + 1
             )
         if idx_p >= 0:
-            try:
-                prio.append(parse_int(cells[idx_p]))
-            except CellError as exc:
-                raise _cell_error(exc, "priority", display, number, idx_p + 1) from None
+            prio.append(_parse_cell(parse_int, cells, idx_p, "priority", display, number))
         submit.append(s)
         dur.append(d)
         gpus.append(g)
