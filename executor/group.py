@@ -508,6 +508,20 @@ class ProcessWorkerGroup:
         """A worker's ``time.time()`` on the controller's clock."""
         return self._now() - (time.time() - wall_s)
 
+    def _checkpoint_event(
+        self, message: dict[str, Any], nodes: int, detail: tuple[tuple[str, Any], ...] = ()
+    ) -> GroupEvent:
+        """A worker's checkpoint report as a CHECKPOINT event, placed when the write began."""
+        write_s = float(message["write_s"])
+        return GroupEvent(
+            EventKind.CHECKPOINT,
+            self._clock_of(float(message["wall_s"]) - write_s),
+            nodes,
+            nodes,
+            PauseComponents(state_s=write_s),
+            detail=detail,
+        )
+
     def _publish(self, cmd: Command) -> None:
         self._seq += 1
         self._store.set(cmd_key(self._seq), cmd.to_bytes())
@@ -1027,16 +1041,7 @@ class ProcessWorkerGroup:
             self._wait_until(got_stop, self.settings.change_timeout_s)
             ckpt = self._take(lambda e: e["type"] == "checkpoint" and e.get("tag") == "restart")
             if ckpt is not None:
-                write_s = float(ckpt["write_s"])
-                events.append(
-                    GroupEvent(
-                        EventKind.CHECKPOINT,
-                        self._clock_of(float(ckpt["wall_s"]) - write_s),
-                        before,
-                        before,
-                        PauseComponents(state_s=write_s),
-                    )
-                )
+                events.append(self._checkpoint_event(ckpt, before))
             self._await_exit(old, self.settings.stop_grace_s)
         elif old:
             # TorchElastic: a failed worker stops the whole group.  Let survivors notice
@@ -1236,16 +1241,7 @@ class ProcessWorkerGroup:
             self._take(lambda e: e["type"] == "stopped")
             ckpt = self._take(lambda e: e["type"] == "checkpoint" and e.get("tag") == "stop")
             if ckpt is not None:
-                write_s = float(ckpt["write_s"])
-                events.append(
-                    GroupEvent(
-                        EventKind.CHECKPOINT,
-                        self._clock_of(float(ckpt["wall_s"]) - write_s),
-                        before,
-                        before,
-                        PauseComponents(state_s=write_s),
-                    )
-                )
+                events.append(self._checkpoint_event(ckpt, before))
             if keep:  # they stay, as warm standbys
                 self._wait_until(
                     lambda: all(self._workers[w].status is not WorkerStatus.MEMBER for w in old),
@@ -1378,16 +1374,9 @@ class ProcessWorkerGroup:
         if not got:
             return []
         event = got["event"]
-        write_s = float(event["write_s"])
-        n = len(self._members)
         return [
-            GroupEvent(
-                EventKind.CHECKPOINT,
-                self._clock_of(float(event["wall_s"]) - write_s),
-                n,
-                n,
-                PauseComponents(state_s=write_s),
-                detail=(("step", int(event["step"])),),
+            self._checkpoint_event(
+                event, len(self._members), detail=(("step", int(event["step"])),)
             )
         ]
 
