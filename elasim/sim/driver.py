@@ -731,9 +731,6 @@ class SimJob:
             acquire_s=now - requested_s,
         )
 
-    def _checkpoint_interval_s(self) -> float:
-        return self._ckpt_interval_s
-
     def _refresh_checkpoint_interval(self) -> None:
         """Re-estimate the interval (after every checkpoint and preemption)."""
         self._ckpt_interval_s = self._estimate_checkpoint_interval_s()
@@ -757,7 +754,7 @@ class SimJob:
             n = self.group
             remaining = self.target_samples - self.progress
             best = min(best, now + max(remaining, 0.0) / self._good[n])
-            interval = self._checkpoint_interval_s()
+            interval = self._ckpt_interval_s
             if math.isfinite(interval):
                 best = min(best, now + max(interval - self.run_since_ckpt_s, 0.0))
         elif state is JobState.RESCALING or state is JobState.CHECKPOINTING:
@@ -803,7 +800,7 @@ class SimJob:
             return
         if self.state is JobState.RUNNING:
             n = self.group
-            interval = self._checkpoint_interval_s()
+            interval = self._ckpt_interval_s
             if math.isfinite(interval) and self.run_since_ckpt_s >= interval - 1e-6:
                 self.ckpt_pending_progress = self.progress
                 self._ckpt_pending_run_s = self.unsaved_run_s
