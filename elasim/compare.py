@@ -275,9 +275,7 @@ def compare_frames(
     return pairs
 
 
-def _completion_s(summary: dict[str, Any], key_s: str) -> float | None:
-    if summary.get(key_s) is not None:
-        return float(summary[key_s])
+def _completion_s(summary: dict[str, Any]) -> float | None:
     hours = summary.get("completion_time_h")
     return None if hours is None else float(hours) * 3600.0
 
@@ -291,10 +289,9 @@ def compare_runs(
 ) -> CompareResult:
     """Compare a measured run directory with a simulation directory.
 
-    The measured run's completion is its real wall-clock training time
-    (``wall_time_s``, or ``completion_time_h`` in trace time divided by the time scale);
-    the simulation's is its ``completion_time_h`` (already in real seconds when it was
-    simulated on the scaled trace).
+    The measured run's completion is its ``completion_time_h`` (trace time) divided by
+    the time scale, i.e. real seconds; the simulation's is its ``completion_time_h``
+    (already real seconds when it was simulated on the scaled trace).
     """
     real_dir, sim_dir = Path(real_dir), Path(sim_dir)
     real_summary = json.loads((real_dir / "summary.json").read_text())
@@ -302,10 +299,10 @@ def compare_runs(
     real_events = pd.read_parquet(real_dir / "events.parquet")
     sim_events = pd.read_parquet(sim_dir / "events.parquet")
     scale = time_scale or float(real_summary.get("time_scale", 1.0) or 1.0)
-    real_completion = _completion_s(real_summary, "train_time_s")
-    if real_completion is not None and "train_time_s" not in real_summary:
+    real_completion = _completion_s(real_summary)
+    if real_completion is not None:
         real_completion /= scale
-    sim_completion = _completion_s(sim_summary, "_none_")
+    sim_completion = _completion_s(sim_summary)
     if window_s is None:
         span = max(real_completion or 0.0, sim_completion or 0.0, 1.0)
         window_s = max(0.2 * span, 5.0)
