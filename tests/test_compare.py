@@ -82,3 +82,25 @@ def test_scale_trace_compresses_time_only():
     np.testing.assert_array_equal(fast.price_per_hour, trace.price_per_hour)
     with pytest.raises(ValueError):
         scale_trace(trace, math.nan)
+
+
+def test_compare_command_on_two_directories(tmp_path):
+    # a simulation compared with itself: every event matched, no error
+    from typer.testing import CliRunner
+
+    from elasim.cli import app
+
+    runner = CliRunner()
+    run = tmp_path / "sim"
+    result = runner.invoke(app, ["simulate", "-t", "spot_us_east.csv", "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["compare", str(run), str(run), "--out", str(tmp_path / "c")])
+    assert result.exit_code == 0, result.output
+    import json
+
+    report = json.loads((tmp_path / "c" / "compare.json").read_text())
+    assert report["events_matched"] == report["events_real"] == report["events_sim"] > 0
+    assert report["completion_time_rel_error"] == 0.0
+    assert (tmp_path / "c" / "compare.png").stat().st_size > 0
+    missing = runner.invoke(app, ["compare", str(tmp_path / "nope"), str(run)])
+    assert missing.exit_code == 2 and "Traceback" not in missing.output
