@@ -87,6 +87,7 @@ __all__ = [
     "ProcessWorkerGroup",
     "RescaleMode",
     "StepRecord",
+    "WorkerStart",
     "WorkerStatus",
     "split_preempt",
 ]
@@ -188,6 +189,30 @@ class StepRecord:
     gen: int
     epoch: int
     samples_total: int
+
+
+@dataclass(frozen=True)
+class WorkerStart:
+    """One worker process's cold start: spawned, then READY (torch imported, job built).
+
+    The simulator's cold-start model of a measured profile comes from these: when
+    several workers start at once they share the host's cores, so the ready times of
+    a batch are staggered, and a replacement for a killed node joins only when ready.
+
+    Attributes:
+        wid: worker id.
+        spawn_s: when it was spawned, on the controller's clock.
+        ready_s: when it reported READY (None: it never did).
+    """
+
+    wid: int
+    spawn_s: float
+    ready_s: float | None
+
+    @property
+    def start_s(self) -> float | None:
+        """Spawn to READY (None: never ready)."""
+        return None if self.ready_s is None else self.ready_s - self.spawn_s
 
 
 @dataclass(frozen=True)
@@ -719,6 +744,18 @@ class ProcessWorkerGroup:
         """Every step rank 0 reported, in order of completion."""
         self._pump()
         return tuple(sorted(self._steps, key=lambda r: r.real_s))
+
+    def worker_starts(self) -> tuple[WorkerStart, ...]:
+        """Every worker process started so far, in spawn order (see :class:`WorkerStart`)."""
+        self._pump()
+        return tuple(
+            WorkerStart(
+                w.wid,
+                self._clock_of(w.spawn_wall_s),
+                None if w.ready_wall_s is None else self._clock_of(w.ready_wall_s),
+            )
+            for w in sorted(self._workers.values(), key=lambda w: w.wid)
+        )
 
     def step_time_by_world(self, recent: int = 64) -> dict[int, float]:
         """Median step time (real s) per world size, from consecutive steps of one generation."""

@@ -16,6 +16,9 @@ Outputs (:func:`write_run`), the simulator's files plus what only a real run has
 * ``steps.parquet``: one row per committed step: ``time_s`` (real seconds since the
   start), ``trace_time_s``, ``step``, ``world_size``, ``loss``, ``samples``, ``gen``,
   ``epoch``.  In ``restart`` mode, steps rolled back and redone appear twice.
+* ``workers.parquet``: one row per worker process: ``wid``, ``spawn_s`` and
+  ``ready_s`` (real seconds since the start; negative for standbys started before
+  it; NaN when it never became ready).  Profiles take the cold-start model from it.
 * ``timeline.parquet`` / ``timeline.png``: availability, nodes held and progress over
   trace time, with preemptions and rescales marked.
 """
@@ -41,6 +44,7 @@ from .group import (
     ProcessWorkerGroup,
     RescaleMode,
     StepRecord,
+    WorkerStart,
 )
 from .protocol import FaultInjection, WorkerSettings
 
@@ -154,6 +158,8 @@ class RunResult:
         decisions: the decision log.
         timeline: world over trace time.
         time_scale: trace seconds per real second.
+        worker_starts: every worker process's spawn and READY time (real seconds
+            since the start).
     """
 
     summary: Mapping[str, Any]
@@ -164,6 +170,7 @@ class RunResult:
     decisions: tuple[DecisionRecord, ...]
     timeline: tuple[TimelineRow, ...]
     time_scale: float
+    worker_starts: tuple[WorkerStart, ...] = ()
 
 
 def _summary(
@@ -229,6 +236,7 @@ def _summary(
         "time_scale": scale,
         "inputs": {
             "trace": trace_name,
+            "trace_file": config.trace,
             "policy": config.policy,
             "policy_options": dict(config.policy_options),
             "job": job_name or config.job,
@@ -347,6 +355,7 @@ def run_trace(
         )
         result = controller.run()
         steps = group.step_records()
+        starts = group.worker_starts()
     finally:
         group.close()
         if server is not None:
@@ -373,11 +382,15 @@ def run_trace(
         decisions=result.decisions,
         timeline=result.timeline,
         time_scale=config.time_scale,
+        worker_starts=tuple(
+            WorkerStart(w.wid, w.spawn_s - t0, None if w.ready_s is None else w.ready_s - t0)
+            for w in starts
+        ),
     )
 
 
 def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> dict[str, Path]:
-    """Write ``summary.json``, ``events.parquet``, ``steps.parquet``, timeline files.
+    """Write the run's files: summary, events, steps, workers and timeline (see above).
 
     Every file is written atomically (temporary file, fsync, rename).
     """
@@ -416,6 +429,13 @@ def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> d
             "epoch": "int64",
         }
     )
+    workers = pd.DataFrame(
+        {
+            "wid": [w.wid for w in result.worker_starts],
+            "spawn_s": [w.spawn_s for w in result.worker_starts],
+            "ready_s": [math.nan if w.ready_s is None else w.ready_s for w in result.worker_starts],
+        }
+    ).astype({"wid": "int64", "spawn_s": "float64", "ready_s": "float64"})
     rows = [asdict(r) for r in result.timeline]
     timeline = pd.DataFrame(rows, columns=[f for f in TimelineRow.__dataclass_fields__])
     timeline["nodes_held"] = timeline["spot_held"] + timeline["on_demand_held"]
@@ -423,6 +443,7 @@ def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> d
         "summary": write_json(out / "summary.json", dict(result.summary)),
         "events": write_parquet(out / "events.parquet", events),
         "steps": write_parquet(out / "steps.parquet", steps),
+        "workers": write_parquet(out / "workers.parquet", workers),
         "timeline": write_parquet(out / "timeline.parquet", timeline),
     }
     if plot:
