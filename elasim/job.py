@@ -178,6 +178,23 @@ class RescaleSpec:
             replacement can join (the executor's cold start of a standby: spawn and
             import torch).  0 for the cloud presets, where ``boot_s`` covers it;
             measured profiles set it.
+        cold_start_table: measured ready times of replacements started together:
+            ``(k, offsets)`` gives, for ``k`` workers spawned at once, the seconds
+            from spawn to ready of the first, second, ... of them.  Workers that start
+            together share the host's cores, so their ready times grow with ``k`` and
+            are staggered; a flat ``cold_start_s`` gets both wrong.  Empty: every
+            replacement takes ``cold_start_s``.
+        shared_host_cores: the workers share one host with this many cores (a
+            single-host executor testbed, from a profile); 0, the default and every
+            preset, means every node is its own machine.  On a shared host a starting
+            worker competes with the training workers for the cores (processor
+            sharing): with ``r`` runnable processes each gets ``min(1, cores / r)`` of
+            a core, so a cold start takes ``cold_start_s * max(1, r / cores)`` and
+            training slows while replacements start.  ``cold_start_s`` is then the
+            start time of a worker alone on the host.
+        starting_weight: on a shared host, how many training workers' worth of CPU
+            a starting worker takes when it slows the trainers (measured: importing
+            torch and building the job runs several threads).
     """
 
     detect_s: float
@@ -187,10 +204,64 @@ class RescaleSpec:
     state_bandwidth_bytes_per_s: float
     warmup_s: float
     cold_start_s: float = 0.0
+    cold_start_table: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    shared_host_cores: float = 0.0
+    starting_weight: float = 1.0
 
     def rendezvous_s(self, nodes: int) -> float:
         """Group formation time for ``nodes`` members."""
         return self.rendezvous_base_s + self.rendezvous_per_node_s * nodes
+
+    def host_share(self, runnable: int) -> float:
+        """Fraction of a core each of ``runnable`` processes gets (1 off a shared host)."""
+        cores = self.shared_host_cores
+        if cores <= 0 or runnable <= cores:
+            return 1.0
+        return cores / runnable
+
+    def training_rate(self, trainers: int, starting: int) -> float:
+        """Training speed while ``starting`` workers cold-start on the shared host.
+
+        Relative to the measured step time at ``trainers`` workers (which already
+        includes the trainers' own sharing of the cores).
+        """
+        if starting <= 0 or self.shared_host_cores <= 0:
+            return 1.0
+        cores = self.shared_host_cores
+        loaded = min(1.0, cores / (trainers + starting * self.starting_weight))
+        return loaded / self.host_share(trainers)
+
+    def cold_start_offsets_s(
+        self, count: int, *, trainers: int = 0, starting: int = 0
+    ) -> tuple[float, ...]:
+        """Seconds from spawn to ready of ``count`` replacements started together.
+
+        On a shared host (``shared_host_cores``), each takes the alone start time
+        divided by its share of a core among the ``count`` new, ``starting`` already
+        starting and ``trainers`` training processes.
+
+        Otherwise a measured batch size is used as measured.  An unmeasured size
+        stretches the largest measured batch ``k`` below it by ``count / k`` (the
+        ``count`` starts share the cores that ``k`` shared), its last offset repeated
+        for the extra workers; below the smallest measured batch, that batch's first
+        offsets are used.
+        """
+        if count <= 0:
+            return ()
+        if self.shared_host_cores > 0:
+            share = self.host_share(count + starting + trainers)
+            return (self.cold_start_s / share,) * count
+        if not self.cold_start_table:
+            return (self.cold_start_s,) * count
+        table = dict(self.cold_start_table)
+        if count in table:
+            return tuple(table[count][:count])
+        below = [k for k in table if k < count]
+        if not below:
+            return tuple(table[min(table)][:count])
+        k = max(below)
+        offsets = list(table[k]) + [table[k][-1]] * (count - len(table[k]))
+        return tuple(o * count / k for o in offsets[:count])
 
 
 @dataclass(frozen=True)

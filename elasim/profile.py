@@ -13,8 +13,15 @@ What the simulator takes from it (:func:`apply_profile`):
   -> an exact pause table that :func:`elasim.sim.pause_for` looks up first;
 * a linear fit of rendezvous time on group size, the state broadcast bandwidth and the
   warm-up -> the analytical pause model for transitions that were not measured;
-* checkpoint save and load times -> checkpoint bandwidths; worker start time -> the
-  acquisition delay; failure detection time -> ``detect_s``.
+* checkpoint save and load times -> checkpoint bandwidths; failure detection time
+  -> ``detect_s``;
+* the measured cold starts of workers spawned together (version 2) -> the ready
+  times of replacements for killed workers (a flat worker start time, version 1,
+  is used when a profile has no batches).  When every worker ran on one host
+  (``shared_host_cores``), the cold starts and the training steps compete for its
+  cores, and the simulator models that sharing (:class:`elasim.job.RescaleSpec`),
+  from the start time of a worker alone on the host (``cold_start_alone_s``,
+  derived from every batch and the number of workers training meanwhile).
 
 Pure Python plus pandas for reading runs; no simpy, no torch.
 """
@@ -48,14 +55,20 @@ __all__ = [
     "Profile",
     "ProfileError",
     "apply_profile",
+    "ColdStartBatch",
+    "cold_start_alone_s",
+    "cold_starts_from_workers",
     "load_profile",
     "pauses_from_events",
     "profile_from_runs",
     "save_profile",
+    "starting_weight",
     "step_times_from_steps",
 ]
 
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2
+#: Versions this code reads (1 had no measured cold-start batches).
+SUPPORTED_VERSIONS = (1, 2)
 
 
 class ProfileError(ValueError):
@@ -99,12 +112,21 @@ class Profile:
         backend: ``gloo`` or ``nccl``.
         model: model description (name, parameters, state bytes, global batch).
         global_batch: samples per optimizer step (the executor keeps it fixed).
-        step_time_s: median step time per world size.
+        step_time_s: mean step time per world size (quiet steps only).
         pauses: measured transitions.
         checkpoint_size_bytes: size of one checkpoint file.
         checkpoint_save_s: median atomic save time.
         checkpoint_load_s: median load time.
-        worker_start_s: median time for a fresh worker to start and import torch.
+        worker_start_s: median time for a fresh interpreter to start and import torch.
+        cold_start_s: measured cold starts of worker processes spawned together:
+            ``(k, offsets)``, for batches of ``k``, the median seconds from spawn to
+            READY of the first, second, ... to be ready.
+        shared_host_cores: every worker ran on one host with this many cores (0: not
+            measured on a single host).
+        cold_start_alone_s: start time of one worker alone on that host (each batch's
+            times scaled by the share of a core its workers had).
+        starting_weight: CPU a starting worker takes, in training workers (fitted on
+            the slowdown of the trainers next to it, :func:`starting_weight`).
         detect_s: median time for survivors to notice a killed peer.
         source: what produced it (``calibrate`` or a run directory).
     """
@@ -123,15 +145,25 @@ class Profile:
     worker_start_s: float = 0.0
     detect_s: float = 0.0
     source: str = ""
+    cold_start_s: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    shared_host_cores: int = 0
+    cold_start_alone_s: float = 0.0
+    starting_weight: float = 1.0
     extra: tuple[tuple[str, Any], ...] = field(default=())
 
     def __post_init__(self) -> None:
         for name in ("hardware", "model", "extra"):  # canonical order: equal files compare equal
             object.__setattr__(self, name, tuple(sorted(dict(getattr(self, name)).items())))
-        if self.version != PROFILE_VERSION:
+        if self.version not in SUPPORTED_VERSIONS:
             raise ProfileError(
-                f"profile version {self.version} is not supported (expected {PROFILE_VERSION})"
+                f"profile version {self.version} is not supported "
+                f"(expected one of {', '.join(map(str, SUPPORTED_VERSIONS))})"
             )
+        for count, offsets in self.cold_start_s:
+            if count < 1 or len(offsets) != count:
+                raise ProfileError(f"cold start batch {count} needs {count} offsets")
+            if not all(math.isfinite(o) and o >= 0 for o in offsets):
+                raise ProfileError(f"cold start offsets must be >= 0, got {list(offsets)}")
         if self.global_batch < 1:
             raise ProfileError("global_batch must be >= 1")
         if not self.step_time_s:
@@ -171,6 +203,10 @@ class Profile:
             "checkpoint_save_s": self.checkpoint_save_s,
             "checkpoint_load_s": self.checkpoint_load_s,
             "worker_start_s": self.worker_start_s,
+            "cold_start_s": {str(k): list(v) for k, v in self.cold_start_s},
+            "shared_host_cores": self.shared_host_cores,
+            "cold_start_alone_s": self.cold_start_alone_s,
+            "starting_weight": self.starting_weight,
             "detect_s": self.detect_s,
             "extra": dict(self.extra),
         }
@@ -206,6 +242,15 @@ class Profile:
                 checkpoint_save_s=float(data.get("checkpoint_save_s", 0.0)),
                 checkpoint_load_s=float(data.get("checkpoint_load_s", 0.0)),
                 worker_start_s=float(data.get("worker_start_s", 0.0)),
+                cold_start_s=tuple(
+                    sorted(
+                        (int(k), tuple(float(o) for o in v))
+                        for k, v in dict(data.get("cold_start_s", {})).items()
+                    )
+                ),
+                shared_host_cores=int(data.get("shared_host_cores", 0)),
+                cold_start_alone_s=float(data.get("cold_start_alone_s", 0.0)),
+                starting_weight=float(data.get("starting_weight", 1.0)),
                 detect_s=float(data.get("detect_s", 0.0)),
                 extra=tuple(sorted(dict(data.get("extra", {})).items())),
             )
@@ -215,6 +260,34 @@ class Profile:
             raise ProfileError(f"{where}: missing key {exc.args[0]!r}") from None
         except (TypeError, ValueError, AttributeError) as exc:
             raise ProfileError(f"{where}: malformed profile: {exc}") from None
+
+
+def describe_profile(profile: Profile) -> list[tuple[str, str]]:
+    """The profile as (measurement, value) rows, for ``elasim calibrate`` and notebooks."""
+    rows = [(f"step time, {w} workers (s)", f"{t:.4f}") for w, t in profile.step_time_s]
+    for pause in profile.pauses:
+        label = f"{pause.mechanism} {pause.nodes_before}->{pause.nodes_after}" + (
+            " (kill)" if pause.failure else ""
+        )
+        rows.append((f"pause {label} (s)", f"{pause.components.pause_s:.3f}"))
+    rows += [
+        ("checkpoint save (s)", f"{profile.checkpoint_save_s:.4f}"),
+        ("checkpoint load (s)", f"{profile.checkpoint_load_s:.4f}"),
+        ("interpreter + torch import (s)", f"{profile.worker_start_s:.2f}"),
+    ]
+    for count, offsets in profile.cold_start_s:
+        rows.append(
+            (f"cold start, {count} spawned together (s)", " / ".join(f"{o:.2f}" for o in offsets))
+        )
+    if profile.shared_host_cores:
+        rows.append(
+            (
+                f"cold start alone on the {profile.shared_host_cores}-core host (s)",
+                f"{profile.cold_start_alone_s:.2f}",
+            )
+        )
+        rows.append(("a starting worker's CPU, in trainers", f"{profile.starting_weight:.2f}"))
+    return rows
 
 
 def save_profile(profile: Profile, path: str | Path) -> Path:
@@ -302,6 +375,7 @@ def apply_profile(
     # warm standbys start (and import torch) before they are needed, so a newcomer's
     # acquisition is what the in-place transitions measured, not a cold start
     boot_s = _median(inplace) if inplace else profile.worker_start_s
+    shared = profile.shared_host_cores > 0 and profile.cold_start_alone_s > 0
     spec = JobSpec(
         name=f"{name} (profile)",
         description=f"{name} as measured on {dict(profile.hardware).get('cpu', 'this machine')}",
@@ -335,7 +409,14 @@ def apply_profile(
             rendezvous_per_node_s=per_node_s,
             state_bandwidth_bytes_per_s=state_bw,
             warmup_s=_median(p.components.warmup_s for p in fitted),
-            cold_start_s=profile.worker_start_s,
+            cold_start_s=(
+                profile.cold_start_alone_s
+                if shared and profile.cold_start_alone_s > 0
+                else profile.worker_start_s
+            ),
+            cold_start_table=profile.cold_start_s,
+            shared_host_cores=float(profile.shared_host_cores) if shared else 0.0,
+            starting_weight=profile.starting_weight,
         ),
         path=profile.source,
         pause_table=tuple((p.key, p.components) for p in profile.pauses),
@@ -348,20 +429,159 @@ def apply_profile(
 _CHANGE_KINDS = ("scale_up", "scale_down", "resume")
 
 
-def step_times_from_steps(steps: Any) -> dict[int, float]:
-    """Median step time per world size from a run's ``steps.parquet`` frame.
-
-    Only consecutive steps of one generation count (the first step after a change
-    carries the warm-up, which the pause already includes).
-    """
+def _step_samples(
+    steps: Any, busy: Iterable[tuple[float, float]] = ()
+) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
+    """Step durations per world size: (taken while nobody started, taken while some did)."""
     frame = steps.sort_values("time_s", kind="stable")
-    out: dict[int, list[float]] = {}
+    spans = sorted(busy)
+    clean: dict[int, list[float]] = {}
+    slowed: dict[int, list[float]] = {}
     previous = None
     for row in frame.itertuples(index=False):
         if previous is not None and row.gen == previous.gen and row.step == previous.step + 1:
-            out.setdefault(int(row.world_size), []).append(float(row.time_s - previous.time_s))
+            begin, end = float(previous.time_s), float(row.time_s)
+            overlaps = any(a < end and b > begin for a, b in spans)
+            target = slowed if overlaps else clean
+            target.setdefault(int(row.world_size), []).append(end - begin)
         previous = row
-    return {world: statistics.median(values) for world, values in sorted(out.items()) if values}
+    return clean, slowed
+
+
+def step_times_from_steps(steps: Any, busy: Iterable[tuple[float, float]] = ()) -> dict[int, float]:
+    """Mean step time per world size from a run's ``steps.parquet`` frame.
+
+    The *mean*, not the median: the simulator turns it into throughput, and a run's
+    time is the sum of its steps.  Step times on a loaded host have a heavy tail
+    (on our 2-core machine the mean of 4-worker steps is 10 % above the median, and
+    of steps slowed by a starting worker up to twice the median), so a median makes
+    the simulated job too fast.
+
+    Only consecutive steps of one generation count (the first step after a change
+    carries the warm-up, which the pause already includes).  Steps overlapping a
+    ``busy`` interval (a worker starting on the same host, a checkpoint being
+    written) are left out when the world size has other steps: they measure the
+    contention, not the step.
+    """
+    clean, slowed = _step_samples(steps, busy)
+    out = {w: statistics.fmean(v) for w, v in clean.items() if v}
+    for world, values in slowed.items():
+        if world not in out and values:
+            out[world] = statistics.fmean(values)
+    return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class ColdStartBatch:
+    """Worker processes spawned together, and how long each took to be ready.
+
+    Attributes:
+        spawn_s: when the batch was spawned (real seconds since the run's start).
+        offsets_s: spawn-to-READY time of each, sorted.
+        trainers: workers training meanwhile (competing for a shared host's cores).
+        trainer_step_s: their mean step time until the first of the batch was ready
+            (None: nobody trained).
+    """
+
+    spawn_s: float
+    offsets_s: tuple[float, ...]
+    trainers: int = 0
+    trainer_step_s: float | None = None
+
+
+def cold_starts_from_workers(
+    workers: Any, steps: Any = None, gap_s: float = 0.25
+) -> list[ColdStartBatch]:
+    """The cold starts of one run, batch by batch, from its ``workers.parquet`` frame.
+
+    Workers spawned within ``gap_s`` of the previous spawn belong to one batch (the
+    group spawns a batch in one loop: standbys at the start, replacements for the
+    workers one preemption killed, a restart's fresh group).  A batch with a worker
+    that never became ready (killed while starting, or the run ended first) is left
+    out.  With the run's ``steps.parquet`` frame, ``trainers`` is the median world
+    size of the steps taken while the batch's first worker started.
+    """
+    frame = workers.sort_values("spawn_s", kind="stable")
+    batches: list[list[tuple[float, float]]] = []
+    last = -math.inf
+    for row in frame.itertuples(index=False):
+        spawn, ready = float(row.spawn_s), float(row.ready_s)
+        if spawn - last > gap_s or not batches:
+            batches.append([])
+        batches[-1].append((spawn, ready))
+        last = spawn
+    out = []
+    for batch in batches:
+        if not all(math.isfinite(ready) for _, ready in batch):
+            continue
+        spawn = min(s for s, _ in batch)
+        offsets = tuple(sorted(ready - s for s, ready in batch))
+        trainers, step_s = 0, None
+        if steps is not None and len(steps):
+            during = steps[(steps["time_s"] > spawn) & (steps["time_s"] <= spawn + offsets[0])]
+            if len(during):
+                trainers = int(round(float(during["world_size"].median())))
+                _, slowed = _step_samples(during, [(spawn, spawn + offsets[0])])
+                if slowed.get(trainers):
+                    step_s = statistics.fmean(slowed[trainers])
+        out.append(ColdStartBatch(spawn, offsets, trainers, step_s))
+    return out
+
+
+def starting_weight(
+    batches: Iterable[ColdStartBatch], step_time_s: Mapping[int, float], cores: int
+) -> float:
+    """How many training workers' worth of CPU a starting worker takes (median).
+
+    Under processor sharing with ``r`` runnable processes on ``cores`` cores, ``m``
+    trainers slow by ``share(m + k w) / share(m)`` while ``k`` workers start; each
+    batch that started next to trainers gives its measured slowdown (their step time
+    then against the quiet ``step_time_s``), hence one ``w``.  A starting worker
+    imports torch and builds the job on several threads, so ``w`` can exceed 1.
+
+    Returns:
+        The median ``w`` (1.0 when no batch started next to trainers).
+    """
+    weights = []
+    for batch in batches:
+        m, k = batch.trainers, len(batch.offsets_s)
+        quiet = step_time_s.get(m)
+        if m <= 0 or batch.trainer_step_s is None or not quiet or cores <= 0:
+            continue
+        share_m = min(1.0, cores / m)
+        target = quiet / batch.trainer_step_s * share_m  # = share(m + k w)
+        if target >= 1.0:
+            weights.append(0.0)
+            continue
+        weights.append(max((cores / target - m) / k, 0.0))
+    return statistics.median(weights) if weights else 1.0
+
+
+def cold_start_alone_s(batches: Iterable[ColdStartBatch], cores: int) -> float:
+    """Start time of one worker alone on a ``cores``-core host, from shared-host batches.
+
+    Each start is scaled by the share of a core it had (processor sharing among the
+    batch and the trainers); the median over every start is returned (0: none).
+    """
+    alone = []
+    for batch in batches:
+        runnable = len(batch.offsets_s) + batch.trainers
+        share = min(1.0, cores / runnable) if cores > 0 else 1.0
+        alone.extend(o * share for o in batch.offsets_s)
+    return statistics.median(alone) if alone else 0.0
+
+
+def _cold_start_table(
+    batches: Iterable[ColdStartBatch],
+) -> tuple[tuple[int, tuple[float, ...]], ...]:
+    """Median i-th offset per batch size."""
+    by_size: dict[int, list[tuple[float, ...]]] = {}
+    for batch in batches:
+        by_size.setdefault(len(batch.offsets_s), []).append(batch.offsets_s)
+    return tuple(
+        (size, tuple(statistics.median(b[i] for b in items) for i in range(size)))
+        for size, items in sorted(by_size.items())
+    )
 
 
 def pauses_from_events(events: Any, mechanism: str) -> list[MeasuredPause]:
@@ -394,20 +614,37 @@ def profile_from_runs(
     model: Mapping[str, Any] | None = None,
     worker_start_s: float | None = None,
     source: str = "",
+    shared_host_cores: int = 0,
 ) -> Profile:
     """Build a profile from executor run directories (``summary.json``, parquet files).
 
-    Step times are pooled over all runs; pauses are keyed by each run's mechanism;
+    Step times are the mean over all runs' quiet steps (see
+    :func:`step_times_from_steps`); pauses are keyed by each run's mechanism;
     checkpoint save time is the median ``state_s`` of ``checkpoint`` events; load time
-    the median ``state_s`` of restart-mode group formations (which load a checkpoint).
+    the median ``state_s`` of restart-mode group formations (which load a checkpoint);
+    cold starts come from ``workers.parquet`` (runs of version 2).
+
+    Args:
+        run_dirs: ``elasim run --out`` directories.
+        hardware: machine description to record.
+        torch_version: torch the runs used.
+        backend: ``gloo`` or ``nccl``.
+        model: model description to record.
+        worker_start_s: time a fresh interpreter takes to import torch.
+        source: what produced the profile.
+        shared_host_cores: every worker ran on this one host with this many cores (0:
+            workers on several hosts); enables the shared-host cold-start model.
     """
     import pandas as pd
 
-    steps_by_world: dict[int, list[float]] = {}
+    # quiet and slowed step durations per world size, pooled over the runs
+    quiet_steps: dict[int, list[float]] = {}
+    slowed_steps: dict[int, list[float]] = {}
     pauses: list[MeasuredPause] = []
     saves: list[float] = []
     loads: list[float] = []
     detects: list[float] = []
+    cold_batches: list[ColdStartBatch] = []
     global_batch = 0
     model_info = dict(model or {})
     for run_dir in run_dirs:
@@ -416,8 +653,25 @@ def profile_from_runs(
         mechanism = str(summary.get("inputs", {}).get("rescale", "inplace"))
         steps = pd.read_parquet(run / "steps.parquet")
         events = pd.read_parquet(run / "events.parquet")
-        for world, seconds in step_times_from_steps(steps).items():
-            steps_by_world.setdefault(world, []).append(seconds)
+        busy: list[tuple[float, float]] = []
+        if (run / "workers.parquet").exists():  # runs before version 2 lack it
+            workers = pd.read_parquet(run / "workers.parquet")
+            cold_batches.extend(cold_starts_from_workers(workers, steps))
+            if shared_host_cores:  # a starting worker slows the steps on its host
+                busy = [
+                    (float(a), float(b) if math.isfinite(float(b)) else math.inf)
+                    for a, b in zip(workers["spawn_s"], workers["ready_s"], strict=True)
+                ]
+        if "real_time_s" in events:  # a step that waited for a checkpoint write
+            writes = events[events["kind"] == "checkpoint"]
+            busy += [
+                (float(t), float(t) + float(w))
+                for t, w in zip(writes["real_time_s"], writes["state_s"], strict=True)
+            ]
+        clean, slowed = _step_samples(steps, busy)
+        for pooled, samples in ((quiet_steps, clean), (slowed_steps, slowed)):
+            for world, values in samples.items():
+                pooled.setdefault(world, []).extend(values)
         if len(steps) and not global_batch:
             # the typical step (an epoch's last step may be shorter)
             global_batch = int(round(float(steps["samples"].median())))
@@ -428,8 +682,13 @@ def profile_from_runs(
             loads.extend(changes["state_s"].astype(float))
         detects.extend(float(v) for v in changes["detect_s"] if float(v) > 0)
         model_info.setdefault("name", summary.get("inputs", {}).get("job", "executor job"))
-    if not steps_by_world:
+    # the mean of quiet steps (see step_times_from_steps); slowed ones if that is all
+    pooled = {w: v for w, v in slowed_steps.items() if v} | {
+        w: v for w, v in quiet_steps.items() if v
+    }
+    if not pooled:
         raise ProfileError("the runs contain no consecutive steps to time")
+    step_table = {w: statistics.fmean(v) for w, v in sorted(pooled.items())}
     return Profile(
         version=PROFILE_VERSION,
         hardware=tuple((hardware or {}).items()),
@@ -437,7 +696,7 @@ def profile_from_runs(
         backend=backend,
         model=tuple(model_info.items()),
         global_batch=max(global_batch, 1),
-        step_time_s=tuple((w, statistics.median(v)) for w, v in sorted(steps_by_world.items())),
+        step_time_s=tuple(step_table.items()),
         pauses=tuple(pauses),
         checkpoint_size_bytes=float(model_info.get("checkpoint_bytes", 0.0)),
         checkpoint_save_s=_median(saves),
@@ -445,4 +704,12 @@ def profile_from_runs(
         worker_start_s=float(worker_start_s or 0.0),
         detect_s=_median(detects),
         source=source,
+        cold_start_s=_cold_start_table(cold_batches),
+        shared_host_cores=shared_host_cores,
+        cold_start_alone_s=cold_start_alone_s(cold_batches, shared_host_cores)
+        if shared_host_cores
+        else 0.0,
+        starting_weight=starting_weight(cold_batches, step_table, shared_host_cores)
+        if shared_host_cores
+        else 1.0,
     )

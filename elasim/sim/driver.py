@@ -164,6 +164,9 @@ class SimJob:
         self.booting: list[list[float]] = []
         # ready times of worker slots whose process was killed (cold start pending)
         self._cold_until: list[float] = []
+        # end times of cold starts in progress (they compete for a shared host's cores)
+        self._starting: list[float] = []
+        self._shared_host = job.rescale.shared_host_cores > 0
         self.target = Decision(0, 0)
         self.state = JobState.WAITING
         self.pause_end_s = math.inf
@@ -255,17 +258,22 @@ class SimJob:
         self.spot_node_s += self.spot_held * dt
         self.od_node_s += self.od_held * dt
         state = self.state
+        rate = 1.0
+        if self._shared_host and self._starting:
+            # the loop wakes at every cold start's end, so the count is constant over dt
+            rate = self._training_rate(now - dt)
+            self._starting = [t for t in self._starting if t > now + _EPS]
         if state is JobState.RUNNING:
             n = self.group
-            self.progress += self._good[n] * dt
-            self.raw_samples += self._thr[n] * dt
+            self.progress += self._good[n] * rate * dt
+            self.raw_samples += self._thr[n] * rate * dt
             self.run_since_ckpt_s += dt
             self.unsaved_run_s += dt
             self.run_s += dt
             waste = 1.0 - self._eff[n]
             if waste > 0:
                 self.conv_s += waste * dt
-                self.conv_samples += self._thr[n] * waste * dt
+                self.conv_samples += self._thr[n] * rate * waste * dt
         elif state is JobState.RESCALING:
             ckpt_part = min(max(self.pause_ckpt_until_s - (now - dt), 0.0), dt)
             self.ckpt_s += ckpt_part
@@ -278,6 +286,13 @@ class SimJob:
                 self.rescale_s += dt
             else:
                 self.idle_s += dt
+
+    def _training_rate(self, at_s: float) -> float:
+        """Training speed relative to the step table while cold starts share the host."""
+        if not self._shared_host:
+            return 1.0
+        starting = sum(1 for t in self._starting if t > at_s + _EPS)
+        return self.job.rescale.training_rate(self.group, starting)
 
     def _record_timeline(self) -> None:
         if not self.config.record_timeline:
@@ -442,7 +457,8 @@ class SimJob:
         before = self.group
         self.group_spot -= victims
         after = self.group
-        cold_s = self.job.rescale.cold_start_s
+        rescale = self.job.rescale
+        cold = rescale.cold_start_s > 0 or bool(rescale.cold_start_table)
         self.preemptions += 1
         self._refresh_checkpoint_interval()
         survivors = after if self.mode is RescaleMode.INPLACE else 0
@@ -459,8 +475,16 @@ class SimJob:
         lost = 0.0
         if graceful and needs_ckpt and not self._final_checkpoint(before):
             graceful = False  # no time to write it: the unsaved work is lost
-        if not graceful and cold_s > 0:
-            self._cold_until.extend([now + cold_s] * victims)  # killed: slots go cold
+        if not graceful and cold:
+            # killed: the slots go cold; their replacements start together, now
+            trainers = after if self.mode is RescaleMode.INPLACE else 0
+            self._starting = [t for t in self._starting if t > now + _EPS]
+            offsets = rescale.cold_start_offsets_s(
+                victims, trainers=trainers, starting=len(self._starting)
+            )
+            self._cold_until.extend(now + o for o in offsets)
+            if self._shared_host:
+                self._starting.extend(now + o for o in offsets)
         lost_s = 0.0
         if not graceful and self.state is not JobState.WAITING:
             if self.mode is RescaleMode.INPLACE and after > 0:
@@ -753,7 +777,8 @@ class SimJob:
         if state is JobState.RUNNING:
             n = self.group
             remaining = self.target_samples - self.progress
-            best = min(best, now + max(remaining, 0.0) / self._good[n])
+            rate = self._training_rate(now) if self._starting else 1.0
+            best = min(best, now + max(remaining, 0.0) / (self._good[n] * rate))
             interval = self._ckpt_interval_s
             if math.isfinite(interval):
                 best = min(best, now + max(interval - self.run_since_ckpt_s, 0.0))
@@ -762,6 +787,9 @@ class SimJob:
         for batch in self.booting:
             if batch[0] > now + _EPS:
                 best = min(best, batch[0])
+        for end in self._starting:  # the training rate changes when a start ends
+            if end > now + _EPS:
+                best = min(best, end)
         return best
 
     def _check_done(self) -> bool:
