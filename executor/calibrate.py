@@ -1,11 +1,21 @@
 """``elasim calibrate``: measure this machine and write a profile the simulator can use.
 
-A calibration is two short executor runs (in-place and restart) over a *synthetic*
-capacity schedule that walks the worker count through 1 -> 2 -> 4 -> 2 -> 1 -> 2, with
-every drop a hard kill (no notice), and periodic checkpoints.  From their outputs
-(:func:`elasim.profile.profile_from_runs`) come the step time per world size, the
-pause components per transition and mechanism, and checkpoint save/load times.  The
-worker start time is measured directly: a fresh interpreter that imports torch.
+A calibration is short executor runs over *synthetic* capacity schedules, every drop
+a hard kill (no notice), with periodic checkpoints:
+
+* in place: a schedule that steps the worker count up and down by one, two and three
+  (:data:`INPLACE_SCHEDULE`), so the transitions a replay meets are measured rather
+  than extrapolated; then one start-up run per group size, for the ``0 -> n`` start
+  from warm standbys.  Cold starts of replacements overlap training here, which is
+  what measures how much a starting worker slows the trainers on a shared host;
+* restart: the shorter 1-2-4-2-1-2 (:data:`RESTART_SCHEDULE`), each change a few
+  seconds of cold processes.
+
+From their outputs (:func:`elasim.profile.profile_from_runs`) come the step time per
+world size, the pause components per transition and mechanism, checkpoint save/load
+times, and the cold starts of workers spawned together (standbys at the start,
+replacements of killed workers, restarted groups).  The time a fresh interpreter
+takes to import torch is measured directly too.
 
 The schedule is synthetic and labelled so in its metadata; it measures the machine,
 it is not a trace of any cloud.
@@ -33,10 +43,24 @@ from elasim.traces import CapacityTrace, TraceMetadata, write_capacity_trace
 from .group import RescaleMode
 from .run import DEFAULT_JOB, RunConfig, run_trace, write_run
 
-__all__ = ["CalibrationConfig", "calibrate", "calibration_trace", "measure_worker_start_s"]
+__all__ = [
+    "INPLACE_SCHEDULE",
+    "RESTART_SCHEDULE",
+    "CalibrationConfig",
+    "calibrate",
+    "calibration_trace",
+    "measure_worker_start_s",
+    "profile_of_runs",
+]
 
-#: Worker counts of the calibration schedule, one segment each.
-SCHEDULE: tuple[int, ...] = (1, 2, 4, 2, 1, 2)
+#: Worker counts of the in-place calibration schedule, one segment each.  A count
+#: held for two segments after a kill gives the replacements time to cold-start, so
+#: the jump that follows (1 -> 3, 1 -> 4, 2 -> 4) happens at once, as in a replay.
+INPLACE_SCHEDULE: tuple[int, ...] = (1, 2, 3, 4, 3, 3, 2, 2, 1, 1, 3, 1, 1, 4, 2, 2, 4, 1, 1, 2)
+#: Worker counts of the restart schedule (a restart costs seconds: fewer changes).
+RESTART_SCHEDULE: tuple[int, ...] = (1, 2, 4, 2, 1, 2)
+#: Real seconds of a start-up run (the ``0 -> n`` start, then a few steps).
+STARTUP_SEGMENT_S = 1.5
 
 
 @dataclass(frozen=True)
@@ -62,9 +86,11 @@ class CalibrationConfig:
     max_wall_s: float = 300.0
 
 
-def calibration_trace(segment_s: float, workers_max: int) -> CapacityTrace:
-    """The synthetic schedule as a capacity trace (time in real seconds, scale 1)."""
-    counts = [min(n, workers_max) for n in SCHEDULE]
+def calibration_trace(
+    segment_s: float, workers_max: int, schedule: tuple[int, ...] = RESTART_SCHEDULE
+) -> CapacityTrace:
+    """A synthetic schedule as a capacity trace (time in real seconds, scale 1)."""
+    counts = [min(n, workers_max) for n in schedule]
     return CapacityTrace(
         name="calibration",
         time_s=np.arange(len(counts), dtype=float) * segment_s,
@@ -119,6 +145,33 @@ def _hardware() -> dict[str, Any]:
     return info
 
 
+def profile_of_runs(
+    run_dirs: list[Path],
+    *,
+    job: str,
+    source: str,
+    checkpoint_bytes: int = 0,
+    worker_start_s: float | None = None,
+    shared_host_cores: int = 0,
+) -> Profile:
+    """A profile of executor runs made on this machine (hardware and torch recorded).
+
+    ``elasim calibrate`` and ``elasim run --profile-out`` both end here.
+    """
+    import torch
+
+    return profile_from_runs(
+        run_dirs,
+        hardware=_hardware(),
+        torch_version=str(torch.__version__),
+        backend="nccl" if torch.cuda.is_available() else "gloo",
+        model={"job": job, "checkpoint_bytes": checkpoint_bytes, "state_bytes": checkpoint_bytes},
+        worker_start_s=worker_start_s,
+        source=source,
+        shared_host_cores=shared_host_cores,
+    )
+
+
 def calibrate(
     config: CalibrationConfig,
     *,
@@ -132,8 +185,6 @@ def calibrate(
         work_dir: keep the runs here (default: a temporary directory).
         on_stage: called with a short description as each stage starts (CLI progress).
     """
-    import torch
-
     stage = on_stage or (lambda _text: None)
     tmp = None
     if work_dir is None:
@@ -144,15 +195,23 @@ def calibrate(
     try:
         run_dirs = []
         checkpoint_bytes = 0
+        runs: list[tuple[str, str, tuple[int, ...], float]] = []
         for mechanism in config.mechanisms:
-            # a restart takes seconds (fresh processes), so its segments are longer
-            segment_s = config.segment_s * (3.0 if mechanism == "restart" else 1.0)
+            if mechanism == "restart":
+                # a restart takes seconds (fresh processes), so its segments are longer
+                runs.append(("restart", "restart", RESTART_SCHEDULE, config.segment_s * 3.0))
+            else:
+                runs.append((mechanism, mechanism, INPLACE_SCHEDULE, config.segment_s))
+                for size in range(2, config.workers_max + 1):
+                    runs.append((f"startup-{size}", mechanism, (size,), STARTUP_SEGMENT_S))
+        for name, mechanism, schedule, segment_s in runs:
             trace_path = write_capacity_trace(
-                calibration_trace(segment_s, config.workers_max),
-                root / f"calibration-{mechanism}.csv",
+                calibration_trace(segment_s, config.workers_max, schedule),
+                root / f"calibration-{name}.csv",
             )
-            stage(f"{mechanism}: {len(SCHEDULE)} segments of {segment_s:g} s (1-2-4-2-1-2)")
-            ckpt_dir = root / f"ckpt-{mechanism}"
+            shape = "-".join(str(min(n, config.workers_max)) for n in schedule)
+            stage(f"{name}: {len(schedule)} segment(s) of {segment_s:g} s ({shape})")
+            ckpt_dir = root / f"ckpt-{name}"
             run = RunConfig(
                 trace=str(trace_path),
                 policy="greedy",
@@ -164,31 +223,25 @@ def calibrate(
                 checkpoint_dir=str(ckpt_dir),
                 job=config.job,
                 # one pass through the schedule, then stop (the trace would repeat)
-                max_wall_s=min(config.max_wall_s, segment_s * len(SCHEDULE)),
+                max_wall_s=min(config.max_wall_s, segment_s * len(schedule)),
             )
             result = run_trace(run)
-            out = root / mechanism
+            out = root / name
             write_run(result, out, plot=False)
             run_dirs.append(out)
             files = [p for p in ckpt_dir.glob("*") if p.is_file() and not p.name.startswith(".")]
             if files:
                 checkpoint_bytes = max(checkpoint_bytes, max(p.stat().st_size for p in files))
         stage("worker start time")
-        start_s = measure_worker_start_s(config.starts)
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        return profile_from_runs(
+        return profile_of_runs(
             run_dirs,
-            hardware=_hardware(),
-            torch_version=str(torch.__version__),
-            backend=backend,
-            model={
-                "job": config.job,
-                "checkpoint_bytes": checkpoint_bytes,
-                "state_bytes": checkpoint_bytes,
-            },
-            worker_start_s=start_s,
+            job=config.job,
+            checkpoint_bytes=checkpoint_bytes,
+            worker_start_s=measure_worker_start_s(config.starts),
             source=f"elasim calibrate ({', '.join(config.mechanisms)}, "
             f"{config.segment_s:g} s segments)",
+            # every calibration worker runs on this host, sharing its cores
+            shared_host_cores=os.cpu_count() or 1,
         )
     finally:
         if tmp is not None:

@@ -158,7 +158,37 @@ def _print_summary(summary: dict[str, Any], out: Path | None) -> None:
     console = Console()
     console.print(table)
     if out is not None:
-        console.print(f"wrote {out}/summary.json, events.parquet, steps.parquet, timeline.png")
+        console.print(
+            f"wrote {out}/summary.json, events.parquet, steps.parquet, workers.parquet, "
+            "timeline.png"
+        )
+
+
+def _write_profile(result: Any, config: Any, out: Path | None, path: Path) -> None:
+    """The run's by-product: a profile measured by this very run."""
+    import os
+    import tempfile
+
+    from elasim.executor.calibrate import profile_of_runs
+    from elasim.executor.run import write_run
+    from elasim.profile import save_profile
+
+    with tempfile.TemporaryDirectory(prefix="elasim-run-") as tmp:
+        run_dir = out
+        if run_dir is None:
+            run_dir = Path(tmp) / "run"
+            write_run(result, run_dir, plot=False)
+        checkpoints = Path(config.checkpoint_dir) if config.checkpoint_dir else None
+        sizes = [p.stat().st_size for p in checkpoints.glob("*.pt")] if checkpoints else []
+        profile = profile_of_runs(
+            [run_dir],
+            job=config.job,
+            checkpoint_bytes=max(sizes, default=0),
+            source=f"elasim run --trace {config.trace} --policy {config.policy}",
+            # workers on agents run on other hosts: no shared-host model then
+            shared_host_cores=0 if config.expect_agents else (os.cpu_count() or 1),
+        )
+    save_profile(profile, path)
 
 
 def run_command(
@@ -204,6 +234,9 @@ def run_command(
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the run's files here."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write timeline.png with --out."),
+    profile_out: Path | None = typer.Option(
+        None, "--profile-out", help="Also write a profile of this run (for simulate --profile)."
+    ),
 ) -> None:
     """Replay a trace on real torch.distributed workers with the simulator's policies."""
     try:
@@ -250,6 +283,8 @@ def run_command(
                 result = run_trace(config, on_turn=progress)
         if out is not None:
             write_run(result, out, plot=plot)
+        if profile_out is not None:
+            _write_profile(result, config, out, profile_out)
     except typer.Exit:
         raise
     except KeyboardInterrupt:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -131,6 +132,8 @@ def test_cli_run_prints_exactly_one_json_object_and_writes_the_files(tmp_path):
             "150",
             "--out",
             str(out),
+            "--profile-out",
+            str(tmp_path / "profile.json"),
             "--json",
         ],
         capture_output=True,
@@ -140,7 +143,17 @@ def test_cli_run_prints_exactly_one_json_object_and_writes_the_files(tmp_path):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)  # exactly one JSON object, nothing else
     assert summary["completed"] is True and summary["steps"] == 150
-    for name in ("summary.json", "events.parquet", "steps.parquet", "timeline.png"):
+    for name in ("summary.json", "events.parquet", "steps.parquet", "workers.parquet"):
         assert (out / name).is_file()
+    assert (out / "timeline.png").is_file()
+    # the profile is a by-product of the run: its step times and its standbys' start
+    from elasim.profile import load_profile
+
+    profile = load_profile(tmp_path / "profile.json")
+    assert profile.source.startswith("elasim run") and profile.backend == "gloo"
+    assert profile.step_time_s and all(t > 0 for _, t in profile.step_time_s)
+    assert profile.shared_host_cores == os.cpu_count()
+    # the two standbys spawned at the start are one batch of two cold starts
+    assert dict(profile.cold_start_s)[2][0] > 0 and profile.cold_start_alone_s > 0
     with contextlib.suppress(FileNotFoundError):
         assert json.loads((out / "summary.json").read_text())["steps"] == 150
