@@ -647,7 +647,7 @@ def calibrate(
         from elasim.executor.calibrate import calibrate as run_calibration
     except ImportError as exc:
         raise _fail(f"calibrate needs the executor extra (torch): {exc}") from None
-    from elasim.profile import save_profile
+    from elasim.profile import describe_profile, save_profile
 
     def build() -> Any:
         kinds = tuple(_split(mechanisms))
@@ -673,16 +673,8 @@ def calibrate(
     table = Table(title=f"profile {out} ({profile.backend}, torch {profile.torch_version})")
     table.add_column("measurement")
     table.add_column("value", justify="right")
-    for world, seconds in profile.step_time_s:
-        table.add_row(f"step time, {world} workers (s)", f"{seconds:.4f}")
-    for pause in profile.pauses:
-        label = f"{pause.mechanism} {pause.nodes_before}->{pause.nodes_after}" + (
-            " (kill)" if pause.failure else ""
-        )
-        table.add_row(f"pause {label} (s)", f"{pause.components.pause_s:.3f}")
-    table.add_row("checkpoint save (s)", f"{profile.checkpoint_save_s:.4f}")
-    table.add_row("checkpoint load (s)", f"{profile.checkpoint_load_s:.4f}")
-    table.add_row("worker start (s)", f"{profile.worker_start_s:.2f}")
+    for name, value in describe_profile(profile):
+        table.add_row(name, value)
     out_console.print(table)
 
 
@@ -703,42 +695,43 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print compare.json to stdout."),
 ) -> None:
     """Compare a measured run with a simulation, event by event (or run both first)."""
-    from elasim.compare import compare_runs, plot_compare
+    from elasim.compare import compare_runs, load_timeline, plot_compare, run_and_simulate
 
     if trace is not None:
         if profile is None:
             raise _fail("--trace needs --profile (from `elasim calibrate`)")
-        real_dir, sim_dir = _run_guarded(
-            _run_both,
-            trace=trace,
-            policy=policy,
-            profile=profile,
-            time_scale=time_scale,
-            max_steps=max_steps,
-            workers_max=workers_max,
-            rescale=rescale,
-            notice_s=notice_s,
-            trace_start_s=trace_start_s,
-            out=out,
-        )
+        from elasim.profile import load_profile
+
+        measured = _run_guarded(load_profile, profile)
+        try:
+            import elasim.executor.run  # noqa: F401 - needs torch
+        except ImportError as exc:
+            raise _fail(f"running needs the executor extra (torch): {exc}") from None
+        with err_console.status(f"running {policy} on {trace} (x{time_scale:g})"):
+            real_dir, sim_dir = _run_guarded(
+                run_and_simulate,
+                trace,
+                policy,
+                measured,
+                out,
+                time_scale=time_scale,
+                max_steps=max_steps,
+                workers_max=workers_max,
+                rescale=rescale,
+                notice_s=notice_s,
+                trace_start_s=trace_start_s,
+            )
     elif real_dir is None or sim_dir is None:
         raise _fail("give REAL_DIR and SIM_DIR, or --trace and --profile to run both")
     result = _run_guarded(compare_runs, real_dir, sim_dir)
-    import pandas as pd
-
     from elasim.output import write_json
-
-    def timeline(path: Path) -> pd.DataFrame | None:
-        file = path / "timeline.parquet"
-        return pd.read_parquet(file) if file.exists() else None
 
     report = result.to_json()
     write_json(out / "compare.json", report)
-    real_tl = timeline(real_dir)
-    if real_tl is not None and "time_s" in real_tl:
-        scale = float(result.real_summary.get("time_scale", 1.0) or 1.0)
-        real_tl = real_tl.assign(real_time_s=real_tl["time_s"] / scale)
-    plot_compare(result, real_tl, timeline(sim_dir), out / "compare.png")
+    scale = float(result.real_summary.get("time_scale", 1.0) or 1.0)
+    plot_compare(
+        result, load_timeline(real_dir, scale), load_timeline(sim_dir), out / "compare.png"
+    )
     if as_json:
         sys.stdout.write(json.dumps(_json_safe(report)) + "\n")
         return
@@ -766,68 +759,6 @@ def compare(
         + f"; {report['events_matched']} events matched"
     )
     out_console.print(f"wrote {out}/compare.json and {out}/compare.png")
-
-
-def _run_both(
-    *,
-    trace: str,
-    policy: str,
-    profile: Path,
-    time_scale: float,
-    max_steps: int,
-    workers_max: int,
-    rescale: str,
-    notice_s: float,
-    trace_start_s: float,
-    out: Path,
-) -> tuple[Path, Path]:
-    """Run the executor on ``trace``, then simulate the same scaled trace with ``profile``."""
-    try:
-        from elasim.executor.run import RunConfig, run_trace, write_run
-    except ImportError as exc:
-        raise UsageError(f"running needs the executor extra (torch): {exc}") from None
-    from elasim.compare import scale_trace
-    from elasim.policies import make_policy
-    from elasim.profile import apply_profile, load_profile
-    from elasim.sim import RescaleMode, SimConfig, write_result
-    from elasim.sim import simulate as run_simulation
-    from elasim.traces import load_capacity_trace
-
-    measured = load_profile(profile)
-    loaded = load_capacity_trace(trace)
-    real_dir, sim_dir = out / "real", out / "sim"
-    with err_console.status(f"running {policy} on {trace} (x{time_scale:g})"):
-        result = run_trace(
-            RunConfig(
-                trace=trace,
-                policy=policy,
-                time_scale=time_scale,
-                workers_max=workers_max,
-                rescale=RescaleMode(rescale).value,
-                notice_s=notice_s,
-                max_steps=max_steps,
-                trace_start_s=trace_start_s,
-            )
-        )
-    write_run(result, real_dir)
-    samples = float(result.summary.get("samples") or max_steps * measured.global_batch)
-    job = apply_profile(measured, target_samples=samples)
-    job = job.with_nodes(max_nodes=min(workers_max, job.nodes.max))
-    sim = run_simulation(
-        scale_trace(loaded, time_scale),
-        make_policy(policy),
-        job,
-        SimConfig(
-            checkpoint_interval_s=math.inf,
-            notice_s=notice_s / time_scale,
-            rescale=RescaleMode(rescale),
-            start_offset_s=trace_start_s / time_scale,
-        ),
-        trace_name=f"{trace} (x{time_scale:g})",
-        policy_spec=policy,
-    )
-    write_result(sim, sim_dir)
-    return real_dir, sim_dir
 
 
 def _register_executor() -> None:

@@ -14,6 +14,7 @@ an event without a partner is reported as unmatched rather than forced onto anot
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -31,12 +32,29 @@ from elasim.traces.model import CapacityTrace
 __all__ = [
     "MATCHED_KINDS",
     "CompareResult",
+    "FIDELITY_GOALS",
     "EventPair",
+    "compare_figure",
+    "compare_model_variants",
+    "compare_repeats",
+    "fidelity_summary",
+    "model_variants",
     "compare_frames",
     "compare_runs",
+    "load_timeline",
     "plot_compare",
+    "run_and_simulate",
+    "run_to_run_errors",
     "scale_trace",
+    "simulate_run",
+    "summarize_pairs",
 ]
+
+#: The fidelity goals: completion time and median per-event pause, relative error.
+FIDELITY_GOALS: dict[str, float] = {
+    "completion_time_rel_error": 0.05,
+    "median_pause_rel_error": 0.20,
+}
 
 #: Event kinds that carry a pause worth comparing.
 MATCHED_KINDS: tuple[str, ...] = ("scale_up", "scale_down", "resume", "preempt")
@@ -120,13 +138,17 @@ class CompareResult:
         return statistics.median(errors) if errors else None
 
     def component_errors(self) -> dict[str, float | None]:
-        """Median absolute error per pause component over matched events (seconds)."""
+        """Median of simulated minus measured, per pause component, over matched changes.
+
+        Over the matched membership changes (a preemption's pause is on the change
+        that follows it), in seconds: which part of a pause the model gets wrong.
+        """
         out: dict[str, float | None] = {}
         for name in PAUSE_COMPONENTS:
             diffs = [
                 dict(p.sim_components).get(name, 0.0) - dict(p.real_components).get(name, 0.0)
                 for p in self.pairs
-                if p.matched and p.real_components
+                if p.matched and p.real_components and p.kind != "preempt"
             ]
             out[name] = statistics.median(diffs) if diffs else None
         return out
@@ -316,43 +338,161 @@ def compare_runs(
     )
 
 
-def plot_compare(
+def load_timeline(run_dir: str | Path, time_scale: float | None = None) -> pd.DataFrame | None:
+    """A run's ``timeline.parquet`` (None if absent), with ``real_time_s`` for a real run.
+
+    A measured run's timeline is in trace seconds; dividing by its time scale puts it
+    on the real-seconds axis of the simulation it is compared with.
+    """
+    file = Path(run_dir) / "timeline.parquet"
+    if not file.exists():
+        return None
+    frame = pd.read_parquet(file)
+    if time_scale and "time_s" in frame:
+        frame = frame.assign(real_time_s=frame["time_s"] / time_scale)
+    return frame
+
+
+def simulate_run(
+    real_dir: str | Path,
+    job: Any,
+    out_dir: str | Path,
+    *,
+    trace: str | None = None,
+) -> Path:
+    """Simulate what a measured run did: the same trace, scaled the same, same policy.
+
+    Args:
+        real_dir: an ``elasim run --out`` directory (its ``summary.json`` inputs say
+            which trace, policy, time scale, start offset, workers and mechanism).
+        job: a :class:`elasim.profile.Profile` (its measurements become the job) or a
+            ready :class:`elasim.job.JobSpec`.
+        out_dir: where the simulation's files go.
+        trace: the trace file, if the run's recorded one cannot be found.
+
+    Returns:
+        ``out_dir``.
+    """
+    from elasim.policies import make_policy
+    from elasim.profile import Profile, apply_profile
+    from elasim.sim import RescaleMode, SimConfig, simulate, write_result
+    from elasim.traces import load_capacity_trace
+
+    summary = json.loads((Path(real_dir) / "summary.json").read_text())
+    inputs = summary.get("inputs", {})
+    scale = float(summary.get("time_scale", 1.0) or 1.0)
+    workers = int(inputs.get("workers_max", 4))
+    samples = float(summary.get("samples") or 0.0) or None
+    if isinstance(job, Profile):
+        job = apply_profile(job, target_samples=samples)
+    elif samples is not None:  # a JobSpec: the measured run's work
+        job = dataclasses.replace(job, target_samples=samples)
+    job = job.with_nodes(max_nodes=min(workers, job.nodes.max))
+    loaded = load_capacity_trace(trace or inputs.get("trace_file") or inputs["trace"])
+    notice_s = float(inputs.get("notice_s") or 0.0)
+    policy = str(inputs.get("policy", "greedy"))
+    sim = simulate(
+        scale_trace(loaded, scale),
+        make_policy(policy, dict(inputs.get("policy_options") or {})),
+        job,
+        SimConfig(
+            checkpoint_interval_s=math.inf,
+            notice_s=notice_s / scale,
+            rescale=RescaleMode(str(inputs.get("rescale", "inplace"))),
+            start_offset_s=float(inputs.get("trace_start_s") or 0.0) / scale,
+        ),
+        trace_name=f"{loaded.name} (x{scale:g})",
+        policy_spec=policy,
+    )
+    write_result(sim, out_dir)
+    return Path(out_dir)
+
+
+def run_and_simulate(
+    trace: str,
+    policy: str,
+    profile: Any,
+    out_dir: str | Path,
+    *,
+    time_scale: float = 600.0,
+    max_steps: int = 3000,
+    workers_max: int = 4,
+    rescale: str = "inplace",
+    notice_s: float = 0.0,
+    trace_start_s: float = 0.0,
+) -> tuple[Path, Path]:
+    """Replay ``trace`` on real workers (the executor), then simulate the same run.
+
+    Needs the ``executor`` extra (torch).  Writes ``out_dir/real`` and
+    ``out_dir/sim`` and returns them.
+    """
+    from elasim.executor.run import RunConfig, run_trace, write_run
+    from elasim.sim import RescaleMode
+
+    out = Path(out_dir)
+    result = run_trace(
+        RunConfig(
+            trace=trace,
+            policy=policy,
+            time_scale=time_scale,
+            workers_max=workers_max,
+            rescale=RescaleMode(rescale).value,  # type: ignore[arg-type]
+            notice_s=notice_s,
+            max_steps=max_steps,
+            trace_start_s=trace_start_s,
+        )
+    )
+    write_run(result, out / "real")
+    return out / "real", simulate_run(out / "real", profile, out / "sim", trace=trace)
+
+
+def _training_workers(
+    pairs: Sequence[EventPair], side: str, end_s: float | None
+) -> tuple[list[float], list[int]]:
+    """Step function of the training group's size from one side's membership events."""
+    events = sorted(
+        (t, p.nodes_after)
+        for p in pairs
+        if (t := (p.real_time_s if side == "real" else p.sim_time_s)) is not None
+    )
+    times, sizes = [0.0], [0]
+    for t, after in events:
+        times.append(t)
+        sizes.append(after)
+    if end_s is not None and end_s > times[-1]:
+        times.append(end_s)
+        sizes.append(sizes[-1])
+    return times, sizes
+
+
+def compare_figure(
     result: CompareResult,
     real_timeline: pd.DataFrame | None,
     sim_timeline: pd.DataFrame | None,
-    path: str | Path,
     *,
     real_time_column: str = "real_time_s",
-) -> Path:
+) -> Any:
     """Measured and simulated timelines stacked, and a sim-vs-real pause scatter."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    from elasim.output import atomic_write
-
-    fig = plt.figure(figsize=(12, 7), dpi=110)
+    fig = Figure(figsize=(12, 7), dpi=110)
     grid = fig.add_gridspec(2, 2, width_ratios=(2.2, 1))
     ax_real = fig.add_subplot(grid[0, 0])
     ax_sim = fig.add_subplot(grid[1, 0], sharex=ax_real)
     ax_pause = fig.add_subplot(grid[:, 1])
-    for ax, frame, label, column in (
-        (ax_real, real_timeline, "measured", real_time_column),
-        (ax_sim, sim_timeline, "simulated", "time_s"),
+    for ax, frame, label, column, side in (
+        (ax_real, real_timeline, "measured", real_time_column, "real"),
+        (ax_sim, sim_timeline, "simulated", "time_s", "sim"),
     ):
-        if frame is not None and len(frame):
+        end_s = result.real_completion_s if side == "real" else result.sim_completion_s
+        if frame is not None and len(frame) and "spot_available" in frame:
             col = column if column in frame else "time_s"
-            held = frame["world_size"] if "world_size" in frame else frame["nodes_held"]
-            ax.step(frame[col], held, where="post", label=f"{label}: workers", color="tab:blue")
-            if "spot_available" in frame:
-                ax.step(
-                    frame[col],
-                    frame["spot_available"],
-                    where="post",
-                    color="0.6",
-                    label="available",
-                )
+            ax.step(
+                frame[col], frame["spot_available"], where="post", color="0.6", label="available"
+            )
+        # workers training, from each side's own membership events (the same rule for both)
+        times, sizes = _training_workers(result.pairs, side, end_s)
+        ax.step(times, sizes, where="post", label=f"{label}: training", color="tab:blue")
         ax.set_ylabel(f"{label}\nworkers")
         ax.legend(loc="upper right", fontsize=8)
     ax_sim.set_xlabel("real time (s)")
@@ -374,10 +514,22 @@ def plot_compare(
         + ("-" if err is None else f"{100 * err:.0f}%")
     )
     fig.tight_layout()
-    try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
-    finally:
-        plt.close(fig)
+    return fig
+
+
+def plot_compare(
+    result: CompareResult,
+    real_timeline: pd.DataFrame | None,
+    sim_timeline: pd.DataFrame | None,
+    path: str | Path,
+    *,
+    real_time_column: str = "real_time_s",
+) -> Path:
+    """Write :func:`compare_figure` to ``path`` (PNG, atomically)."""
+    from elasim.output import atomic_write
+
+    fig = compare_figure(result, real_timeline, sim_timeline, real_time_column=real_time_column)
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
 
 
 def summarize_pairs(pairs: Sequence[EventPair]) -> pd.DataFrame:
@@ -396,4 +548,207 @@ def summarize_pairs(pairs: Sequence[EventPair]) -> pd.DataFrame:
             }
             for p in pairs
         ]
+    )
+
+
+def fidelity_summary(result: CompareResult) -> pd.Series:
+    """Headline numbers of a comparison, and whether each fidelity goal is met."""
+    completion = result.completion_time_rel_error
+    pause = result.median_pause_rel_error
+    return pd.Series(
+        {
+            "measured completion (s)": result.real_completion_s,
+            "simulated completion (s)": result.sim_completion_s,
+            "completion time error": completion,
+            "completion goal met (<= 5%)": completion is not None
+            and completion <= FIDELITY_GOALS["completion_time_rel_error"],
+            "median per-event pause error": pause,
+            "pause goal met (<= 20%)": pause is not None
+            and pause <= FIDELITY_GOALS["median_pause_rel_error"],
+            "events matched": result.events_matched,
+            "measured events": sum(1 for p in result.pairs if p.real_time_s is not None),
+            "simulated events": sum(1 for p in result.pairs if p.sim_time_s is not None),
+        },
+        dtype=object,
+    )
+
+
+def model_variants(profile: Any, target_samples: float | None = None) -> dict[str, Any]:
+    """The measured model and simpler ones, to show what each modelled overhead buys.
+
+    * ``elasim``: the profile as :func:`elasim.profile.apply_profile` uses it (measured
+      pause table, cold starts, shared-host contention when measured on one host);
+    * ``no shared-host contention``: the same, but a starting worker slows nobody and
+      starts as fast as the measured batch of its size;
+    * ``flat cold start``: every replacement ready after the time an interpreter
+      takes to import torch (the model of profile version 1);
+    * ``constant pause``: every change costs the median measured in-place pause and
+      replacements are there at once, as a simulator with one flat reallocation
+      cost (Pollux's 30 s, Parcae's swept constant) models it.
+
+    Returns:
+        Variant name -> :class:`elasim.job.JobSpec`.
+    """
+    import statistics
+
+    from elasim.profile import apply_profile
+
+    full = apply_profile(profile, target_samples=target_samples)
+    rescale = full.rescale
+    no_share = dataclasses.replace(
+        full, rescale=dataclasses.replace(rescale, shared_host_cores=0.0, cold_start_s=0.0)
+    )
+    flat = dataclasses.replace(
+        full,
+        rescale=dataclasses.replace(
+            rescale,
+            shared_host_cores=0.0,
+            cold_start_table=(),
+            cold_start_s=profile.worker_start_s,
+        ),
+    )
+    inplace = [p.components.pause_s for p in profile.pauses if p.mechanism == "inplace"]
+    constant_s = statistics.median(inplace) if inplace else 0.0
+    constant = dataclasses.replace(
+        full,
+        pause_table=(),
+        rescale=dataclasses.replace(
+            rescale,
+            detect_s=0.0,
+            boot_s=0.0,
+            rendezvous_base_s=constant_s,
+            rendezvous_per_node_s=0.0,
+            state_bandwidth_bytes_per_s=1e18,
+            warmup_s=0.0,
+            cold_start_s=0.0,
+            cold_start_table=(),
+            shared_host_cores=0.0,
+        ),
+        checkpoint=dataclasses.replace(full.checkpoint, read_bandwidth_bytes_per_s=1e18),
+    )
+    return {
+        "elasim": full,
+        "no shared-host contention": no_share,
+        "flat cold start": flat,
+        "constant pause": constant,
+    }
+
+
+def _dirs(real_dirs: str | Path | Sequence[str | Path]) -> list[Path]:
+    if isinstance(real_dirs, (str, Path)):
+        return [Path(real_dirs)]
+    dirs = [Path(d) for d in real_dirs]
+    if not dirs:
+        raise ValueError("no measured run given")
+    return dirs
+
+
+def compare_repeats(
+    real_dirs: str | Path | Sequence[str | Path], sim_dir: str | Path
+) -> pd.DataFrame:
+    """Compare measured repeats of one run (same inputs) with its one simulation.
+
+    The simulation is deterministic and a measured run is one draw from a noisy
+    machine, so besides each run's errors the last row compares the simulation with
+    the *mean* of the repeats (``mean of runs``): what the simulator predicts is the
+    expected completion time, not one run's.
+
+    Returns:
+        One row per run, then ``mean of runs``: measured and simulated completion (s),
+        completion time error, median per-event pause error, events matched.
+    """
+    rows = []
+    for i, real_dir in enumerate(_dirs(real_dirs), start=1):
+        result = compare_runs(real_dir, sim_dir)
+        rows.append(
+            {
+                "run": f"run {i}",
+                "measured completion (s)": result.real_completion_s,
+                "simulated completion (s)": result.sim_completion_s,
+                "completion time error": result.completion_time_rel_error,
+                "median pause error": result.median_pause_rel_error,
+                "events matched": result.events_matched,
+            }
+        )
+    frame = pd.DataFrame(rows).set_index("run")
+    mean_s = float(frame["measured completion (s)"].mean())
+    sim_s = float(frame["simulated completion (s)"].iloc[0])
+    frame.loc["mean of runs"] = {
+        "measured completion (s)": mean_s,
+        "simulated completion (s)": sim_s,
+        "completion time error": abs(sim_s - mean_s) / mean_s,
+        "median pause error": float(frame["median pause error"].median()),
+        "events matched": float(frame["events matched"].median()),
+    }
+    return frame
+
+
+def compare_model_variants(
+    real_dirs: str | Path | Sequence[str | Path],
+    profile: Any,
+    out_dir: str | Path,
+    *,
+    trace: str | None = None,
+) -> pd.DataFrame:
+    """Simulate measured runs under every :func:`model_variants` entry and compare each.
+
+    Args:
+        real_dirs: one measured run, or repeats of it (same inputs).
+        profile: the profile the variants are built from.
+        out_dir: the simulations are written to ``out_dir/<n>``.
+        trace: the trace file, if the runs' recorded one cannot be found.
+
+    Returns:
+        One row per variant: simulated completion, its error against the mean of the
+        runs, the median over runs of the completion and median pause errors.
+    """
+    dirs = _dirs(real_dirs)
+    summary = json.loads((dirs[0] / "summary.json").read_text())
+    samples = float(summary.get("samples") or 0.0) or None
+    rows = []
+    for i, (name, job) in enumerate(model_variants(profile, samples).items()):
+        sim_dir = simulate_run(dirs[0], job, Path(out_dir) / str(i), trace=trace)
+        table = compare_repeats(dirs, sim_dir)
+        runs = table.drop(index="mean of runs")
+        rows.append(
+            {
+                "model": name,
+                "simulated completion (s)": table.loc["mean of runs", "simulated completion (s)"],
+                "error vs mean of runs": table.loc["mean of runs", "completion time error"],
+                "median completion error": float(runs["completion time error"].median()),
+                "median pause error": float(runs["median pause error"].median()),
+            }
+        )
+    return pd.DataFrame(rows).set_index("model")
+
+
+def run_to_run_errors(real_dirs: Sequence[str | Path]) -> pd.Series:
+    """How far measured repeats of one run are from each other: the noise floor.
+
+    The same two errors as sim vs real, between every pair of repeats (the earlier
+    one as the reference), then the median over pairs.  No model can be expected to
+    come closer to one run than the runs come to each other.
+    """
+    import itertools
+
+    completion, pause = [], []
+    for a, b in itertools.combinations(_dirs(real_dirs), 2):
+        ca, cb = (_completion_s(json.loads((d / "summary.json").read_text())) for d in (a, b))
+        if ca and cb:
+            completion.append(abs(cb - ca) / ca)
+        pairs = compare_frames(
+            pd.read_parquet(a / "events.parquet"),
+            pd.read_parquet(b / "events.parquet"),
+            sim_time_column="real_time_s",
+        )
+        errors = [p.rel_error for p in pairs if p.rel_error is not None]
+        if errors:
+            pause.append(statistics.median(errors))
+    return pd.Series(
+        {
+            "completion time error": statistics.median(completion) if completion else None,
+            "median pause error": statistics.median(pause) if pause else None,
+            "pairs of runs": len(completion),
+        },
+        dtype=object,
     )
