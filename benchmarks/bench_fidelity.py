@@ -1,0 +1,177 @@
+"""Simulator fidelity: measured executor runs against their simulations, repeated.
+
+Run: ``python benchmarks/bench_fidelity.py`` (about 10 minutes on a 2-core box;
+``--repeats N`` for more or fewer runs per window, ``--profile PATH`` to skip the
+calibration, ``--keep DIR`` to keep every run, ``--analyze DIR`` to report again on
+runs kept there without running anything, ``--json PATH`` for the numbers).
+
+What it does, all in one run on this machine:
+
+1. ``elasim calibrate`` (both mechanisms): the profile the simulations use.  The
+   machine's speed drifts (other tenants, clock frequency), so the profile is taken
+   right before the runs it predicts.
+2. For each window of ``spot_us_east.csv`` below, ``--repeats`` executor runs of
+   ``greedy`` at x300 on 4 CPU gloo workers, each compared with its simulation
+   (:func:`elasim.compare.run_and_simulate`).  The simulation is deterministic; the
+   measured runs are not, so every run is compared separately and the medians are
+   reported.  So is the same comparison between the measured repeats themselves (the
+   noise floor: no model can be closer to one run than the runs are to each other).
+
+Windows:
+
+* ``eventful``: trace second 119,000, 9,000 steps (about 90 s real).  Kills of 1, 3
+  and 2 workers, a total loss and a resume, and the scale-ups back.
+* ``total-loss``: trace second 26,000, 2,000 steps (about 20 s real).  One total
+  loss and the cold start of four replacements dominate it.
+
+Goals (issue 4): completion time within 5 %, median per-event pause error within 20 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from elasim.compare import FIDELITY_GOALS, compare_runs, run_and_simulate, run_to_run_errors
+from elasim.profile import load_profile, save_profile
+
+#: name -> (trace start, steps)
+WINDOWS: dict[str, tuple[float, int]] = {
+    "eventful": (119000.0, 9000),
+    "total-loss": (26000.0, 2000),
+}
+TRACE = "spot_us_east.csv"
+TIME_SCALE = 300.0
+
+
+def _spread(values: list[float]) -> float:
+    return (max(values) - min(values)) / statistics.median(values) if values else float("nan")
+
+
+def _row(real_dir: Path, sim_dir: Path) -> dict[str, Any]:
+    result = compare_runs(real_dir, sim_dir)
+    return {
+        "real_completion_s": result.real_completion_s,
+        "sim_completion_s": result.sim_completion_s,
+        "completion_time_rel_error": result.completion_time_rel_error,
+        "median_pause_rel_error": result.median_pause_rel_error,
+        "events_matched": result.events_matched,
+    }
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Calibrate, run every window ``--repeats`` times, print per-run and median errors."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--profile", type=Path, default=None, help="skip the calibration")
+    parser.add_argument("--segment-s", type=float, default=4.0, help="calibration segment")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the runs here")
+    parser.add_argument(
+        "--analyze", type=Path, default=None, help="only report on the runs kept in this folder"
+    )
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    tmp = None
+    root = args.analyze or args.keep
+    if root is None:
+        tmp = tempfile.TemporaryDirectory(prefix="elasim-fidelity-")
+        root = Path(tmp.name)
+    root.mkdir(parents=True, exist_ok=True)
+    if args.analyze is not None:
+        profile = load_profile(root / "profile.json")
+    elif args.profile is None:
+        from elasim.executor.calibrate import CalibrationConfig, calibrate
+
+        print(f"calibrating ({args.segment_s:g} s segments) ...", flush=True)
+        profile = calibrate(CalibrationConfig(segment_s=args.segment_s), work_dir=root / "cal")
+        save_profile(profile, root / "profile.json")
+    else:
+        profile = load_profile(args.profile)
+        save_profile(profile, root / "profile.json")
+    report: dict[str, Any] = {"profile": profile.source, "windows": {}}
+    print(
+        f"{'window':<11} {'run':>3} {'real s':>8} {'sim s':>8} {'compl. err':>10} "
+        f"{'pause err':>9} {'matched':>7}"
+    )
+    for name, (start_s, steps) in WINDOWS.items():
+        rows = []
+        real_dirs = []
+        runs = (
+            sorted(root.glob(f"{name}-*"), key=lambda d: int(d.name.rsplit("-", 1)[1]))
+            if args.analyze is not None
+            else [root / f"{name}-{i + 1}" for i in range(args.repeats)]
+        )
+        for i, run_dir in enumerate(runs):
+            if args.analyze is None:
+                run_and_simulate(
+                    TRACE,
+                    "greedy",
+                    profile,
+                    run_dir,
+                    time_scale=TIME_SCALE,
+                    max_steps=steps,
+                    trace_start_s=start_s,
+                )
+            row = _row(run_dir / "real", run_dir / "sim")
+            rows.append(row)
+            real_dirs.append(run_dir / "real")
+            print(
+                f"{name:<11} {i + 1:>3} {row['real_completion_s']:>8.2f} "
+                f"{row['sim_completion_s']:>8.2f} {_pct(row['completion_time_rel_error']):>10} "
+                f"{_pct(row['median_pause_rel_error'], 0):>9} {row['events_matched']:>7}",
+                flush=True,
+            )
+        pauses = [
+            r["median_pause_rel_error"] for r in rows if r["median_pause_rel_error"] is not None
+        ]
+        floor_of = run_to_run_errors(real_dirs)
+        summary = {
+            "median_completion_time_rel_error": statistics.median(
+                r["completion_time_rel_error"] for r in rows
+            ),
+            "median_pause_rel_error": statistics.median(pauses) if pauses else None,
+            "measured_completion_spread": _spread([r["real_completion_s"] for r in rows]),
+            # the simulation is deterministic: one prediction for every repeat
+            "completion_error_vs_mean": abs(
+                rows[0]["sim_completion_s"] - statistics.fmean(r["real_completion_s"] for r in rows)
+            )
+            / statistics.fmean(r["real_completion_s"] for r in rows),
+            "run_to_run": {
+                "completion_time_rel_error": floor_of["completion time error"],
+                "median_pause_rel_error": floor_of["median pause error"],
+            },
+            "runs": rows,
+        }
+        report["windows"][name] = summary
+        goals = FIDELITY_GOALS
+        floor = summary["run_to_run"]
+        print(
+            f"{name}: median completion error "
+            f"{_pct(summary['median_completion_time_rel_error'])} "
+            f"(goal {_pct(goals['completion_time_rel_error'], 0)}; against the mean of the "
+            f"runs {_pct(summary['completion_error_vs_mean'])}), median pause error "
+            f"{_pct(summary['median_pause_rel_error'], 0)} "
+            f"(goal {_pct(goals['median_pause_rel_error'], 0)}); measured run vs measured run: "
+            f"completion {_pct(floor['completion_time_rel_error'])}, "
+            f"pause {_pct(floor['median_pause_rel_error'], 0)}",
+            flush=True,
+        )
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2))
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
