@@ -29,6 +29,8 @@ SMALL_PARAMETERS: dict[str, dict[str, object]] = {
         "SYNTHETIC_FAILURES": 300,
         "INTERVAL_POINTS": 5,
     },
+    # already small: it re-simulates the bundled measurement (no executor run)
+    "sim_vs_real.ipynb": {"OUT_DIR": "sim-vs-real-ci"},
 }
 
 
@@ -48,7 +50,8 @@ def _parameter_names(notebook: dict) -> set[str]:
 
 
 def test_there_are_notebooks():
-    assert {"policy_comparison.ipynb", "checkpoint_interval.ipynb"} <= {p.name for p in PATHS}
+    expected = {"policy_comparison.ipynb", "checkpoint_interval.ipynb", "sim_vs_real.ipynb"}
+    assert expected <= {p.name for p in PATHS}
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
