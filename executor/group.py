@@ -927,6 +927,31 @@ class ProcessWorkerGroup:
     def _last_step(self) -> int:
         return max((r.step for r in self._steps), default=0)
 
+    def _rollback_run_s(self, after_step: int, world: int) -> float:
+        """Training time a rollback to ``after_step`` throws away (real seconds).
+
+        The measured durations of the committed steps after it (a step redone after an
+        earlier rollback counts once, as last run), plus one step in flight.  The
+        first step of a generation, whose time the pause holds, counts as a typical
+        step of its world size.  Multiplying the lost steps by today's typical step
+        instead overstates the loss whenever the steps ran at another world size.
+        """
+        table = self.step_time_by_world()
+        typical = table.get(world) or (statistics.median(table.values()) if table else 0.0)
+        duration: dict[int, float] = {}
+        previous: StepRecord | None = None
+        for record in sorted(self._steps, key=lambda r: r.real_s):
+            if (
+                previous is not None
+                and record.gen == previous.gen
+                and (record.step == previous.step + 1)
+            ):
+                duration[record.step] = record.real_s - previous.real_s
+            else:
+                duration[record.step] = table.get(record.world_size, typical)
+            previous = record
+        return sum(d for step, d in duration.items() if step > after_step) + typical
+
     def _pause_event(
         self,
         kind: EventKind,
@@ -939,6 +964,7 @@ class ProcessWorkerGroup:
         extra_rendezvous_s: float = 0.0,
         extra_state_s: float = 0.0,
         lost_steps: int = 0,
+        lost_real_s: float | None = None,
         last_end_wall_s: float | None = None,
         typical_s: float | None = None,
         detail: dict[str, Any] | None = None,
@@ -986,7 +1012,7 @@ class ProcessWorkerGroup:
             pause,
             lost_steps=lost_steps,
             lost_samples=float(lost_steps * batch),
-            lost_real_s=lost_steps * step_s,
+            lost_real_s=lost_steps * step_s if lost_real_s is None else lost_real_s,
             interval_s=interval,
             detail=tuple((k, v) for k, v in info.items() if v is not None),
         )
@@ -1098,14 +1124,15 @@ class ProcessWorkerGroup:
         last_wall = self._last_step_wall()
         last_step = self._last_step()
         self._members = []
-        lost = 0
+        lost, lost_s = 0, 0.0
         if not planned and self._started_once:
             ckpt_step = self._last_checkpoint_step or 0
             lost = max(last_step - ckpt_step, 0) + 1
+            lost_s = self._rollback_run_s(ckpt_step, before)
         if not kinds:
             if not planned and before:
                 events.append(GroupEvent(EventKind.PREEMPT, begin_real_s, before, 0))
-                events = self._with_lost(events, lost, typical)
+                events = self._with_lost(events, lost, lost_s)
             if old or before:
                 events.append(
                     GroupEvent(
@@ -1148,6 +1175,7 @@ class ProcessWorkerGroup:
                 extra_rendezvous_s=teardown,
                 extra_state_s=write_s,
                 lost_steps=lost,
+                lost_real_s=lost_s,
                 last_end_wall_s=last_wall if old else None,
                 typical_s=typical,
                 detail={"mode": "restart", "planned": planned},
@@ -1156,9 +1184,7 @@ class ProcessWorkerGroup:
         self._started_once = self._started_once or payload is not None
         return events
 
-    def _with_lost(
-        self, events: list[GroupEvent], lost: int, typical: float | None
-    ) -> list[GroupEvent]:
+    def _with_lost(self, events: list[GroupEvent], lost: int, lost_s: float) -> list[GroupEvent]:
         if not lost or not events:
             return events
         last = events[-1]
@@ -1171,7 +1197,7 @@ class ProcessWorkerGroup:
             last.pause,
             lost,
             float(lost * batch),
-            lost * (typical or 0.0),
+            lost_s,
             last.interval_s,
             last.detail,
         )
@@ -1364,7 +1390,6 @@ class ProcessWorkerGroup:
         if not survivors:
             # everything is gone: the next start restores the last checkpoint
             self._await_exit(dead, self.settings.stop_grace_s)
-            typical = self.typical_step_s(before)
             ckpt_step = self._last_checkpoint_step or 0
             lost = max(self._last_step() - ckpt_step, 0) + 1
             self._members = []
@@ -1377,7 +1402,7 @@ class ProcessWorkerGroup:
                     0,
                     lost_steps=lost,
                     lost_samples=float(lost * batch),
-                    lost_real_s=lost * (typical or 0.0),
+                    lost_real_s=self._rollback_run_s(ckpt_step, before),
                 ),
                 GroupEvent(EventKind.PAUSE, begin, before, 0),
             ]

@@ -320,3 +320,28 @@ def test_decision_log_matches_the_simulator_on_a_real_trace():
         n = len(sim.decisions)
         assert n > 10
         assert list(result.decisions[:n]) == list(sim.decisions), (name, notice_s)
+
+
+def test_a_rollback_costs_the_measured_time_of_the_lost_steps():
+    from elasim.executor.group import GroupSettings, LocalLauncher, ProcessWorkerGroup, StepRecord
+
+    group = ProcessWorkerGroup(GroupSettings(), [LocalLauncher(slots=4)])
+
+    def steps(gen: int, world: int, first: int, count: int, start_s: float, step_s: float):
+        return [
+            StepRecord(start_s + i * step_s, first + i, world, 0.0, 64, gen, 0, 64 * (first + i))
+            for i in range(count)
+        ]
+
+    # 1 worker at 1 ms/step (steps 1-100), then 4 workers at 6 ms/step (steps 101-200)
+    group._steps = steps(0, 1, 1, 100, 0.001, 0.001) + steps(1, 4, 101, 100, 0.2, 0.006)
+    # from a checkpoint at step 50: steps 51-100 (50 ms), 101 (first of a generation:
+    # a typical 4-worker step), 102-200 (99 x 6 ms), plus one 4-worker step in flight
+    expected = 50 * 0.001 + 0.006 + 99 * 0.006 + 0.006
+    assert group._rollback_run_s(50, 4) == pytest.approx(expected)
+    # the old estimate, 151 lost steps x today's 6 ms step, overstated it by 38 %
+    assert 151 * 0.006 / expected == pytest.approx(1.38, abs=0.01)
+    # a redone step counts once, as last run: a restart redid 101-200 at 2 ms/step
+    group._steps += steps(2, 2, 101, 100, 1.0, 0.002)
+    redone = 50 * 0.001 + 0.002 + 99 * 0.002 + 0.006
+    assert group._rollback_run_s(50, 4) == pytest.approx(redone)
