@@ -748,6 +748,12 @@ def compare(
             "-" if pair.rel_error is None else f"{100 * pair.rel_error:.0f}%",
         )
     out_console.print(table)
+    totals = Table(title="whole run (durations in real seconds)")
+    for column in ("", "measured", "simulated"):
+        totals.add_column(column, justify="left" if not column else "right")
+    for name, (real, simulated) in result.totals().items():
+        totals.add_row(name, _fmt(real, 3), _fmt(simulated, 3))
+    out_console.print(totals)
     err = report["completion_time_rel_error"]
     pause_err = report["median_pause_rel_error"]
     out_console.print(

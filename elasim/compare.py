@@ -153,12 +153,34 @@ class CompareResult:
             out[name] = statistics.median(diffs) if diffs else None
         return out
 
+    def totals(self) -> dict[str, tuple[float | None, float | None]]:
+        """Whole-run figures side by side: ``name -> (measured, simulated)``.
+
+        Durations are in real seconds: a measured run's summary hours are trace hours
+        (divided by its time scale here), a simulation of the scaled trace's are real.
+        ``samples_processed`` counts redone work too; the work completed is the same
+        on both sides by construction (the simulation's target is the run's samples).
+        """
+        scale = float(self.real_summary.get("time_scale", 1.0) or 1.0)
+
+        def get(summary: dict[str, Any], key: str, factor: float = 1.0) -> float | None:
+            value = summary.get(key)
+            return None if value is None else float(value) * factor
+
+        out: dict[str, tuple[float | None, float | None]] = {}
+        for key in ("lost_work_h", "rescale_overhead_h", "checkpoint_overhead_h", "idle_h"):
+            name = key[:-2] + "_s"
+            out[name] = (
+                get(self.real_summary, key, 3600.0 / scale),
+                get(self.sim_summary, key, 3600.0),
+            )
+        for key in ("samples_processed", "rescales", "preemptions", "checkpoints"):
+            source = "raw_samples" if key == "samples_processed" else key
+            out[key] = (get(self.real_summary, source), get(self.sim_summary, source))
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """``compare.json``."""
-
-        def count(summary: dict[str, Any], key: str) -> Any:
-            return summary.get(key)
-
         return {
             "completion_time_rel_error": self.completion_time_rel_error,
             "median_pause_rel_error": self.median_pause_rel_error,
@@ -168,17 +190,9 @@ class CompareResult:
             "real_completion_s": self.real_completion_s,
             "sim_completion_s": self.sim_completion_s,
             "median_component_error_s": self.component_errors(),
-            "steps": {
-                "real": count(self.real_summary, "steps"),
-                "sim": count(self.sim_summary, "steps"),
-            },
-            "lost_work_h": {
-                "real": count(self.real_summary, "lost_work_h"),
-                "sim": count(self.sim_summary, "lost_work_h"),
-            },
-            "rescales": {
-                "real": count(self.real_summary, "rescales"),
-                "sim": count(self.sim_summary, "rescales"),
+            "steps_completed": self.real_summary.get("steps"),
+            "totals": {
+                name: {"real": real, "sim": sim} for name, (real, sim) in self.totals().items()
             },
             "events": [
                 {
