@@ -21,9 +21,9 @@ from elasim.profile import (
     cold_starts_from_workers,
     describe_profile,
     load_profile,
+    save_profile,
     starting_weight,
     step_times_from_steps,
-    save_profile,
 )
 from elasim.sim import RescaleMode, SimConfig, simulate
 
