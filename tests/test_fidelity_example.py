@@ -45,24 +45,27 @@ def test_simulation_of_the_bundled_run_meets_the_goals(example):
     runs, _, sim = example
     table = compare.compare_repeats(runs, sim)
     per_run = table.drop(index="mean of runs")
-    # the completion goal on two of three runs, the pause goal on all three
-    assert list(per_run["completion time error"] <= 0.05) == [True, True, False]
+    # the completion goal on one of three runs (6.1, 5.2, 3.5 %), the pause goal on all
+    assert list(per_run["completion time error"] <= 0.05) == [False, False, True]
     assert (per_run["median pause error"] <= 0.20).all()
-    assert table.loc["mean of runs", "completion time error"] == pytest.approx(0.0029, abs=5e-4)
-    assert table.loc["run 1", "simulated completion (s)"] == pytest.approx(82.36, abs=0.01)
+    # the one deterministic prediction is 1.7 % from the mean of the runs
+    assert table.loc["mean of runs", "completion time error"] == pytest.approx(0.017, abs=5e-4)
+    assert table.loc["run 1", "simulated completion (s)"] == pytest.approx(80.88, abs=0.01)
     result = compare.compare_runs(runs[0], sim)
     summary = compare.fidelity_summary(result)
     assert summary["events matched"] == 9
-    assert summary["completion goal met (<= 5%)"] and summary["pause goal met (<= 20%)"]
+    assert not summary["completion goal met (<= 5%)"] and summary["pause goal met (<= 20%)"]
 
 
-def test_the_simulation_is_closer_than_the_noise_floor(example):
+def test_the_simulation_is_about_as_close_as_the_runs_are_to_each_other(example):
     runs, _, sim = example
     floor = compare.run_to_run_errors(runs)
     table = compare.compare_repeats(runs, sim).drop(index="mean of runs")
     assert floor["pairs of runs"] == 3
-    assert table["completion time error"].median() < floor["completion time error"]
-    assert table["median pause error"].median() < floor["median pause error"]
+    # completion: every run is closer to the simulation than the runs are to each other
+    assert (table["completion time error"] < floor["completion time error"]).all()
+    # pauses: 14 % sim vs real, 13 % run vs run
+    assert table["median pause error"].median() < 1.2 * floor["median pause error"]
 
 
 def test_the_measured_pause_table_beats_a_constant_pause(example, tmp_path):
@@ -74,9 +77,9 @@ def test_the_measured_pause_table_beats_a_constant_pause(example, tmp_path):
         "flat cold start",
         "constant pause",
     ]
-    assert variants.loc["elasim", "median pause error"] < 0.1
+    assert variants.loc["elasim", "median pause error"] < 0.2
     assert variants.loc["constant pause", "median pause error"] > 0.4
-    assert variants.loc["elasim", "error vs mean of runs"] < 0.01
+    assert variants.loc["elasim", "error vs mean of runs"] < 0.02
 
 
 def test_model_variants_differ_only_where_they_say(example):
@@ -103,7 +106,9 @@ def test_compare_cli_on_the_bundled_run(example, tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads((out / "compare.json").read_text())
     assert report["events_matched"] == 9
-    assert report["completion_time_rel_error"] == pytest.approx(0.0485, abs=5e-4)
+    assert report["completion_time_rel_error"] == pytest.approx(0.061, abs=5e-4)
+    lost = report["totals"]["lost_work_s"]
+    assert lost["real"] == pytest.approx(lost["sim"], rel=0.02)
     assert (out / "compare.png").stat().st_size > 0
 
 
@@ -113,3 +118,20 @@ def test_load_timeline_puts_a_real_run_on_real_seconds(example):
     assert real is not None and (real["real_time_s"] * 300.0 == real["time_s"]).all()
     assert compare.load_timeline(Path("/nonexistent")) is None
     assert isinstance(compare.load_timeline(sim), pd.DataFrame)
+
+
+def test_totals_are_in_the_same_units_on_both_sides(example):
+    runs, _, sim = example
+    totals = compare.compare_runs(runs[0], sim).totals()
+    real_summary = json.loads((runs[0] / "summary.json").read_text())
+    scale = real_summary["time_scale"]
+    # a measured run's hours are trace hours: real seconds = hours * 3600 / scale
+    lost_real, lost_sim = totals["lost_work_s"]
+    assert lost_real == pytest.approx(real_summary["lost_work_h"] * 3600 / scale)
+    # both sides lost the work since the start at the total loss (14.3 s, no checkpoint)
+    assert lost_real == pytest.approx(14.1, abs=0.05) and lost_sim == pytest.approx(14.2, abs=0.05)
+    idle_real, idle_sim = totals["idle_s"]
+    assert idle_real == pytest.approx(14.0, abs=0.1) and idle_sim == pytest.approx(14.0, abs=0.1)
+    assert totals["preemptions"] == (4, 4)
+    real_samples, sim_samples = totals["samples_processed"]
+    assert sim_samples == pytest.approx(real_samples, rel=0.05)
