@@ -752,7 +752,8 @@ def compare(
     for column in ("", "measured", "simulated"):
         totals.add_column(column, justify="left" if not column else "right")
     for name, (real, simulated) in result.totals().items():
-        totals.add_row(name, _fmt(real, 3), _fmt(simulated, 3))
+        digits = 3 if name.endswith("_s") else 0  # durations; the rest are counts
+        totals.add_row(name, _fmt(real, digits), _fmt(simulated, digits))
     out_console.print(totals)
     err = report["completion_time_rel_error"]
     pause_err = report["median_pause_rel_error"]
