@@ -366,7 +366,8 @@ class ControllerResult:
         on_demand_cost_usd: on-demand spend.
         spot_node_s: spot node-seconds (trace).
         on_demand_node_s: on-demand node-seconds (trace).
-        idle_s: trace seconds holding no node.
+        idle_s: trace seconds holding no node (neither a member nor one acquired and
+            still starting).
         loop_turns: iterations of the loop.
         progress: final progress of the group.
     """
@@ -434,6 +435,9 @@ class Controller:
         self._spot_node_s = 0.0
         self._od_node_s = 0.0
         self._idle_s = 0.0
+        # nodes asked for at the last reconcile (spot, on-demand): paid for from then
+        # on, like the simulator's booting nodes, even while their workers start
+        self._acquired = (0, 0)
         self._running_since_ckpt_s = 0.0
         self._pauses_real_s: list[float] = []
         self._ckpt_write_s: list[float] = []
@@ -469,15 +473,19 @@ class Controller:
         if dt <= 0:
             return
         self._last_s = now
-        spot, od = self.group.held()
+        held_spot, held_od = self.group.held()
+        # a node is held from its acquisition (booting, a worker cold-starting) until
+        # it leaves, as in the simulator; members alone would make a resume idle time
+        spot = max(held_spot, self._acquired[0])
+        od = max(held_od, self._acquired[1])
         self._spot_cost += spot * self.price * dt / 3600.0
         if od:
             self._od_cost += od * self.od_price * dt / 3600.0
         self._spot_node_s += spot * dt
         self._od_node_s += od * dt
-        if spot + od > 0:
-            self._running_since_ckpt_s += dt
-        else:
+        if held_spot + held_od > 0:
+            self._running_since_ckpt_s += dt  # training time: members only
+        if spot + od == 0:
             self._idle_s += dt
 
     # -- observing ---------------------------------------------------------------------------
@@ -621,6 +629,7 @@ class Controller:
             # until the drop, do not take back the capacity we are giving up
             self._caps.append((drop_s, available_after))
             spot, _ = self.group.held()
+            self._acquired = (min(self._acquired[0], available_after), self._acquired[1])
             if spot > available_after:
                 self._record(self.group.preempt(spot - available_after, graceful=True))
 
@@ -639,6 +648,7 @@ class Controller:
         target = self.target
         spot = int(min(target.spot_nodes, self.available, self._cap(now)))
         want = (spot, target.on_demand_nodes)
+        self._acquired = want
         if self.group.held() == want:
             self._dirty = False
             return
@@ -650,6 +660,7 @@ class Controller:
     def _on_capacity(self, available: int, price: float) -> None:
         self.available, self.price = available, price
         self._dirty = True
+        self._acquired = (min(self._acquired[0], available), self._acquired[1])
         spot, _ = self.group.held()
         if spot > available:
             self._record(self.group.preempt(spot - available, graceful=False))
