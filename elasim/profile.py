@@ -265,11 +265,28 @@ class Profile:
 def describe_profile(profile: Profile) -> list[tuple[str, str]]:
     """The profile as (measurement, value) rows, for ``elasim calibrate`` and notebooks."""
     rows = [(f"step time, {w} workers (s)", f"{t:.4f}") for w, t in profile.step_time_s]
+    # the scaling curve: the global batch is fixed, so throughput is batch / step time
+    steps = dict(profile.step_time_s)
+    base = profile.global_batch / steps[min(steps)]
+    for world, seconds in profile.step_time_s:
+        throughput = profile.global_batch / seconds
+        rows.append(
+            (
+                f"throughput, {world} workers (samples/s)",
+                f"{throughput:,.0f} (x{throughput / base:.2f} of {min(steps)} worker)",
+            )
+        )
     for pause in profile.pauses:
         label = f"{pause.mechanism} {pause.nodes_before}->{pause.nodes_after}" + (
             " (kill)" if pause.failure else ""
         )
-        rows.append((f"pause {label} (s)", f"{pause.components.pause_s:.3f}"))
+        parts = [
+            f"{name[:-2]} {value:.3f}"
+            for name, value in pause.components.as_dict().items()
+            if name != "pause_s" and value >= 0.0005
+        ]
+        detail = f" ({', '.join(parts)})" if parts else ""
+        rows.append((f"pause {label} (s)", f"{pause.components.pause_s:.3f}{detail}"))
     rows += [
         ("checkpoint save (s)", f"{profile.checkpoint_save_s:.4f}"),
         ("checkpoint load (s)", f"{profile.checkpoint_load_s:.4f}"),

@@ -326,6 +326,8 @@ def test_describe_profile_lists_every_measurement():
     profile = dataclasses.replace(make_profile(), shared_host_cores=2, cold_start_alone_s=3.0)
     rows = dict(describe_profile(profile))
     assert rows["step time, 4 workers (s)"] == "0.0080"
-    assert rows["pause inplace 2->1 (kill) (s)"] == "0.510"
+    assert rows["pause inplace 2->1 (kill) (s)"] == "0.510 (detect 0.500, rendezvous 0.010)"
+    # the scaling curve follows from the step times at a fixed global batch of 64
+    assert rows["throughput, 2 workers (samples/s)"] == "8,000 (x1.25 of 1 worker)"
     assert rows["cold start, 4 spawned together (s)"] == "6.00 / 6.20 / 6.40 / 6.80"
     assert rows["cold start alone on the 2-core host (s)"] == "3.00"
