@@ -108,6 +108,20 @@ class EventPair:
             return None
         return abs(err) / self.real_pause_s
 
+    def as_record(self) -> dict[str, Any]:
+        """The pair as one flat record (``compare.json`` and :func:`summarize_pairs`)."""
+        return {
+            "kind": self.kind,
+            "nodes_before": self.nodes_before,
+            "nodes_after": self.nodes_after,
+            "real_time_s": self.real_time_s,
+            "sim_time_s": self.sim_time_s,
+            "real_pause_s": self.real_pause_s,
+            "sim_pause_s": self.sim_pause_s,
+            "abs_error_s": self.abs_error_s,
+            "rel_error": self.rel_error,
+        }
+
 
 @dataclass(frozen=True)
 class CompareResult:
@@ -194,20 +208,7 @@ class CompareResult:
             "totals": {
                 name: {"real": real, "sim": sim} for name, (real, sim) in self.totals().items()
             },
-            "events": [
-                {
-                    "kind": p.kind,
-                    "nodes_before": p.nodes_before,
-                    "nodes_after": p.nodes_after,
-                    "real_time_s": p.real_time_s,
-                    "sim_time_s": p.sim_time_s,
-                    "real_pause_s": p.real_pause_s,
-                    "sim_pause_s": p.sim_pause_s,
-                    "abs_error_s": p.abs_error_s,
-                    "rel_error": p.rel_error,
-                }
-                for p in self.pairs
-            ],
+            "events": [p.as_record() for p in self.pairs],
         }
 
 
@@ -548,21 +549,12 @@ def plot_compare(
 
 def summarize_pairs(pairs: Sequence[EventPair]) -> pd.DataFrame:
     """The matched events as a table (for notebooks and the CLI)."""
-    return pd.DataFrame(
-        [
-            {
-                "kind": p.kind,
-                "nodes": f"{p.nodes_before}->{p.nodes_after}",
-                "real_time_s": p.real_time_s,
-                "sim_time_s": p.sim_time_s,
-                "real_pause_s": p.real_pause_s,
-                "sim_pause_s": p.sim_pause_s,
-                "abs_error_s": p.abs_error_s,
-                "rel_error": p.rel_error,
-            }
-            for p in pairs
-        ]
-    )
+    rows = []
+    for p in pairs:
+        record = p.as_record()
+        before, after = record.pop("nodes_before"), record.pop("nodes_after")
+        rows.append({"kind": record.pop("kind"), "nodes": f"{before}->{after}", **record})
+    return pd.DataFrame(rows)
 
 
 def fidelity_summary(result: CompareResult) -> pd.Series:

@@ -480,12 +480,15 @@ def step_times_from_steps(steps: Any, busy: Iterable[tuple[float, float]] = ()) 
     written) are left out when the world size has other steps: they measure the
     contention, not the step.
     """
-    clean, slowed = _step_samples(steps, busy)
-    out = {w: statistics.fmean(v) for w, v in clean.items() if v}
-    for world, values in slowed.items():
-        if world not in out and values:
-            out[world] = statistics.fmean(values)
-    return dict(sorted(out.items()))
+    return _mean_step_times(*_step_samples(steps, busy))
+
+
+def _mean_step_times(
+    clean: Mapping[int, list[float]], slowed: Mapping[int, list[float]]
+) -> dict[int, float]:
+    """Mean of the quiet steps per world size; of the slowed ones where that is all."""
+    pooled = {w: v for w, v in slowed.items() if v} | {w: v for w, v in clean.items() if v}
+    return {w: statistics.fmean(v) for w, v in sorted(pooled.items())}
 
 
 @dataclass(frozen=True)
@@ -699,13 +702,9 @@ def profile_from_runs(
             loads.extend(changes["state_s"].astype(float))
         detects.extend(float(v) for v in changes["detect_s"] if float(v) > 0)
         model_info.setdefault("name", summary.get("inputs", {}).get("job", "executor job"))
-    # the mean of quiet steps (see step_times_from_steps); slowed ones if that is all
-    pooled = {w: v for w, v in slowed_steps.items() if v} | {
-        w: v for w, v in quiet_steps.items() if v
-    }
-    if not pooled:
+    step_table = _mean_step_times(quiet_steps, slowed_steps)  # pooled over the runs
+    if not step_table:
         raise ProfileError("the runs contain no consecutive steps to time")
-    step_table = {w: statistics.fmean(v) for w, v in sorted(pooled.items())}
     return Profile(
         version=PROFILE_VERSION,
         hardware=tuple((hardware or {}).items()),
