@@ -37,7 +37,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from elasim.compare import FIDELITY_GOALS, compare_runs, run_and_simulate, run_to_run_errors
+from elasim.compare import (
+    FIDELITY_GOALS,
+    compare_repeats,
+    compare_runs,
+    run_and_simulate,
+    run_to_run_errors,
+)
 from elasim.profile import load_profile, save_profile
 
 #: name -> (trace start, steps)
@@ -142,10 +148,11 @@ def main(argv: list[str] | None = None) -> int:
             "median_pause_rel_error": statistics.median(pauses) if pauses else None,
             "measured_completion_spread": _spread([r["real_completion_s"] for r in rows]),
             # the simulation is deterministic: one prediction for every repeat
-            "completion_error_vs_mean": abs(
-                rows[0]["sim_completion_s"] - statistics.fmean(r["real_completion_s"] for r in rows)
-            )
-            / statistics.fmean(r["real_completion_s"] for r in rows),
+            "completion_error_vs_mean": float(
+                compare_repeats(real_dirs, runs[0] / "sim").loc[
+                    "mean of runs", "completion time error"
+                ]
+            ),
             "run_to_run": {
                 "completion_time_rel_error": floor_of["completion time error"],
                 "median_pause_rel_error": floor_of["median pause error"],
