@@ -642,11 +642,14 @@ def calibrate(
     keep: Path | None = typer.Option(None, "--keep", help="Keep the calibration runs here."),
 ) -> None:
     """Measure this machine with short executor runs and write a versioned profile."""
+    from elasim.executor import require_torch
+
     try:
-        from elasim.executor.calibrate import CalibrationConfig
-        from elasim.executor.calibrate import calibrate as run_calibration
+        require_torch()
     except ImportError as exc:
-        raise _fail(f"calibrate needs the executor extra (torch): {exc}") from None
+        raise _fail(str(exc)) from None
+    from elasim.executor.calibrate import CalibrationConfig
+    from elasim.executor.calibrate import calibrate as run_calibration
     from elasim.profile import describe_profile, save_profile
 
     def build() -> Any:
@@ -703,10 +706,12 @@ def compare(
         from elasim.profile import load_profile
 
         measured = _run_guarded(load_profile, profile)
+        from elasim.executor import require_torch
+
         try:
-            import elasim.executor.run  # noqa: F401 - needs torch
+            require_torch()
         except ImportError as exc:
-            raise _fail(f"running needs the executor extra (torch): {exc}") from None
+            raise _fail(str(exc)) from None
         with err_console.status(f"running {policy} on {trace} (x{time_scale:g})"):
             real_dir, sim_dir = _run_guarded(
                 run_and_simulate,

@@ -45,6 +45,7 @@ __all__ = [
     "TrainState",
     "digits_job",
     "load_checkpoint",
+    "require_torch",
     "run_trace",
     "save_checkpoint",
     "write_run",
@@ -73,6 +74,25 @@ _WHERE = {
     "load_checkpoint": ".checkpoint",
     "save_checkpoint": ".checkpoint",
 }
+
+
+def require_torch() -> None:
+    """Fail early, in one line, when torch (the ``executor`` extra) is not installed.
+
+    The executor's modules import torch only where they need it, so a missing torch
+    would otherwise surface deep inside a run (starting the worker group), as a
+    traceback.  The commands that run workers call this first.
+
+    Raises:
+        ImportError: torch is missing; the message says how to install it.
+    """
+    try:
+        importlib.import_module("torch.distributed")
+    except ImportError as exc:
+        raise ImportError(
+            f"this needs torch, the executor extra ({exc}); install a torch build, e.g. "
+            "`pip install torch==2.13.0` for CPU, then `pip install 'elasim[executor]'`"
+        ) from None
 
 
 def __getattr__(name: str) -> Any:

@@ -27,10 +27,10 @@ class _UsageError(ValueError):
 
 
 def _fail(message: str) -> typer.Exit:
-    from rich.console import Console
+    """The ``elasim`` CLI's one-line error (markup escaped), exit code 2."""
+    from elasim.cli import _fail as fail
 
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
+    return fail(message)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -240,6 +240,9 @@ def run_command(
 ) -> None:
     """Replay a trace on real torch.distributed workers with the simulator's policies."""
     try:
+        from elasim.executor import require_torch
+
+        require_torch()
         from elasim.executor.run import RunConfig, run_trace, write_run
 
         if rescale not in ("inplace", "restart"):
@@ -289,7 +292,7 @@ def run_command(
         raise
     except KeyboardInterrupt:
         raise typer.Exit(code=130) from None
-    except (ValueError, RuntimeError, OSError) as exc:
+    except (ValueError, RuntimeError, OSError, ImportError) as exc:
         raise _fail(_one_line(exc)) from None
     summary = dict(result.summary)
     if as_json:

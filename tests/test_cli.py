@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -217,3 +218,28 @@ def test_sweep_is_the_same_with_one_or_two_processes():
     one = run_sweep(spec, workers=1)
     two = run_sweep(spec, workers=2)
     pd.testing.assert_frame_equal(one, two)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--trace", "spot_us_east.csv", "--max-steps", "10"],
+        ["calibrate", "--out", "p.json"],
+        ["compare", "--trace", "spot_us_east.csv", "--profile", "PROFILE"],
+    ],
+    ids=["run", "calibrate", "compare"],
+)
+def test_commands_that_need_torch_say_so_in_one_line(args, monkeypatch, tmp_path):
+    """Without the executor extra: one line naming the missing extra, exit 2, no traceback."""
+    from elasim.examples import sim_vs_real_dir
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    monkeypatch.setitem(sys.modules, "torch.distributed", None)
+    monkeypatch.chdir(tmp_path)
+    profile = str(sim_vs_real_dir() / "profile.json")
+    result = CliRunner().invoke(app, [profile if a == "PROFILE" else a for a in args])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "executor extra" in lines[0], result.stderr
+    assert "elasim[executor]" in lines[0]  # printed as written, not eaten as markup
+    assert "Traceback" not in result.output
