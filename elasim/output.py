@@ -2,22 +2,23 @@
 
 The simulator and the executor write through these functions so their outputs share
 one schema (the columns are :data:`elasim.policies.EVENT_COLUMNS`).  Every file is
-written atomically (temporary file, fsync, rename): an interrupted run never leaves a
-half-written result next to good ones.  No simpy, no torch here.
+written atomically (temporary file, fsync, rename; :func:`elasim.atomic.atomic_write`,
+re-exported here): an interrupted run never leaves a half-written result next to good
+ones, and a new file gets the permissions the umask allows, as any other file.  No
+simpy, no torch here.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from elasim.atomic import atomic_write
 from elasim.policies import EVENT_COLUMNS, EventKind, EventRecord
 
 __all__ = [
@@ -28,37 +29,6 @@ __all__ = [
     "write_json",
     "write_parquet",
 ]
-
-
-def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Write ``path`` via ``write(tmp_path)``, then fsync and rename over the target.
-
-    Args:
-        path: final location.
-        write: callback that writes the complete file to the temporary path it gets.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    try:
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return target
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    return target
 
 
 def json_ready(value: Any) -> Any:

@@ -32,13 +32,14 @@ import logging
 import math
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+
+from elasim.atomic import atomic_write_text as _atomic_write_text
 
 from .errors import TraceError
 from .model import METADATA_KEYS, CapacityTrace, JobTrace, TraceMetadata
@@ -696,42 +697,12 @@ def format_job_trace(trace: JobTrace) -> str:
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` so that ``path`` is either the old file or the complete new one.
 
-    Temp file in the same directory (same filesystem, so the rename is atomic),
-    flush + fsync, ``os.replace``, then a best-effort fsync of the directory.  A new
-    file gets mode 0644; a replaced file keeps its mode.
+    :func:`elasim.atomic.atomic_write_text` (temp file in the same directory, fsync,
+    rename, fsync of the directory).  A new file gets ``0o666`` less the umask, a
+    replaced file keeps its mode.  The directory must exist: a trace written into a
+    mistyped folder is an error, not a new folder.
     """
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    try:
-        mode = target.stat().st_mode & 0o777  # keep the permissions of a file we replace
-    except OSError:
-        mode = 0o644  # mkstemp's 0600 would make package data unreadable to others
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        if hasattr(os, "fchmod"):  # POSIX; Windows keeps its default ACL
-            os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, target)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return target
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
-    return target
+    return _atomic_write_text(path, text, make_parents=False)
 
 
 def write_capacity_trace(trace: CapacityTrace, path: str | Path) -> Path:

@@ -8,12 +8,12 @@ cheap and never needs a display.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from elasim.atomic import atomic_write
 
 from .model import CapacityTrace, JobTrace
 
@@ -161,19 +161,14 @@ def plot_trace(trace: CapacityTrace | JobTrace, path: str | Path) -> Path:
         ax2.set_yscale("log")
         ax2.set_xlabel("GPUs per job")
         ax2.set_ylabel("jobs")
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{target.name}.",
-        suffix=target.suffix or ".png",
-        dir=target.parent if str(target.parent) else ".",
-    )
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        # the temporary name keeps the suffix: savefig picks the format from it
+        atomic_write(
+            target,
+            lambda tmp: fig.savefig(tmp, dpi=110),
+            make_parents=False,
+            suffix=target.suffix or ".png",
+        )
     finally:
         plt.close(fig)
     return target
