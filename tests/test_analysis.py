@@ -37,6 +37,28 @@ def _close_figures():
 # -- names -------------------------------------------------------------------------------
 
 
+#: Every name ``elasim/analysis.py`` defined before it became a package (notebooks and
+#: other code import them from ``elasim.analysis``).
+NAMES_BEFORE_THE_SPLIT = """
+    GRID_KEYS WASTE_COMPONENTS _WASTE_COLORS YoungDaly log resolve_policies resolve_seeds
+    resolve_traces capacity_trace_names job_trace_names _job uninterrupted_completion_h
+    mean_background_gpus describe_traces run_grid subset _aggregate waste_breakdown
+    deadline_hit_rate paired_effect pareto_table median_table check_quoted interval_grid
+    synthetic_failure_trace _capacity mean_time_between_drops_s young_daly_optimum
+    checkpoint_interval_sweep interval_curve best_interval_s checkpoint_summary
+    experienced_mtbf_s policy_colors _panels _cost_axis plot_pareto_ax plot_pareto_panels
+    plot_waste plot_waste_panels _grouped_bars _figure_legend plot_convergence_cost
+    plot_deadline_hit_rate plot_notice_and_mechanism plot_checkpoint_sweep
+""".split()
+
+
+def test_every_name_of_the_old_module_is_still_importable():
+    missing = [name for name in NAMES_BEFORE_THE_SPLIT if not hasattr(analysis, name)]
+    assert not missing
+    assert set(analysis.__all__) <= set(NAMES_BEFORE_THE_SPLIT)
+    assert all(hasattr(analysis, name) for name in analysis.__all__)
+
+
 def test_resolve_policies():
     assert analysis.resolve_policies("all") == tuple(policy_names())
     assert analysis.resolve_policies(" greedy, fixed ,") == ("greedy", "fixed")
