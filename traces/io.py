@@ -26,7 +26,6 @@ physical line and whose ``column`` is the 1-based field index.
 
 from __future__ import annotations
 
-import csv
 import importlib.resources
 import logging
 import math
@@ -41,6 +40,16 @@ import numpy as np
 
 from elasim.atomic import atomic_write_text as _atomic_write_text
 
+from .cells import (
+    _NUM_RE,
+    CellError,
+    _short,
+    iter_lines,
+    parse_float,
+    parse_int,
+    read_text,
+    split_csv_line,
+)
 from .errors import TraceError
 from .model import METADATA_KEYS, CapacityTrace, JobTrace, TraceMetadata
 
@@ -71,108 +80,6 @@ _CAPACITY_REQUIRED = CAPACITY_COLUMNS[:2]
 _JOB_REQUIRED = JOB_COLUMNS[:3]
 
 _META_RE = re.compile(r"#\s*([A-Za-z_][A-Za-z0-9_]*)\s*:(.*)\Z")
-_NUM_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
-_INT_RE = re.compile(r"[+-]?\d+\Z")
-_NONFINITE_RE = re.compile(r"[+-]?(?:nan|inf|infinity)\Z", re.IGNORECASE)
-_MAX_EXACT_INT = 2**53
-
-
-# --------------------------------------------------------------------------- cells
-class CellError(Exception):
-    """A single value is malformed; the caller adds path, line and column."""
-
-
-def parse_float(token: str) -> float:
-    """Parse a finite decimal number strictly (see the module docstring)."""
-    tok = token.strip()
-    if not tok:
-        raise CellError("empty value")
-    if _NONFINITE_RE.match(tok):
-        raise CellError(f"{tok!r} is not a finite number")
-    if not _NUM_RE.match(tok):
-        raise CellError(f"{_short(tok)!r} is not a number")
-    value = float(tok)
-    if not math.isfinite(value):
-        raise CellError(f"{_short(tok)!r} is out of range")
-    return value
-
-
-def parse_int(token: str) -> int:
-    """Parse an integer; an integral decimal such as ``16.0`` or ``1e3`` is accepted."""
-    tok = token.strip()
-    if _INT_RE.match(tok):
-        if len(tok) > 20:  # beyond int64; also avoids int()'s digit limit on huge input
-            raise CellError(f"{_short(tok)!r} is out of range")
-        value = int(tok)
-        if abs(value) > 2**63 - 1:
-            raise CellError(f"{_short(tok)!r} is out of range")
-        return value
-    try:
-        value_f = parse_float(tok)
-    except CellError as exc:
-        if not tok or _NONFINITE_RE.match(tok):
-            raise
-        raise CellError(f"{_short(tok)!r} is not an integer") from exc
-    if value_f != math.floor(value_f):
-        raise CellError(f"{_short(tok)!r} is not an integer")
-    if abs(value_f) > _MAX_EXACT_INT:
-        raise CellError(f"{_short(tok)!r} is out of range")
-    return int(value_f)
-
-
-def _short(text: str, limit: int = 40) -> str:
-    """Truncate echoed input so an error message stays one readable line."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def split_csv_line(line: str) -> list[str]:
-    """Split one physical line into fields (quotes handled by the ``csv`` module)."""
-    if '"' not in line:
-        return line.split(",")
-    try:
-        return next(csv.reader([line], strict=True))
-    except (csv.Error, StopIteration) as exc:
-        raise CellError(f"malformed quoting: {exc}") from None
-
-
-# --------------------------------------------------------------------------- reading
-def read_text(path: str | Path, display: str | Path | None = None) -> str:
-    """Read a whole text file as UTF-8, turning every failure into a TraceError."""
-    shown = display if display is not None else path
-    try:
-        data = Path(path).read_bytes()
-    except IsADirectoryError:
-        raise TraceError("is a directory, not a trace file", shown) from None
-    except FileNotFoundError:
-        raise TraceError("no such file", shown) from None
-    except OSError as exc:
-        raise TraceError(f"cannot read: {exc.strerror or exc}", shown) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise TraceError(
-            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at character {col}); "
-            "is this a binary file?",
-            shown,
-            line,
-        ) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if "\x00" in text:
-        pos = text.index("\x00")
-        raise TraceError("NUL byte in a text file", shown, text.count("\n", 0, pos) + 1)
-    return text
-
-
-def iter_lines(text: str) -> Iterator[tuple[int, str]]:
-    """Yield ``(1-based line number, line without its line ending)``."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for number, line in enumerate(lines, start=1):
-        yield number, line[:-1] if line.endswith("\r") else line
 
 
 # --------------------------------------------------------------------------- parsing
@@ -402,31 +309,7 @@ def _parse_capacity(
     prev_line = 0
     for number, cells in _data_rows(lines, start, header, display):
         t = _parse_cell(parse_float, cells, idx_t, "time_s", display, number)
-        if not times:
-            if t != 0:
-                raise TraceError(
-                    f"column 'time_s': the first row must be at time 0 (traces are relative; "
-                    f"shift the times), got {cells[idx_t].strip()}",
-                    display,
-                    number,
-                    idx_t + 1,
-                )
-        elif t == times[-1]:
-            raise TraceError(
-                f"column 'time_s': duplicate time {cells[idx_t].strip()} "
-                f"(also on line {prev_line})",
-                display,
-                number,
-                idx_t + 1,
-            )
-        elif t < times[-1]:
-            raise TraceError(
-                f"column 'time_s': time goes backwards, {cells[idx_t].strip()} is before "
-                f"{_fmt_float(times[-1])} on line {prev_line}",
-                display,
-                number,
-                idx_t + 1,
-            )
+        _check_row_time(t, times, cells[idx_t], prev_line, (display, number, idx_t + 1))
         a = _parse_cell(parse_int, cells, idx_a, "available", display, number)
         if a < 0:
             raise TraceError(
@@ -447,22 +330,7 @@ def _parse_capacity(
         prev_line = number
     if not times:
         raise TraceError("no data rows after the header", display, header.line)
-    duration: float | None = None
-    if duration_meta is not None:
-        duration = parse_float(duration_meta.value)
-        if duration <= times[-1]:
-            raise TraceError(
-                f"metadata 'duration_s': {duration_meta.value} must be after the last row's "
-                f"time_s {_fmt_float(times[-1])} (line {prev_line})",
-                display,
-                duration_meta.line,
-            )
-    elif len(times) == 1:
-        raise TraceError(
-            "a one-row capacity trace needs a '# duration_s: N' metadata line",
-            display,
-            prev_line,
-        )
+    duration = _capacity_duration(duration_meta, times, prev_line, display)
     try:
         return CapacityTrace(
             name=path.stem,
@@ -474,6 +342,61 @@ def _parse_capacity(
         )
     except ValueError as exc:  # defensive: the checks above cover the model's rules
         raise TraceError(str(exc), display, header.line) from None
+
+
+def _check_row_time(
+    t: float, times: list[float], cell: str, prev_line: int, where: tuple[str, int, int]
+) -> None:
+    """A capacity row's time: 0 on the first row, then strictly increasing.
+
+    ``times`` are the earlier rows' times, ``cell`` the raw ``time_s`` text (echoed in
+    the message) and ``where`` the ``(path, line, column)`` of the cell.
+    """
+    text = cell.strip()
+    if not times:
+        if t != 0:
+            raise TraceError(
+                f"column 'time_s': the first row must be at time 0 (traces are relative; "
+                f"shift the times), got {text}",
+                *where,
+            )
+    elif t == times[-1]:
+        raise TraceError(
+            f"column 'time_s': duplicate time {text} (also on line {prev_line})", *where
+        )
+    elif t < times[-1]:
+        raise TraceError(
+            f"column 'time_s': time goes backwards, {text} is before "
+            f"{_fmt_float(times[-1])} on line {prev_line}",
+            *where,
+        )
+
+
+def _capacity_duration(
+    duration_meta: _Meta | None, times: list[float], prev_line: int, display: str
+) -> float | None:
+    """The ``# duration_s`` of a capacity trace, checked against its rows.
+
+    ``None`` lets the model derive it (last row plus the median gap), which needs at
+    least two rows.
+    """
+    if duration_meta is None:
+        if len(times) == 1:
+            raise TraceError(
+                "a one-row capacity trace needs a '# duration_s: N' metadata line",
+                display,
+                prev_line,
+            )
+        return None
+    duration = parse_float(duration_meta.value)
+    if duration <= times[-1]:
+        raise TraceError(
+            f"metadata 'duration_s': {duration_meta.value} must be after the last row's "
+            f"time_s {_fmt_float(times[-1])} (line {prev_line})",
+            display,
+            duration_meta.line,
+        )
+    return duration
 
 
 def _parse_jobs(
