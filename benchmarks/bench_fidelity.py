@@ -74,8 +74,7 @@ def _pct(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{100 * value:.{digits}f}%"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Calibrate, run every window ``--repeats`` times, print per-run and median errors."""
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", type=Path, default=None, help="skip the calibration")
@@ -85,94 +84,110 @@ def main(argv: list[str] | None = None) -> int:
         "--analyze", type=Path, default=None, help="only report on the runs kept in this folder"
     )
     parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def _profile(args: argparse.Namespace, root: Path) -> Any:
+    """The profile the simulations use: kept, given, or calibrated now (saved in ``root``)."""
+    if args.analyze is not None:
+        return load_profile(root / "profile.json")
+    if args.profile is None:
+        from elasim.executor.calibrate import CalibrationConfig, calibrate
+
+        print(f"calibrating ({args.segment_s:g} s segments) ...", flush=True)
+        profile = calibrate(CalibrationConfig(segment_s=args.segment_s), work_dir=root / "cal")
+    else:
+        profile = load_profile(args.profile)
+    save_profile(profile, root / "profile.json")
+    return profile
+
+
+def _window(
+    name: str, start_s: float, steps: int, root: Path, args: argparse.Namespace, profile: Any
+) -> dict[str, Any]:
+    """Run (or, with ``--analyze``, read) one window's repeats; print a line per run."""
+    rows = []
+    real_dirs = []
+    runs = (
+        sorted(root.glob(f"{name}-*"), key=lambda d: int(d.name.rsplit("-", 1)[1]))
+        if args.analyze is not None
+        else [root / f"{name}-{i + 1}" for i in range(args.repeats)]
+    )
+    for i, run_dir in enumerate(runs):
+        if args.analyze is None:
+            run_and_simulate(
+                TRACE,
+                "greedy",
+                profile,
+                run_dir,
+                time_scale=TIME_SCALE,
+                max_steps=steps,
+                trace_start_s=start_s,
+            )
+        row = _row(run_dir / "real", run_dir / "sim")
+        rows.append(row)
+        real_dirs.append(run_dir / "real")
+        print(
+            f"{name:<11} {i + 1:>3} {row['real_completion_s']:>8.2f} "
+            f"{row['sim_completion_s']:>8.2f} {_pct(row['completion_time_rel_error']):>10} "
+            f"{_pct(row['median_pause_rel_error'], 0):>9} {row['events_matched']:>7}",
+            flush=True,
+        )
+    pauses = [r["median_pause_rel_error"] for r in rows if r["median_pause_rel_error"] is not None]
+    floor_of = run_to_run_errors(real_dirs)
+    return {
+        "median_completion_time_rel_error": statistics.median(
+            r["completion_time_rel_error"] for r in rows
+        ),
+        "median_pause_rel_error": statistics.median(pauses) if pauses else None,
+        "measured_completion_spread": _spread([r["real_completion_s"] for r in rows]),
+        # the simulation is deterministic: one prediction for every repeat
+        "completion_error_vs_mean": float(
+            compare_repeats(real_dirs, runs[0] / "sim").loc["mean of runs", "completion time error"]
+        ),
+        "run_to_run": {
+            "completion_time_rel_error": floor_of["completion time error"],
+            "median_pause_rel_error": floor_of["median pause error"],
+        },
+        "runs": rows,
+    }
+
+
+def _print_summary(name: str, summary: dict[str, Any]) -> None:
+    goals = FIDELITY_GOALS
+    floor = summary["run_to_run"]
+    print(
+        f"{name}: median completion error "
+        f"{_pct(summary['median_completion_time_rel_error'])} "
+        f"(goal {_pct(goals['completion_time_rel_error'], 0)}; against the mean of the "
+        f"runs {_pct(summary['completion_error_vs_mean'])}), median pause error "
+        f"{_pct(summary['median_pause_rel_error'], 0)} "
+        f"(goal {_pct(goals['median_pause_rel_error'], 0)}); measured run vs measured run: "
+        f"completion {_pct(floor['completion_time_rel_error'])}, "
+        f"pause {_pct(floor['median_pause_rel_error'], 0)}",
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Calibrate, run every window ``--repeats`` times, print per-run and median errors."""
+    args = _parse_args(argv)
     tmp = None
     root = args.analyze or args.keep
     if root is None:
         tmp = tempfile.TemporaryDirectory(prefix="elasim-fidelity-")
         root = Path(tmp.name)
     root.mkdir(parents=True, exist_ok=True)
-    if args.analyze is not None:
-        profile = load_profile(root / "profile.json")
-    elif args.profile is None:
-        from elasim.executor.calibrate import CalibrationConfig, calibrate
-
-        print(f"calibrating ({args.segment_s:g} s segments) ...", flush=True)
-        profile = calibrate(CalibrationConfig(segment_s=args.segment_s), work_dir=root / "cal")
-        save_profile(profile, root / "profile.json")
-    else:
-        profile = load_profile(args.profile)
-        save_profile(profile, root / "profile.json")
+    profile = _profile(args, root)
     report: dict[str, Any] = {"profile": profile.source, "windows": {}}
     print(
         f"{'window':<11} {'run':>3} {'real s':>8} {'sim s':>8} {'compl. err':>10} "
         f"{'pause err':>9} {'matched':>7}"
     )
     for name, (start_s, steps) in WINDOWS.items():
-        rows = []
-        real_dirs = []
-        runs = (
-            sorted(root.glob(f"{name}-*"), key=lambda d: int(d.name.rsplit("-", 1)[1]))
-            if args.analyze is not None
-            else [root / f"{name}-{i + 1}" for i in range(args.repeats)]
-        )
-        for i, run_dir in enumerate(runs):
-            if args.analyze is None:
-                run_and_simulate(
-                    TRACE,
-                    "greedy",
-                    profile,
-                    run_dir,
-                    time_scale=TIME_SCALE,
-                    max_steps=steps,
-                    trace_start_s=start_s,
-                )
-            row = _row(run_dir / "real", run_dir / "sim")
-            rows.append(row)
-            real_dirs.append(run_dir / "real")
-            print(
-                f"{name:<11} {i + 1:>3} {row['real_completion_s']:>8.2f} "
-                f"{row['sim_completion_s']:>8.2f} {_pct(row['completion_time_rel_error']):>10} "
-                f"{_pct(row['median_pause_rel_error'], 0):>9} {row['events_matched']:>7}",
-                flush=True,
-            )
-        pauses = [
-            r["median_pause_rel_error"] for r in rows if r["median_pause_rel_error"] is not None
-        ]
-        floor_of = run_to_run_errors(real_dirs)
-        summary = {
-            "median_completion_time_rel_error": statistics.median(
-                r["completion_time_rel_error"] for r in rows
-            ),
-            "median_pause_rel_error": statistics.median(pauses) if pauses else None,
-            "measured_completion_spread": _spread([r["real_completion_s"] for r in rows]),
-            # the simulation is deterministic: one prediction for every repeat
-            "completion_error_vs_mean": float(
-                compare_repeats(real_dirs, runs[0] / "sim").loc[
-                    "mean of runs", "completion time error"
-                ]
-            ),
-            "run_to_run": {
-                "completion_time_rel_error": floor_of["completion time error"],
-                "median_pause_rel_error": floor_of["median pause error"],
-            },
-            "runs": rows,
-        }
+        summary = _window(name, start_s, steps, root, args, profile)
         report["windows"][name] = summary
-        goals = FIDELITY_GOALS
-        floor = summary["run_to_run"]
-        print(
-            f"{name}: median completion error "
-            f"{_pct(summary['median_completion_time_rel_error'])} "
-            f"(goal {_pct(goals['completion_time_rel_error'], 0)}; against the mean of the "
-            f"runs {_pct(summary['completion_error_vs_mean'])}), median pause error "
-            f"{_pct(summary['median_pause_rel_error'], 0)} "
-            f"(goal {_pct(goals['median_pause_rel_error'], 0)}); measured run vs measured run: "
-            f"completion {_pct(floor['completion_time_rel_error'])}, "
-            f"pause {_pct(floor['median_pause_rel_error'], 0)}",
-            flush=True,
-        )
+        _print_summary(name, summary)
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2))
     if tmp is not None:

@@ -102,57 +102,9 @@ def plot_timeline(
 
     fig, ax = plt.subplots(figsize=(11, 4.8), dpi=110)
     if len(timeline):
-        hours = timeline[time_column].to_numpy() / 3600.0
-        ax.fill_between(
-            hours, timeline["spot_available"], step="post", color="0.85", label="spot available"
-        )
-        ax.step(
-            hours,
-            timeline["nodes_held"],
-            where="post",
-            color="tab:blue",
-            lw=1.6,
-            label="nodes held",
-        )
-        if "on_demand_held" in timeline and timeline["on_demand_held"].any():
-            ax.step(
-                hours,
-                timeline["on_demand_held"],
-                where="post",
-                color="tab:orange",
-                lw=1.2,
-                label="on-demand held",
-            )
-        ax2 = ax.twinx()
-        ax2.plot(
-            hours,
-            100.0 * timeline["progress"].to_numpy(),
-            color="tab:green",
-            lw=1.4,
-            label="progress (%)",
-        )
-        ax2.set_ylabel("progress (%)")
-        ax2.set_ylim(0, 105)
-        ax2.legend(loc="lower right", fontsize=8)
-    marks = {
-        EventKind.PREEMPT.value: ("tab:red", "x", "preemption"),
-        EventKind.SCALE_UP.value: ("tab:purple", "^", "scale up"),
-        EventKind.SCALE_DOWN.value: ("tab:brown", "v", "scale down"),
-        EventKind.RESUME.value: ("tab:cyan", ">", "resume"),
-    }
+        _draw_timeline(ax, timeline, time_column)
     if len(events):
-        for kind, (color, marker, label) in marks.items():
-            rows = events[events["kind"] == kind]
-            if len(rows):
-                ax.scatter(
-                    rows[time_column] / 3600.0,
-                    rows["nodes_after"],
-                    color=color,
-                    marker=marker,
-                    s=28,
-                    zorder=5,
-                    label=label,
-                )
+        _mark_events(ax, events, time_column)
     ax.set_xlabel("time (h)")
     ax.set_ylabel("nodes")
     ax.set_ylim(bottom=0)
@@ -167,3 +119,59 @@ def plot_timeline(
         return atomic_write(path, save)
     finally:
         plt.close(fig)
+
+
+#: How :func:`plot_timeline` marks each event kind: colour, marker, legend label.
+_EVENT_MARKS: dict[str, tuple[str, str, str]] = {
+    EventKind.PREEMPT.value: ("tab:red", "x", "preemption"),
+    EventKind.SCALE_UP.value: ("tab:purple", "^", "scale up"),
+    EventKind.SCALE_DOWN.value: ("tab:brown", "v", "scale down"),
+    EventKind.RESUME.value: ("tab:cyan", ">", "resume"),
+}
+
+
+def _draw_timeline(ax: Any, timeline: pd.DataFrame, time_column: str) -> None:
+    """Availability and nodes held on ``ax``, progress on a twin axis."""
+    hours = timeline[time_column].to_numpy() / 3600.0
+    ax.fill_between(
+        hours, timeline["spot_available"], step="post", color="0.85", label="spot available"
+    )
+    ax.step(
+        hours, timeline["nodes_held"], where="post", color="tab:blue", lw=1.6, label="nodes held"
+    )
+    if "on_demand_held" in timeline and timeline["on_demand_held"].any():
+        ax.step(
+            hours,
+            timeline["on_demand_held"],
+            where="post",
+            color="tab:orange",
+            lw=1.2,
+            label="on-demand held",
+        )
+    ax2 = ax.twinx()
+    ax2.plot(
+        hours,
+        100.0 * timeline["progress"].to_numpy(),
+        color="tab:green",
+        lw=1.4,
+        label="progress (%)",
+    )
+    ax2.set_ylabel("progress (%)")
+    ax2.set_ylim(0, 105)
+    ax2.legend(loc="lower right", fontsize=8)
+
+
+def _mark_events(ax: Any, events: pd.DataFrame, time_column: str) -> None:
+    """One marker per membership event, at the node count it left."""
+    for kind, (color, marker, label) in _EVENT_MARKS.items():
+        rows = events[events["kind"] == kind]
+        if len(rows):
+            ax.scatter(
+                rows[time_column] / 3600.0,
+                rows["nodes_after"],
+                color=color,
+                marker=marker,
+                s=28,
+                zorder=5,
+                label=label,
+            )

@@ -32,7 +32,7 @@ import dataclasses
 import json
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -370,29 +370,10 @@ def apply_profile(
         analytical pause model fitted to the measurements.
     """
     steps = dict(profile.step_time_s)
-    max_world = profile.max_world
     table = tuple(sorted((w, profile.global_batch / t) for w, t in steps.items()))
-    inplace_grow = [
-        p for p in profile.pauses if p.mechanism == "inplace" and p.nodes_after > p.nodes_before
-    ]
-    # the analytical model stands for in-place changes (restart ones are all measured
-    # in the table), so it is fitted on in-place pauses when there are any
-    fitted = [p for p in profile.pauses if p.mechanism == "inplace"] or list(profile.pauses)
-    rendezvous_points = [(float(p.nodes_after), p.components.rendezvous_s) for p in fitted]
-    base_s, per_node_s = _fit_line(rendezvous_points)
-    state_bytes = float(dict(profile.model).get("state_bytes", profile.checkpoint_size_bytes))
-    state_s = _median(p.components.state_s for p in inplace_grow)
-    state_bw = state_bytes / state_s if state_s > 0 and state_bytes > 0 else 1e12
-    size = profile.checkpoint_size_bytes or state_bytes or 1.0
-    write_bw = size / profile.checkpoint_save_s if profile.checkpoint_save_s > 0 else 1e12
-    read_bw = size / profile.checkpoint_load_s if profile.checkpoint_load_s > 0 else 1e12
     model = dict(profile.model)
     name = str(model.get("name", "profiled"))
-    inplace = [p.components.acquire_s for p in profile.pauses if p.mechanism == "inplace"]
-    # warm standbys start (and import torch) before they are needed, so a newcomer's
-    # acquisition is what the in-place transitions measured, not a cold start
-    boot_s = _median(inplace) if inplace else profile.worker_start_s
-    shared = profile.shared_host_cores > 0 and profile.cold_start_alone_s > 0
+    state_bytes = float(model.get("state_bytes", profile.checkpoint_size_bytes))
     spec = JobSpec(
         name=f"{name} (profile)",
         description=f"{name} as measured on {dict(profile.hardware).get('cpu', 'this machine')}",
@@ -413,32 +394,60 @@ def apply_profile(
             reference_batch=profile.global_batch,
             gradient_noise_scale=0.0,
         ),
-        nodes=NodesSpec(min=min_nodes, max=max_world, gpus_per_node=1),
-        checkpoint=CheckpointSpec(
-            size_bytes=size,
-            write_bandwidth_bytes_per_s=write_bw,
-            read_bandwidth_bytes_per_s=read_bw,
-        ),
-        rescale=RescaleSpec(
-            detect_s=profile.detect_s,
-            boot_s=boot_s,
-            rendezvous_base_s=base_s,
-            rendezvous_per_node_s=per_node_s,
-            state_bandwidth_bytes_per_s=state_bw,
-            warmup_s=_median(p.components.warmup_s for p in fitted),
-            cold_start_s=(
-                profile.cold_start_alone_s
-                if shared and profile.cold_start_alone_s > 0
-                else profile.worker_start_s
-            ),
-            cold_start_table=profile.cold_start_s,
-            shared_host_cores=float(profile.shared_host_cores) if shared else 0.0,
-            starting_weight=profile.starting_weight,
-        ),
+        nodes=NodesSpec(min=min_nodes, max=profile.max_world, gpus_per_node=1),
+        checkpoint=_checkpoint_spec(profile, state_bytes),
+        rescale=_rescale_spec(profile, state_bytes),
         path=profile.source,
         pause_table=tuple((p.key, p.components) for p in profile.pauses),
     )
     return dataclasses.replace(spec)
+
+
+def _checkpoint_spec(profile: Profile, state_bytes: float) -> CheckpointSpec:
+    """Checkpoint bandwidths from the measured save and load times (1e12 B/s: unmeasured)."""
+    size = profile.checkpoint_size_bytes or state_bytes or 1.0
+    write_bw = size / profile.checkpoint_save_s if profile.checkpoint_save_s > 0 else 1e12
+    read_bw = size / profile.checkpoint_load_s if profile.checkpoint_load_s > 0 else 1e12
+    return CheckpointSpec(
+        size_bytes=size,
+        write_bandwidth_bytes_per_s=write_bw,
+        read_bandwidth_bytes_per_s=read_bw,
+    )
+
+
+def _rescale_spec(profile: Profile, state_bytes: float) -> RescaleSpec:
+    """The analytical pause model, fitted to the measured pauses and cold starts."""
+    inplace_grow = [
+        p for p in profile.pauses if p.mechanism == "inplace" and p.nodes_after > p.nodes_before
+    ]
+    # the analytical model stands for in-place changes (restart ones are all measured
+    # in the table), so it is fitted on in-place pauses when there are any
+    fitted = [p for p in profile.pauses if p.mechanism == "inplace"] or list(profile.pauses)
+    rendezvous_points = [(float(p.nodes_after), p.components.rendezvous_s) for p in fitted]
+    base_s, per_node_s = _fit_line(rendezvous_points)
+    state_s = _median(p.components.state_s for p in inplace_grow)
+    state_bw = state_bytes / state_s if state_s > 0 and state_bytes > 0 else 1e12
+    inplace = [p.components.acquire_s for p in profile.pauses if p.mechanism == "inplace"]
+    # warm standbys start (and import torch) before they are needed, so a newcomer's
+    # acquisition is what the in-place transitions measured, not a cold start
+    boot_s = _median(inplace) if inplace else profile.worker_start_s
+    shared = profile.shared_host_cores > 0 and profile.cold_start_alone_s > 0
+    return RescaleSpec(
+        detect_s=profile.detect_s,
+        boot_s=boot_s,
+        rendezvous_base_s=base_s,
+        rendezvous_per_node_s=per_node_s,
+        state_bandwidth_bytes_per_s=state_bw,
+        warmup_s=_median(p.components.warmup_s for p in fitted),
+        cold_start_s=(
+            profile.cold_start_alone_s
+            if shared and profile.cold_start_alone_s > 0
+            else profile.worker_start_s
+        ),
+        cold_start_table=profile.cold_start_s,
+        shared_host_cores=float(profile.shared_host_cores) if shared else 0.0,
+        starting_weight=profile.starting_weight,
+    )
 
 
 # -- deriving a profile from measured runs ---------------------------------------------
@@ -484,7 +493,7 @@ def step_times_from_steps(steps: Any, busy: Iterable[tuple[float, float]] = ()) 
 
 
 def _mean_step_times(
-    clean: Mapping[int, list[float]], slowed: Mapping[int, list[float]]
+    clean: Mapping[int, Sequence[float]], slowed: Mapping[int, Sequence[float]]
 ) -> dict[int, float]:
     """Mean of the quiet steps per world size; of the slowed ones where that is all."""
     pooled = {w: v for w, v in slowed.items() if v} | {w: v for w, v in clean.items() if v}
@@ -655,54 +664,13 @@ def profile_from_runs(
         shared_host_cores: every worker ran on this one host with this many cores (0:
             workers on several hosts); enables the shared-host cold-start model.
     """
-    import pandas as pd
-
-    # quiet and slowed step durations per world size, pooled over the runs
-    quiet_steps: dict[int, list[float]] = {}
-    slowed_steps: dict[int, list[float]] = {}
-    pauses: list[MeasuredPause] = []
-    saves: list[float] = []
-    loads: list[float] = []
-    detects: list[float] = []
-    cold_batches: list[ColdStartBatch] = []
-    global_batch = 0
-    model_info = dict(model or {})
+    pooled = _Measurements()
     for run_dir in run_dirs:
-        run = Path(run_dir)
-        summary = json.loads((run / "summary.json").read_text())
-        mechanism = str(summary.get("inputs", {}).get("rescale", "inplace"))
-        steps = pd.read_parquet(run / "steps.parquet")
-        events = pd.read_parquet(run / "events.parquet")
-        busy: list[tuple[float, float]] = []
-        if (run / "workers.parquet").exists():  # runs before version 2 lack it
-            workers = pd.read_parquet(run / "workers.parquet")
-            cold_batches.extend(cold_starts_from_workers(workers, steps))
-            if shared_host_cores:  # a starting worker slows the steps on its host
-                busy = [
-                    (float(a), float(b) if math.isfinite(float(b)) else math.inf)
-                    for a, b in zip(workers["spawn_s"], workers["ready_s"], strict=True)
-                ]
-        if "real_time_s" in events:  # a step that waited for a checkpoint write
-            writes = events[events["kind"] == "checkpoint"]
-            busy += [
-                (float(t), float(t) + float(w))
-                for t, w in zip(writes["real_time_s"], writes["state_s"], strict=True)
-            ]
-        clean, slowed = _step_samples(steps, busy)
-        for pooled, samples in ((quiet_steps, clean), (slowed_steps, slowed)):
-            for world, values in samples.items():
-                pooled.setdefault(world, []).extend(values)
-        if len(steps) and not global_batch:
-            # the typical step (an epoch's last step may be shorter)
-            global_batch = int(round(float(steps["samples"].median())))
-        pauses.extend(pauses_from_events(events, mechanism))
-        saves.extend(events.loc[events["kind"] == "checkpoint", "state_s"].astype(float))
-        changes = events[events["kind"].isin(_CHANGE_KINDS) & (events["nodes_after"] > 0)]
-        if mechanism == "restart":
-            loads.extend(changes["state_s"].astype(float))
-        detects.extend(float(v) for v in changes["detect_s"] if float(v) > 0)
-        model_info.setdefault("name", summary.get("inputs", {}).get("job", "executor job"))
-    step_table = _mean_step_times(quiet_steps, slowed_steps)  # pooled over the runs
+        pooled = pooled.plus(_measure_run(Path(run_dir), shared_host_cores))
+    model_info = dict(model or {})
+    if pooled.runs:
+        model_info.setdefault("name", pooled.job_name)
+    step_table = _mean_step_times(pooled.quiet_steps, pooled.slowed_steps)
     if not step_table:
         raise ProfileError("the runs contain no consecutive steps to time")
     return Profile(
@@ -711,21 +679,112 @@ def profile_from_runs(
         torch_version=torch_version,
         backend=backend,
         model=tuple(model_info.items()),
-        global_batch=max(global_batch, 1),
+        global_batch=max(pooled.global_batch, 1),
         step_time_s=tuple(step_table.items()),
-        pauses=tuple(pauses),
+        pauses=pooled.pauses,
         checkpoint_size_bytes=float(model_info.get("checkpoint_bytes", 0.0)),
-        checkpoint_save_s=_median(saves),
-        checkpoint_load_s=_median(loads),
+        checkpoint_save_s=_median(pooled.saves),
+        checkpoint_load_s=_median(pooled.loads),
         worker_start_s=float(worker_start_s or 0.0),
-        detect_s=_median(detects),
+        detect_s=_median(pooled.detects),
         source=source,
-        cold_start_s=_cold_start_table(cold_batches),
+        cold_start_s=_cold_start_table(pooled.cold_batches),
         shared_host_cores=shared_host_cores,
-        cold_start_alone_s=cold_start_alone_s(cold_batches, shared_host_cores)
+        cold_start_alone_s=cold_start_alone_s(pooled.cold_batches, shared_host_cores)
         if shared_host_cores
         else 0.0,
-        starting_weight=starting_weight(cold_batches, step_table, shared_host_cores)
+        starting_weight=starting_weight(pooled.cold_batches, step_table, shared_host_cores)
         if shared_host_cores
         else 1.0,
+    )
+
+
+@dataclass(frozen=True)
+class _Measurements:
+    """What :func:`profile_from_runs` reads from runs: one run's, or several pooled.
+
+    Attributes:
+        quiet_steps: step durations per world size while no worker was starting.
+        slowed_steps: the same while a worker was starting or a checkpoint written.
+        pauses: median pause components per transition (per run).
+        saves: checkpoint write times (``state_s`` of ``checkpoint`` events).
+        loads: checkpoint load times (``state_s`` of restart-mode group formations).
+        detects: failure detection times of membership changes.
+        cold_batches: workers spawned together, with their start times.
+        global_batch: the typical step's samples (0: no steps yet).
+        job_name: the job the first run trained, as its summary states it.
+        runs: how many runs were pooled.
+    """
+
+    quiet_steps: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
+    slowed_steps: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
+    pauses: tuple[MeasuredPause, ...] = ()
+    saves: tuple[float, ...] = ()
+    loads: tuple[float, ...] = ()
+    detects: tuple[float, ...] = ()
+    cold_batches: tuple[ColdStartBatch, ...] = ()
+    global_batch: int = 0
+    job_name: Any = None
+    runs: int = 0
+
+    def plus(self, later: _Measurements) -> _Measurements:
+        """Pool with a later run's: lists concatenate, batch and name come from the first."""
+
+        def pool(
+            a: Mapping[int, tuple[float, ...]], b: Mapping[int, tuple[float, ...]]
+        ) -> dict[int, tuple[float, ...]]:
+            return {w: a.get(w, ()) + b.get(w, ()) for w in (*a, *(w for w in b if w not in a))}
+
+        return _Measurements(
+            quiet_steps=pool(self.quiet_steps, later.quiet_steps),
+            slowed_steps=pool(self.slowed_steps, later.slowed_steps),
+            pauses=self.pauses + later.pauses,
+            saves=self.saves + later.saves,
+            loads=self.loads + later.loads,
+            detects=self.detects + later.detects,
+            cold_batches=self.cold_batches + later.cold_batches,
+            global_batch=self.global_batch or later.global_batch,
+            job_name=self.job_name if self.runs else later.job_name,
+            runs=self.runs + later.runs,
+        )
+
+
+def _measure_run(run: Path, shared_host_cores: int) -> _Measurements:
+    """One ``elasim run --out`` directory's measurements."""
+    import pandas as pd
+
+    summary = json.loads((run / "summary.json").read_text())
+    mechanism = str(summary.get("inputs", {}).get("rescale", "inplace"))
+    steps = pd.read_parquet(run / "steps.parquet")
+    events = pd.read_parquet(run / "events.parquet")
+    busy: list[tuple[float, float]] = []
+    cold_batches: list[ColdStartBatch] = []
+    if (run / "workers.parquet").exists():  # runs before version 2 lack it
+        workers = pd.read_parquet(run / "workers.parquet")
+        cold_batches = cold_starts_from_workers(workers, steps)
+        if shared_host_cores:  # a starting worker slows the steps on its host
+            busy = [
+                (float(a), float(b) if math.isfinite(float(b)) else math.inf)
+                for a, b in zip(workers["spawn_s"], workers["ready_s"], strict=True)
+            ]
+    if "real_time_s" in events:  # a step that waited for a checkpoint write
+        writes = events[events["kind"] == "checkpoint"]
+        busy += [
+            (float(t), float(t) + float(w))
+            for t, w in zip(writes["real_time_s"], writes["state_s"], strict=True)
+        ]
+    clean, slowed = _step_samples(steps, busy)
+    changes = events[events["kind"].isin(_CHANGE_KINDS) & (events["nodes_after"] > 0)]
+    return _Measurements(
+        quiet_steps={w: tuple(v) for w, v in clean.items()},
+        slowed_steps={w: tuple(v) for w, v in slowed.items()},
+        pauses=tuple(pauses_from_events(events, mechanism)),
+        saves=tuple(events.loc[events["kind"] == "checkpoint", "state_s"].astype(float)),
+        loads=tuple(changes["state_s"].astype(float)) if mechanism == "restart" else (),
+        detects=tuple(float(v) for v in changes["detect_s"] if float(v) > 0),
+        cold_batches=tuple(cold_batches),
+        # the typical step (an epoch's last step may be shorter)
+        global_batch=int(round(float(steps["samples"].median()))) if len(steps) else 0,
+        job_name=summary.get("inputs", {}).get("job", "executor job"),
+        runs=1,
     )
