@@ -10,12 +10,18 @@ Matching: membership changes (``scale_up``, ``scale_down``, ``resume``) and
 preemptions are matched in order, by kind and node counts, each with the first
 unmatched simulated event of the same signature whose time lies within the window;
 an event without a partner is reported as unmatched rather than forced onto another.
+
+Only runs of the same job are compared: :func:`compare_runs` first checks that both
+summaries state the same job, trace, policy, time scale and trace window
+(:mod:`elasim.run_identity`) and raises :class:`RunMismatchError` otherwise, and a
+matching that pairs no event at all is logged as a warning.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import statistics
 from collections.abc import Sequence
@@ -27,11 +33,13 @@ import numpy as np
 import pandas as pd
 
 from elasim.policies import PAUSE_COMPONENTS
+from elasim.run_identity import RunMismatchError, check_same_run
 from elasim.traces.model import CapacityTrace
 
 __all__ = [
     "MATCHED_KINDS",
     "CompareResult",
+    "RunMismatchError",
     "FIDELITY_GOALS",
     "EventPair",
     "compare_figure",
@@ -49,6 +57,8 @@ __all__ = [
     "simulate_run",
     "summarize_pairs",
 ]
+
+log = logging.getLogger(__name__)
 
 #: The fidelity goals: completion time and median per-event pause, relative error.
 FIDELITY_GOALS: dict[str, float] = {
@@ -231,6 +241,38 @@ def _rows(frame: pd.DataFrame, time_column: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _pair(real: dict[str, Any] | None, sim: dict[str, Any] | None) -> EventPair:
+    """The pair of two matched :func:`_rows` rows, or of one unmatched row (other ``None``)."""
+    row = real if real is not None else sim
+    assert row is not None
+    return EventPair(
+        row["kind"],
+        row["before"],
+        row["after"],
+        None if real is None else real["time"],
+        None if sim is None else sim["time"],
+        None if real is None else real["pause"],
+        None if sim is None else sim["pause"],
+        () if real is None else real["components"],
+        () if sim is None else sim["components"],
+    )
+
+
+def _partner(
+    event: dict[str, Any], sim: list[dict[str, Any]], used: list[bool], start: int, window_s: float
+) -> int | None:
+    """The first unused simulated row from ``start`` on with ``event``'s kind and nodes."""
+    signature = (event["kind"], event["before"], event["after"])
+    for j in range(start, len(sim)):
+        candidate = sim[j]
+        if used[j] or (candidate["kind"], candidate["before"], candidate["after"]) != signature:
+            continue
+        if abs(candidate["time"] - event["time"]) > window_s:
+            continue
+        return j
+    return None
+
+
 def compare_frames(
     real_events: pd.DataFrame,
     sim_events: pd.DataFrame,
@@ -239,7 +281,11 @@ def compare_frames(
     sim_time_column: str = "time_s",
     window_s: float = math.inf,
 ) -> list[EventPair]:
-    """Match events of a measured run and a simulation (see the module docstring)."""
+    """Match events of a measured run and a simulation (see the module docstring).
+
+    No event matched at all is logged as a warning: two runs of the same job share at
+    least their first scale-up, so it means the runs (or their time axes) differ.
+    """
     if real_time_column not in real_events:
         real_time_column = "time_s"
     real = _rows(real_events, real_time_column)
@@ -248,67 +294,21 @@ def compare_frames(
     pairs: list[EventPair] = []
     start = 0
     for event in real:
-        partner = None
-        for j in range(start, len(sim)):
-            candidate = sim[j]
-            if used[j]:
-                continue
-            if (candidate["kind"], candidate["before"], candidate["after"]) != (
-                event["kind"],
-                event["before"],
-                event["after"],
-            ):
-                continue
-            if abs(candidate["time"] - event["time"]) > window_s:
-                continue
-            partner = j
-            break
+        partner = _partner(event, sim, used, start, window_s)
         if partner is None:
-            pairs.append(
-                EventPair(
-                    event["kind"],
-                    event["before"],
-                    event["after"],
-                    event["time"],
-                    None,
-                    event["pause"],
-                    None,
-                    event["components"],
-                    (),
-                )
-            )
+            pairs.append(_pair(event, None))
             continue
         used[partner] = True
         start = partner + 1
-        other = sim[partner]
-        pairs.append(
-            EventPair(
-                event["kind"],
-                event["before"],
-                event["after"],
-                event["time"],
-                other["time"],
-                event["pause"],
-                other["pause"],
-                event["components"],
-                other["components"],
-            )
+        pairs.append(_pair(event, sim[partner]))
+    if not any(used):
+        log.warning(
+            "0 events matched (%d measured, %d simulated): are these runs of the same job, "
+            "trace window and time scale?",
+            len(real),
+            len(sim),
         )
-    for j, other in enumerate(sim):
-        if not used[j]:
-            pairs.append(
-                EventPair(
-                    other["kind"],
-                    other["before"],
-                    other["after"],
-                    None,
-                    other["time"],
-                    None,
-                    other["pause"],
-                    (),
-                    other["components"],
-                )
-            )
+    pairs.extend(_pair(None, other) for j, other in enumerate(sim) if not used[j])
     return pairs
 
 
@@ -323,16 +323,31 @@ def compare_runs(
     *,
     time_scale: float | None = None,
     window_s: float | None = None,
+    force: bool = False,
 ) -> CompareResult:
     """Compare a measured run directory with a simulation directory.
 
     The measured run's completion is its ``completion_time_h`` (trace time) divided by
     the time scale, i.e. real seconds; the simulation's is its ``completion_time_h``
     (already real seconds when it was simulated on the scaled trace).
+
+    Args:
+        real_dir: an ``elasim run --out`` directory (or any run directory).
+        sim_dir: a simulation directory (:func:`simulate_run`, ``elasim simulate``).
+        time_scale: overrides the measured run's time scale.
+        window_s: how far apart in time two events may be and still match
+            (default: a fifth of the longer completion time, at least 5 s).
+        force: compare even when the two summaries describe different runs.
+
+    Raises:
+        RunMismatchError: (a ``ValueError``) the summaries state a different job,
+            trace, policy, time scale or trace window, unless ``force``.
     """
     real_dir, sim_dir = Path(real_dir), Path(sim_dir)
     real_summary = json.loads((real_dir / "summary.json").read_text())
     sim_summary = json.loads((sim_dir / "summary.json").read_text())
+    if not force:
+        check_same_run(real_summary, sim_summary, names=(str(real_dir), str(sim_dir)))
     real_events = pd.read_parquet(real_dir / "events.parquet")
     sim_events = pd.read_parquet(sim_dir / "events.parquet")
     scale = time_scale or float(real_summary.get("time_scale", 1.0) or 1.0)
@@ -419,6 +434,8 @@ def simulate_run(
         trace_name=f"{loaded.name} (x{scale:g})",
         policy_spec=policy,
     )
+    # the simulation ran on the compressed trace: say by how much, for compare_runs
+    sim = dataclasses.replace(sim, metadata=(*sim.metadata, ("time_scale", scale)))
     write_result(sim, out_dir)
     return Path(out_dir)
 
@@ -650,7 +667,7 @@ def _dirs(real_dirs: str | Path | Sequence[str | Path]) -> list[Path]:
 
 
 def compare_repeats(
-    real_dirs: str | Path | Sequence[str | Path], sim_dir: str | Path
+    real_dirs: str | Path | Sequence[str | Path], sim_dir: str | Path, *, force: bool = False
 ) -> pd.DataFrame:
     """Compare measured repeats of one run (same inputs) with its one simulation.
 
@@ -659,13 +676,15 @@ def compare_repeats(
     the *mean* of the repeats (``mean of runs``): what the simulator predicts is the
     expected completion time, not one run's.
 
+    ``force`` is passed to :func:`compare_runs` (compare runs of another job too).
+
     Returns:
         One row per run, then ``mean of runs``: measured and simulated completion (s),
         completion time error, median per-event pause error, events matched.
     """
     rows = []
     for i, real_dir in enumerate(_dirs(real_dirs), start=1):
-        result = compare_runs(real_dir, sim_dir)
+        result = compare_runs(real_dir, sim_dir, force=force)
         rows.append(
             {
                 "run": f"run {i}",
@@ -728,18 +747,25 @@ def compare_model_variants(
     return pd.DataFrame(rows).set_index("model")
 
 
-def run_to_run_errors(real_dirs: Sequence[str | Path]) -> pd.Series:
+def run_to_run_errors(real_dirs: Sequence[str | Path], *, force: bool = False) -> pd.Series:
     """How far measured repeats of one run are from each other: the noise floor.
 
     The same two errors as sim vs real, between every pair of repeats (the earlier
     one as the reference), then the median over pairs.  No model can be expected to
     come closer to one run than the runs come to each other.
+
+    Raises:
+        RunMismatchError: two of the runs are not repeats of one run (unless
+            ``force``).
     """
     import itertools
 
     completion, pause = [], []
     for a, b in itertools.combinations(_dirs(real_dirs), 2):
-        ca, cb = (_completion_s(json.loads((d / "summary.json").read_text())) for d in (a, b))
+        sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
+        if not force:
+            check_same_run(sa, sb, names=(str(a), str(b)))
+        ca, cb = _completion_s(sa), _completion_s(sb)
         if ca and cb:
             completion.append(abs(cb - ca) / ca)
         pairs = compare_frames(

@@ -104,3 +104,112 @@ def test_compare_command_on_two_directories(tmp_path):
     assert (tmp_path / "c" / "compare.png").stat().st_size > 0
     missing = runner.invoke(app, ["compare", str(tmp_path / "nope"), str(run)])
     assert missing.exit_code == 2 and "Traceback" not in missing.output
+
+
+# -- only runs of the same job are compared ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory):
+    """The bundled measured run and its simulation (the pair the notebook compares)."""
+    from elasim.compare import simulate_run
+    from elasim.examples import sim_vs_real_dir, sim_vs_real_runs
+    from elasim.profile import load_profile
+
+    real = sim_vs_real_runs()[0]
+    profile = load_profile(sim_vs_real_dir() / "profile.json")
+    return real, simulate_run(real, profile, tmp_path_factory.mktemp("sim"))
+
+
+def edited_copy(run, tmp_path, **inputs):
+    """A copy of a run directory whose summary states other inputs."""
+    import json
+    import shutil
+
+    out = tmp_path / f"edited-{run.name}"
+    shutil.copytree(run, out)
+    summary = json.loads((out / "summary.json").read_text())
+    summary["inputs"].update(inputs)
+    (out / "summary.json").write_text(json.dumps(summary))
+    return out
+
+
+def test_a_run_and_its_simulation_state_the_same_identity(bundled):
+    import json
+
+    from elasim.run_identity import RunIdentity, run_identity
+
+    real, sim = bundled
+    expected = RunIdentity("digits-mlp256x2", "spot_us_east", "greedy", 300.0, 119000.0)
+    for run in (real, sim):
+        identity = run_identity(json.loads((run / "summary.json").read_text()))
+        assert identity.job == expected.job and identity.trace == expected.trace
+        assert identity.policy == expected.policy and identity.time_scale == expected.time_scale
+        assert identity.trace_start_s == pytest.approx(expected.trace_start_s)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "field", "values"),
+    [
+        ({"job": "resnet50_v100 (profile)"}, "job", ("'digits-mlp256x2'", "'resnet50_v100'")),
+        ({"trace": "spot_eu_west (x300)"}, "trace", ("'spot_us_east'", "'spot_eu_west'")),
+        ({"policy": "fixed"}, "policy", ("'greedy'", "'fixed'")),
+        ({"time_scale": 600.0}, "time_scale", ("300", "600")),
+        # one simulated second later at x300 is five trace minutes later
+        ({"start_offset_s": 119000.0 / 300 + 1}, "trace_start_s", ("119000", "119300")),
+    ],
+)
+def test_compare_refuses_a_simulation_of_another_run(bundled, tmp_path, inputs, field, values):
+    from elasim.compare import RunMismatchError, compare_runs
+
+    real, sim = bundled
+    other = edited_copy(sim, tmp_path, **inputs)
+    with pytest.raises(RunMismatchError) as caught:
+        compare_runs(real, other)
+    message = str(caught.value)
+    assert "\n" not in message and isinstance(caught.value, ValueError)
+    assert f"{field} differs ({real}: {values[0]}, {other}: {values[1]})" in message
+    assert compare_runs(real, other, force=True).pairs  # the caller may insist
+
+
+def test_comparing_unrelated_directories_fails_in_one_line(bundled, tmp_path, caplog):
+    from typer.testing import CliRunner
+
+    from elasim.cli import app
+    from elasim.compare import RunMismatchError, compare_runs
+
+    real, _ = bundled
+    runner = CliRunner()
+    other = tmp_path / "resnet"  # the default job on the same trace: another job entirely
+    result = runner.invoke(app, ["simulate", "-t", "spot_us_east.csv", "--out", str(other)])
+    assert result.exit_code == 0, result.output
+    with pytest.raises(RunMismatchError, match="not the same run: job differs"):
+        compare_runs(real, other)
+    result = runner.invoke(app, ["compare", str(real), str(other), "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "job differs" in result.output and not (tmp_path / "c" / "compare.json").exists()
+    # forced, the comparison runs, and says loudly that nothing matched
+    with caplog.at_level("WARNING", logger="elasim.compare"):
+        forced = compare_runs(real, other, force=True)
+    assert forced.events_matched == 0
+    assert any("0 events matched" in r.getMessage() for r in caplog.records)
+
+
+def test_matching_warns_only_when_nothing_matched(caplog):
+    real = events([(1.0, "scale_up", 0, 2, 0.5)])
+    with caplog.at_level("WARNING", logger="elasim.compare"):
+        compare_frames(real, events([(1.1, "scale_up", 0, 2, 0.4)]), real_time_column="time_s")
+        assert not caplog.records
+        compare_frames(real, events([(1.1, "scale_up", 0, 3, 0.4)]), real_time_column="time_s")
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "0 events matched (1 measured, 1 simulated)" in caplog.records[0].getMessage()
+
+
+def test_run_to_run_errors_refuses_runs_that_are_not_repeats(bundled, tmp_path):
+    from elasim.compare import RunMismatchError, run_to_run_errors
+
+    real, _ = bundled
+    other = edited_copy(real, tmp_path, trace_start_s=26000.0)
+    with pytest.raises(RunMismatchError, match="trace_start_s differs"):
+        run_to_run_errors([real, other])
+    assert run_to_run_errors([real, other], force=True)["pairs of runs"] == 1
