@@ -172,7 +172,7 @@ _SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
     ("idle_h", "idle, no nodes (h)"),
     ("convergence_cost_h", "convergence cost (h)"),
     ("deadline_met", "deadline met"),
-    ("events_processed", "SimPy events"),
+    ("loop_turns", "job-loop turns"),
     ("wall_time_s", "wall time (s)"),
 )
 

@@ -28,7 +28,7 @@ REQUIRED_KEYS = {
     "checkpoint_overhead_h",
     "convergence_cost_h",
     "deadline_met",
-    "events_processed",
+    "loop_turns",
     "wall_time_s",
 }
 

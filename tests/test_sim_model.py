@@ -110,7 +110,9 @@ def test_on_demand_nodes_are_charged_at_the_on_demand_price(tiny_job):
 
 
 def test_trace_repeats_when_the_job_outlasts_it(tiny_job):
-    # 1 node for the first hour of every 2-hour cycle: 10 node-hours need 10 cycles.
+    # 1 node for the first hour of every 2-hour cycle.  Warned an hour ahead, the node
+    # leaves gracefully LEAVE_STEPS steps (2 x 1 s) before each drop, so a cycle trains
+    # 3,598 samples: 10 cycles leave 20 samples for an 11th, done 20 s into it.
     # Checkpoints are free here (size 0), so every resume restores at no cost.
     spec = dataclasses.replace(
         tiny_job, checkpoint=dataclasses.replace(tiny_job.checkpoint, size_bytes=0.0)
@@ -119,8 +121,9 @@ def test_trace_repeats_when_the_job_outlasts_it(tiny_job):
     config = SimConfig(checkpoint_interval_s=math.inf, notice_s=3600.0)
     result = simulate(trace, ScriptedPolicy(greedy_fn), spec, config)
     assert result.completed
-    assert result.completion_time_h == pytest.approx(19.0)
-    assert result.preemptions == 9
+    assert result.completion_time_h == pytest.approx((20 * H + 20.0) / H)
+    assert result.preemptions == 10
+    assert result.lost_work_h == 0.0
 
 
 def test_boot_delay_is_paid_and_counted_as_rescale_overhead(tiny_job):

@@ -1,8 +1,8 @@
 """The SimPy simulator: one elastic job, one trace, one policy.
 
 ``simulate(trace, policy, job, config) -> SimResult`` is the whole public surface;
-``write_result`` turns the result into files.  See :mod:`elasim.sim.driver` for the
-model and its assumptions.
+``write_result`` turns the result into files.  The job's life is the shared job model
+(:mod:`elasim.jobmodel`); :mod:`elasim.sim.driver` only supplies SimPy's clock.
 """
 
 from __future__ import annotations

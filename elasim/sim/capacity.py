@@ -1,21 +1,16 @@
-"""Where the elastic job's capacity comes from: a replayed spot trace or a shared cluster.
+"""A shared GPU cluster as a capacity source (simulator only).
 
-Both sources cap what they report at the job's ``max_nodes``: capacity the job can
-never use is not a change the job (or its policy) needs to hear about, and skipping
-those changes is what keeps the full Philly trace fast.
-
-A capacity source is a SimPy process that calls ``sink.on_capacity(available, price)``
-whenever the nodes obtainable by the elastic job (or their price) change, and
-``sink.on_notice(drop_time_s, available_after)`` ahead of a drop when the provider
-gives notice.  The job never looks at the trace itself; that keeps the job model the
-same for spot markets and shared clusters.
+Spot traces are replayed by the job model itself
+(:class:`elasim.jobmodel.CapacityReplay`, shared with the executor).  A shared
+cluster is different: its leftover capacity comes out of a simulation of the other
+tenants, so it is a SimPy process that pushes every change of the nodes obtainable by
+the elastic job into the job loop (``sink.on_capacity(available, price)``).  It caps
+what it reports at the job's ``max_nodes``: capacity the job can never use is not a
+change the job (or its policy) needs to hear about, and skipping those changes is what
+keeps the full Philly trace fast.
 
 Assumptions (also in the README):
 
-* **Spot traces** are step functions: from a row's ``time_s`` on, ``available`` nodes
-  can be held at ``price_per_hour``.  When the job outlasts the trace, the trace
-  repeats from its start.  A notice for a drop is delivered ``notice_s`` before it
-  (the trace is known in advance, the policy only sees the notice).
 * **Shared clusters**: background jobs from a job trace are scheduled FIFO with
   head-of-line blocking on ``cluster_gpus`` GPUs.  The elastic job is the lowest
   priority tenant: it may hold whatever the background jobs leave free and loses it,
@@ -26,7 +21,6 @@ Assumptions (also in the README):
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
 from collections.abc import Iterator
@@ -35,102 +29,16 @@ from typing import Protocol
 import numpy as np
 import simpy
 
-from elasim.traces.model import CapacityTrace, JobTrace
+from elasim.traces.model import JobTrace
 
-__all__ = ["CapacitySink", "ClusterSource", "SpotTraceSource"]
+__all__ = ["CapacitySink", "ClusterSource"]
 
 
 class CapacitySink(Protocol):
-    """What a capacity source talks to (the simulated job)."""
+    """What a capacity source talks to (the simulator's shell around the job loop)."""
 
     def on_capacity(self, available: int, price_per_hour: float) -> None:
         """Obtainable nodes or their price changed."""
-
-    def on_notice(self, drop_time_s: float, available_after: int) -> None:
-        """Capacity will drop to ``available_after`` at ``drop_time_s``."""
-
-
-class SpotTraceSource:
-    """Replays a capacity trace, from ``start_offset_s``, repeating it forever."""
-
-    def __init__(
-        self,
-        trace: CapacityTrace,
-        *,
-        start_offset_s: float = 0.0,
-        notice_s: float = 0.0,
-        default_price_per_hour: float = 0.0,
-        cap_nodes: int | None = None,
-    ) -> None:
-        self.trace = trace
-        self.period_s = float(trace.duration_s)
-        self.start_offset_s = float(start_offset_s) % self.period_s
-        self.notice_s = float(notice_s)
-        self._times = [float(t) for t in trace.time_s]
-        cap = cap_nodes if cap_nodes is not None else int(np.max(trace.available, initial=0))
-        self._available = [min(int(a), cap) for a in trace.available]
-        if trace.price_per_hour is None:
-            self._prices = [float(default_price_per_hour)] * len(self._times)
-        else:
-            self._prices = [float(p) for p in trace.price_per_hour]
-
-        available = np.asarray(self._available)
-        drops = int(np.count_nonzero(np.diff(available) < 0))
-        if available[-1] > available[0]:  # the wrap-around is a drop too
-            drops += 1
-        #: Mean time between capacity drops in the trace (a prior for Young/Daly).
-        self.prior_mtbf_s = self.period_s / drops if drops else math.inf
-
-    def initial(self) -> tuple[int, float]:
-        """Capacity and price at the job's start."""
-        index = int(np.searchsorted(self._times, self.start_offset_s, side="right")) - 1
-        return self._available[index], self._prices[index]
-
-    def _changes(self) -> Iterator[tuple[float, int, float]]:
-        """Rows after the start, as (sim time, available, price), across repetitions."""
-        times, offset = self._times, self.start_offset_s
-        first = int(np.searchsorted(times, offset, side="right"))
-        cycle = 0
-        while True:
-            base = cycle * self.period_s - offset
-            for i in range(first if cycle == 0 else 0, len(times)):
-                yield base + times[i], self._available[i], self._prices[i]
-            cycle += 1
-
-    def _schedule(self) -> Iterator[tuple[float, int, int, float]]:
-        """Capacity rows merged with notices: (time, order, available, price).
-
-        ``order`` is 0 for a notice and 1 for a row so a notice at the same instant as
-        its drop (``notice_s`` = 0 is never scheduled) is seen first.
-        """
-        previous = self.initial()[0]
-        rows = ((t, 1, a, p) for t, a, p in self._changes())
-        if self.notice_s <= 0 or math.isinf(self.prior_mtbf_s):
-            # no notice, or a trace that never drops (nothing to give notice of)
-            yield from rows
-            return
-
-        def notices() -> Iterator[tuple[float, int, int, float]]:
-            last = previous
-            for t, a, _p in self._changes():
-                if a < last:
-                    yield max(t - self.notice_s, 0.0), 0, a, t
-                last = a
-
-        yield from heapq.merge(rows, notices())
-
-    def process(self, env: simpy.Environment, sink: CapacitySink) -> Iterator[simpy.Event]:
-        """The SimPy process: sleep to the next change, tell the sink, repeat."""
-        last = self.initial()
-        for time_s, order, available, value in self._schedule():
-            delay = time_s - env.now
-            if delay > 0:
-                yield env.timeout(delay)
-            if order == 0:
-                sink.on_notice(value, available)
-            elif (available, value) != last:
-                last = (available, value)
-                sink.on_capacity(available, value)
 
 
 class ClusterSource:

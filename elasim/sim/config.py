@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from elasim.jobmodel import RescaleMode, RunSummary, young_daly_interval_s
 from elasim.policies import DecisionRecord, EventRecord
 
 __all__ = ["RescaleMode", "SimConfig", "SimResult", "Timeline", "young_daly_interval_s"]
-
-
-class RescaleMode(str, enum.Enum):
-    """How membership changes are implemented (fixed for a run, no transitions).
-
-    * ``inplace``: survivors keep their processes and in-memory state and re-form the
-      group; newcomers get the state by broadcast.  A failure without notice loses
-      only the step in flight (Horovod Elastic, Bamboo, Oobleck style).
-    * ``restart``: every change stops all workers, which restart from the last
-      checkpoint (torchrun / TorchElastic semantics).  A planned change writes a
-      checkpoint first, so it loses no work; a failure without notice rolls back.
-    """
-
-    INPLACE = "inplace"
-    RESTART = "restart"
 
 
 @dataclass(frozen=True)
@@ -90,21 +75,6 @@ class SimConfig:
             object.__setattr__(self, "rescale", RescaleMode(self.rescale))
 
 
-def young_daly_interval_s(checkpoint_cost_s: float, mtbf_s: float) -> float:
-    """Daly's (2006) higher-order refinement of Young's optimal checkpoint interval.
-
-    ``sqrt(2 C M) * (1 + sqrt(C / 2M) / 3 + C / 18M) - C`` for ``C < 2M``, else ``M``.
-    A zero-cost checkpoint would be taken continuously; we floor the interval at 1 s.
-    """
-    cost, mtbf = checkpoint_cost_s, mtbf_s
-    if cost <= 0:
-        return 1.0
-    if cost >= 2 * mtbf:
-        return max(mtbf, 1.0)
-    root = math.sqrt(2 * cost * mtbf)
-    return max(root * (1 + math.sqrt(cost / (2 * mtbf)) / 3 + cost / (18 * mtbf)) - cost, 1.0)
-
-
 @dataclass(frozen=True)
 class Timeline:
     """Column arrays of the job's state over time, one row per change."""
@@ -117,6 +87,20 @@ class Timeline:
     price_per_hour: tuple[float, ...] = ()
     progress: tuple[float, ...] = ()
     state: tuple[str, ...] = ()
+
+    @classmethod
+    def from_rows(cls, rows: Any) -> Timeline:
+        """Columns from the job loop's :class:`~elasim.jobmodel.TimelineRow` values."""
+        return cls(
+            time_s=tuple(r.time_s for r in rows),
+            spot_available=tuple(r.spot_available for r in rows),
+            spot_held=tuple(r.spot_held for r in rows),
+            on_demand_held=tuple(r.on_demand_held for r in rows),
+            group_nodes=tuple(r.group_nodes for r in rows),
+            price_per_hour=tuple(r.price_per_hour for r in rows),
+            progress=tuple(r.progress for r in rows),
+            state=tuple(r.state for r in rows),
+        )
 
     def as_columns(self) -> dict[str, tuple[Any, ...]]:
         """``{column: values}`` for a DataFrame."""
@@ -136,98 +120,29 @@ class Timeline:
 
 
 @dataclass(frozen=True)
-class SimResult:
-    """What one simulation found.  Hour figures are wall-clock hours of the job.
+class SimResult(RunSummary):
+    """What one simulation found: the shared summary fields plus the run's records.
+
+    The summary fields are :class:`~elasim.jobmodel.RunSummary`'s (hour figures are
+    wall-clock hours of the job, ``loop_turns`` the job loop's turns).
 
     Attributes:
-        completed: whether the job reached its target within ``max_sim_time_s``.
-        completion_time_h: time to reach the target (``None`` if not completed).
-        cost_usd: spot plus on-demand spend.
-        spot_cost_usd: spot spend.
-        on_demand_cost_usd: on-demand spend.
-        spot_node_hours: spot node-hours paid for (booting nodes included).
-        on_demand_node_hours: on-demand node-hours paid for.
-        mean_nodes: time-averaged nodes held.
-        rescales: group re-formations after the first start.
-        preemptions: capacity drops that took at least one of the job's nodes.
-        checkpoints: checkpoints written.
-        lost_work_h: job hours whose work was thrown away.
-        rescale_overhead_h: time spent forming groups (including waiting for boots).
-        checkpoint_overhead_h: time spent writing checkpoints.
-        idle_h: time holding no running group and not acquiring one.
-        running_h: time training (including work later lost); ``running_h +
-            rescale_overhead_h + checkpoint_overhead_h + idle_h == sim_time_h``.
-        convergence_cost_h: running time whose samples the gradient-noise-scale model
-            discounts (extra time caused by large global batches).
-        convergence_cost_samples: the matching extra raw samples.
-        raw_samples: samples processed (including later-lost ones).
-        deadline_met: ``None`` without a deadline.
-        events_processed: SimPy events processed.
-        sim_time_h: simulated time at the end.
         events: every preemption, rescale and checkpoint.
         decisions: the decision log (for parity tests).
         timeline: state over time.
         metadata: inputs (trace, policy, job, config) for the summary.
     """
 
-    completed: bool
-    completion_time_h: float | None
-    cost_usd: float
-    spot_cost_usd: float
-    on_demand_cost_usd: float
-    spot_node_hours: float
-    on_demand_node_hours: float
-    mean_nodes: float
-    rescales: int
-    preemptions: int
-    checkpoints: int
-    lost_work_h: float
-    rescale_overhead_h: float
-    checkpoint_overhead_h: float
-    idle_h: float
-    running_h: float
-    convergence_cost_h: float
-    convergence_cost_samples: float
-    raw_samples: float
-    deadline_met: bool | None
-    events_processed: int
-    sim_time_h: float
     events: tuple[EventRecord, ...] = field(repr=False, default=())
     decisions: tuple[DecisionRecord, ...] = field(repr=False, default=())
-    timeline: Timeline = field(repr=False, default_factory=Timeline)
+    timeline: Timeline = field(repr=False, default_factory=lambda: Timeline())
     metadata: tuple[tuple[str, Any], ...] = ()
 
     #: Keys of :meth:`summary`, in order; they are also the ``--json`` keys.
-    SUMMARY_KEYS = (
-        "completed",
-        "completion_time_h",
-        "cost_usd",
-        "spot_cost_usd",
-        "on_demand_cost_usd",
-        "spot_node_hours",
-        "on_demand_node_hours",
-        "mean_nodes",
-        "rescales",
-        "preemptions",
-        "checkpoints",
-        "lost_work_h",
-        "rescale_overhead_h",
-        "checkpoint_overhead_h",
-        "idle_h",
-        "running_h",
-        "convergence_cost_h",
-        "convergence_cost_samples",
-        "raw_samples",
-        "deadline_met",
-        "events_processed",
-        "sim_time_h",
-    )
+    SUMMARY_KEYS = RunSummary.keys()
 
     def summary(self) -> dict[str, Any]:
         """The deterministic summary (``summary.json``): same inputs, same bytes."""
-        out: dict[str, Any] = {key: getattr(self, key) for key in self.SUMMARY_KEYS}
-        for key, value in out.items():
-            if isinstance(value, float):
-                out[key] = round(value, 9)
+        out = self.summary_fields()
         out["inputs"] = dict(self.metadata)
         return out

@@ -1,0 +1,68 @@
+"""One job model, two clocks: the life of one elastic job, standard library only.
+
+The simulator (:mod:`elasim.sim`, SimPy's clock, the fluid model) and the executor
+(:mod:`elasim.executor`, real time scaled by ``--time-scale``, real workers) are thin
+shells around the same :class:`JobLoop`.  Nothing here imports SimPy, torch, NumPy or
+pandas (``tests/test_layering.py`` checks it), so both shells, and the parity test
+between them, run it unchanged.
+
+* :mod:`.options`: :class:`RescaleMode`, :class:`JobRules`, ``auto|off|SECONDS``.
+* :mod:`.replay`: :class:`CapacityReplay`, the trace with its notices.
+* :mod:`.rules`: the checkpoint schedule (Young/Daly ``auto``) and the leave rule.
+* :mod:`.accounting`: cost, node-time and time books; the enforced ``JobState``.
+* :mod:`.actuator`: what the loop drives (:class:`Actuator`).
+* :mod:`.fluid`: the simulator's actuator, the fluid progress model.
+* :mod:`.loop`: :class:`JobLoop`, observe -> decide -> apply.
+* :mod:`.summary`: :class:`RunSummary`, the one summary schema.
+"""
+
+from __future__ import annotations
+
+from .accounting import Accounting, Activity, JobStateMachine
+from .actuator import Actuator
+from .fluid import FluidJob, pause_for
+from .loop import JobLoop, PolicyError, TimelineRow
+from .options import (
+    CHECKPOINT_AUTO,
+    CHECKPOINT_OFF,
+    JobRules,
+    RescaleMode,
+    describe_checkpoint_interval,
+    parse_checkpoint_interval,
+)
+from .replay import CapacityReplay, ReplayItem
+from .rules import (
+    LEAVE_STEPS,
+    MIN_AUTO_INTERVAL_S,
+    CheckpointSchedule,
+    leave_lead_s,
+    young_daly_interval_s,
+)
+from .summary import RunSummary, summarize
+
+__all__ = [
+    "CHECKPOINT_AUTO",
+    "CHECKPOINT_OFF",
+    "LEAVE_STEPS",
+    "MIN_AUTO_INTERVAL_S",
+    "Accounting",
+    "Activity",
+    "Actuator",
+    "CapacityReplay",
+    "CheckpointSchedule",
+    "FluidJob",
+    "JobLoop",
+    "JobRules",
+    "JobStateMachine",
+    "PolicyError",
+    "ReplayItem",
+    "RescaleMode",
+    "RunSummary",
+    "TimelineRow",
+    "describe_checkpoint_interval",
+    "leave_lead_s",
+    "parse_checkpoint_interval",
+    "pause_for",
+    "summarize",
+    "young_daly_interval_s",
+]

@@ -1,0 +1,132 @@
+"""The job's books: money, node-time, where the time went, and the enforced life cycle.
+
+:class:`Accounting` is filled by the job loop (cost and node-time, counted from the
+nodes *paid for*, booting ones included) and by the actuator (which activity the
+time was spent on: only the actuator knows whether its group was training or paused).
+:class:`JobStateMachine` enforces :class:`~elasim.policies.JobState`'s legal
+transitions on both sides.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from elasim.policies import EventKind, EventRecord, JobState
+
+__all__ = ["Accounting", "Activity", "JobStateMachine", "RESCALE_KINDS"]
+
+#: Events that re-form the group (the first start included; ``rescales`` excludes it).
+RESCALE_KINDS = frozenset({EventKind.SCALE_UP, EventKind.SCALE_DOWN, EventKind.RESUME})
+
+
+class Activity(str, enum.Enum):
+    """What the job spent a stretch of time on (the four add up to the run's length).
+
+    * ``running``: training, including work later lost.
+    * ``rescale``: forming groups, including waiting for nodes that are booting.
+    * ``checkpoint``: writing checkpoints.
+    * ``idle``: holding no running group and acquiring none.
+    """
+
+    RUNNING = "running"
+    RESCALE = "rescale"
+    CHECKPOINT = "checkpoint"
+    IDLE = "idle"
+
+
+@dataclass
+class Accounting:
+    """Running totals of one job (trace seconds, USD).  Mutable: the loop's ledger."""
+
+    spot_cost_usd: float = 0.0
+    on_demand_cost_usd: float = 0.0
+    spot_node_s: float = 0.0
+    on_demand_node_s: float = 0.0
+    running_s: float = 0.0
+    rescale_s: float = 0.0
+    checkpoint_s: float = 0.0
+    idle_s: float = 0.0
+    convergence_s: float = 0.0
+    convergence_samples: float = 0.0
+    raw_samples: float = 0.0
+    lost_s: float = 0.0
+    rescale_events: int = 0
+    preemptions: int = 0
+    checkpoints: int = 0
+
+    def bill(
+        self, dt_s: float, spot: int, on_demand: int, price: float, on_demand_price: float
+    ) -> None:
+        """Pay for ``spot`` + ``on_demand`` nodes over ``dt_s`` seconds."""
+        self.spot_cost_usd += spot * price * dt_s / 3600.0
+        if on_demand:
+            self.on_demand_cost_usd += on_demand * on_demand_price * dt_s / 3600.0
+        self.spot_node_s += spot * dt_s
+        self.on_demand_node_s += on_demand * dt_s
+
+    def spend(self, activity: Activity, seconds: float) -> None:
+        """Book ``seconds`` of the run on ``activity``."""
+        if activity is Activity.RUNNING:
+            self.running_s += seconds
+        elif activity is Activity.RESCALE:
+            self.rescale_s += seconds
+        elif activity is Activity.CHECKPOINT:
+            self.checkpoint_s += seconds
+        else:
+            self.idle_s += seconds
+
+    def move(self, seconds: float, source: Activity, target: Activity) -> None:
+        """Re-book time measured after the fact (a real pause reported as an event)."""
+        available = {
+            Activity.RUNNING: self.running_s,
+            Activity.RESCALE: self.rescale_s,
+            Activity.CHECKPOINT: self.checkpoint_s,
+            Activity.IDLE: self.idle_s,
+        }[source]
+        amount = min(max(seconds, 0.0), available)
+        self.spend(source, -amount)
+        self.spend(target, amount)
+
+    def count(self, event: EventRecord) -> None:
+        """Tally an event: the counts in the summary are counts of event rows."""
+        kind = event.kind
+        if kind in RESCALE_KINDS:
+            self.rescale_events += 1
+        elif kind is EventKind.PREEMPT:
+            self.preemptions += 1
+        elif kind is EventKind.CHECKPOINT:
+            self.checkpoints += 1
+        self.lost_s += event.lost_work_h * 3600.0
+
+    @property
+    def rescales(self) -> int:
+        """Group re-formations after the first start."""
+        return max(self.rescale_events - 1, 0)
+
+    @property
+    def elapsed_s(self) -> float:
+        """Running + rescale + checkpoint + idle."""
+        return self.running_s + self.rescale_s + self.checkpoint_s + self.idle_s
+
+
+class JobStateMachine:
+    """The job's :class:`JobState`, changed only along the legal transitions."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: JobState = JobState.WAITING) -> None:
+        self.state = state
+
+    def to(self, new: JobState) -> bool:
+        """Move to ``new`` (a no-op if already there); True if the state changed.
+
+        Raises:
+            RuntimeError: an illegal transition, which is a bug in the actuator.
+        """
+        if new is self.state:
+            return False
+        if not self.state.can_become(new):
+            raise RuntimeError(f"illegal job transition {self.state.value} -> {new.value}")
+        self.state = new
+        return True

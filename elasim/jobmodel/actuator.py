@@ -1,0 +1,98 @@
+"""What the job loop drives: the fluid model in the simulator, real workers in the executor.
+
+An actuator turns "hold ``s`` spot and ``d`` on-demand nodes" into membership
+changes, and reports back what happened as :class:`~elasim.policies.EventRecord`
+values in trace seconds.  It owns only what differs between the two environments:
+how long a change takes and what it costs (modelled or measured), and how fast the
+job trains.  Everything else about the job's life is in :mod:`.loop`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from elasim.policies import EventRecord, JobState
+
+from .accounting import Accounting
+
+__all__ = ["Actuator"]
+
+
+class Actuator(Protocol):
+    """The environment side of one elastic job (times in trace seconds)."""
+
+    @property
+    def state(self) -> JobState:
+        """The job's state now."""
+
+    def advance(self, now_s: float, books: Accounting) -> None:
+        """Integrate training and book the time since the last call on its activity."""
+
+    def finished(self, now_s: float) -> bool:
+        """Whether the job reached its target (and is now DONE)."""
+
+    def paid(self) -> tuple[int, int]:
+        """``(spot, on_demand)`` nodes paid for: members plus nodes still starting."""
+
+    def members(self) -> tuple[int, int]:
+        """``(spot, on_demand)`` nodes in the training group."""
+
+    def apply(self, spot: int, on_demand: int, now_s: float, fresh: bool) -> list[EventRecord]:
+        """Move towards holding ``spot`` + ``on_demand`` nodes.
+
+        ``fresh`` says that a decision or a capacity change happened since the last
+        call (a real restart-mode group retries a failed restart only then).
+        """
+
+    def preempt(self, victims: int, graceful: bool, now_s: float) -> list[EventRecord]:
+        """Take ``victims`` spot nodes (starting ones first): gracefully, or killed."""
+
+    def checkpoint(self, now_s: float) -> list[EventRecord]:
+        """Write a periodic checkpoint now."""
+
+    def settle(self, now_s: float) -> list[EventRecord]:
+        """What ends on its own at ``now_s`` (pauses, checkpoint writes)."""
+
+    def admit(self, now_s: float) -> list[EventRecord]:
+        """Nodes that finished starting join the group."""
+
+    def poll(self, now_s: float) -> list[EventRecord]:
+        """What happened without being asked (a real worker that crashed)."""
+
+    def next_due_s(self, now_s: float) -> float:
+        """When :meth:`settle`/:meth:`admit` next have work (``inf``: not before a poll)."""
+
+    @property
+    def training(self) -> bool:
+        """Whether the group is training now (the checkpoint timer runs)."""
+
+    def progress(self) -> float:
+        """Effective samples done / target, in [0, 1]."""
+
+    def remaining_samples(self) -> float:
+        """Effective samples still to do."""
+
+    def throughput_table(self) -> tuple[float, ...]:
+        """Samples per trace second by node count (estimated or measured)."""
+
+    def efficiency_table(self) -> tuple[float, ...]:
+        """Effective samples per raw sample by node count."""
+
+    def rescale_cost_s(self) -> float:
+        """Pause of one planned membership change (estimated or measured)."""
+
+    def resume_cost_s(self) -> float | None:
+        """Pause of a start from no nodes (None: same as :meth:`rescale_cost_s`)."""
+
+    def step_s(self) -> float:
+        """One training step now (trace seconds), for the graceful-leave rule."""
+
+    def checkpoint_write_s(self) -> float:
+        """One checkpoint write (trace seconds), for the leave rule and Young/Daly."""
+
+    @property
+    def leave_margin_s(self) -> float:
+        """Control latency added to the graceful-leave lead (trace seconds)."""
+
+    def step_count(self) -> int:
+        """Training steps committed so far (0 where steps are not simulated)."""

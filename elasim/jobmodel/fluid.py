@@ -1,0 +1,684 @@
+"""The fluid model of one elastic job: the simulator's actuator (standard library only).
+
+It is an :class:`~elasim.jobmodel.actuator.Actuator`, like the executor's real worker
+group, so the same :class:`~elasim.jobmodel.loop.JobLoop` drives both.  Because it
+needs no SimPy, the executor's controller can drive it too, on a fake clock: that is
+how the parity test shows that the two shells run the same job model.
+
+Model assumptions (also in the README):
+
+* Training progress is a fluid: on ``n`` nodes the job makes ``goodput(n) =
+  throughput(n) * efficiency(n)`` effective samples per second (see
+  :mod:`elasim.job`).  Steps are not simulated one by one; the loop wakes only when
+  something changes, which keeps an 11-day trace well under a second.
+* New nodes boot for ``boot_s`` while the current group keeps training and are paid
+  for from the request on; they join with a group re-formation.  Released and
+  preempted nodes stop being paid for at once.
+* A re-formation pauses training for ``detect + acquire + rendezvous + state +
+  warmup`` (:class:`elasim.policies.PauseComponents`); see :func:`pause_for`.
+* Preemption without (enough) notice: in-place survivors lose the step in flight;
+  restart mode, or losing every node, rolls back to the last checkpoint.  A graceful
+  leave (the loop's :func:`~elasim.jobmodel.rules.leave_lead_s` rule) loses nothing;
+  when nobody survives it writes a final checkpoint first.
+* Periodic checkpoints (the loop's schedule) pause training for the checkpoint cost;
+  a preemption during a write voids it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from elasim.policies import EventKind, EventRecord, JobState, PauseComponents
+
+from .accounting import Accounting, Activity, JobStateMachine
+from .options import JobRules, RescaleMode
+
+__all__ = ["FluidJob", "pause_for"]
+
+_EPS = 1e-9
+
+
+def pause_for(
+    job: Any,
+    mode: RescaleMode,
+    *,
+    nodes_after: int,
+    nodes_before: int | None = None,
+    survivors: int,
+    newcomers: int,
+    failure: bool,
+    has_checkpoint: bool,
+    waited_boot: bool,
+    checkpoint_write_s: float = 0.0,
+    acquire_s: float | None = None,
+) -> PauseComponents:
+    """Pause components of one group re-formation (shared with calibration).
+
+    Args:
+        job: the :class:`elasim.job.JobSpec` with the ``[rescale]`` and ``[checkpoint]``
+            figures.
+        mode: in-place or restart.
+        nodes_after: group size after the change.
+        nodes_before: group size before; with a measured pause table (a profile), the
+            measured components of this exact transition are used when present.
+        survivors: members that keep their process and state (in-place only).
+        newcomers: members that join.
+        failure: the change follows a failure nobody was warned of (adds detection).
+        has_checkpoint: a checkpoint exists to restore from.
+        waited_boot: nobody was training while the nodes booted (adds ``acquire_s``).
+        checkpoint_write_s: a checkpoint written as part of this change (restart mode,
+            planned change); reported inside ``state_s``.
+        acquire_s: the acquisition actually waited for (a cold start can take longer
+            than ``boot_s``); None means ``boot_s``.
+    """
+    waited_s = job.rescale.boot_s if acquire_s is None else acquire_s
+    if job.pause_table and nodes_before is not None:
+        measured = job.measured_pause(mode.value, nodes_before, nodes_after, failure)
+        if measured is not None:
+            if waited_boot and waited_s > measured.acquire_s:
+                return dataclasses.replace(measured, acquire_s=waited_s)
+            return measured
+    spec = job.rescale
+    detect = spec.detect_s if failure else 0.0
+    acquire = waited_s if waited_boot else 0.0
+    rendezvous = spec.rendezvous_s(nodes_after)
+    if mode is RescaleMode.INPLACE and survivors > 0:
+        state = job.checkpoint.size_bytes / spec.state_bandwidth_bytes_per_s if newcomers else 0.0
+    else:
+        state = job.checkpoint.read_s if has_checkpoint else 0.0
+        state += checkpoint_write_s
+    return PauseComponents(
+        detect_s=detect,
+        acquire_s=acquire,
+        rendezvous_s=rendezvous,
+        state_s=state,
+        warmup_s=spec.warmup_s,
+    )
+
+
+class FluidJob:
+    """The modelled job: holdings, booting nodes, pauses and fluid progress.
+
+    Attributes:
+        books: the job's ledger (the loop bills into it; this books time and samples).
+    """
+
+    leave_margin_s = 0.0
+
+    def __init__(self, job: Any, rules: JobRules, *, checkpoint_cost_s: float | None = None):
+        self.job = job
+        self.mode = rules.rescale
+        self.min_nodes = rules.min_nodes
+        self.max_nodes = rules.max_nodes
+        self.target_samples = float(job.target_samples)
+        self._thr = job.throughput_table(self.max_nodes)
+        self._eff = job.efficiency_table(self.max_nodes)
+        self._good = tuple(t * e for t, e in zip(self._thr, self._eff, strict=True))
+        self._step_s = (0.0,) + tuple(job.step_time_s(n) for n in range(1, self.max_nodes + 1))
+        cost = checkpoint_cost_s
+        self.ckpt_cost_s = job.checkpoint.write_s if cost is None else cost
+        self.books = Accounting()
+        self._sm = JobStateMachine()
+        self.now = 0.0
+        self._last_s = 0.0
+        # holdings: nodes paid for; group: nodes training; booting: [ready, spot, od, asked]
+        self.spot_held = 0
+        self.od_held = 0
+        self.group_spot = 0
+        self.group_od = 0
+        self.booting: list[list[float]] = []
+        self._cold_until: list[float] = []  # ready times of killed slots (cold start)
+        self._starting: list[float] = []  # ends of cold starts sharing the host's cores
+        self._shared_host = job.rescale.shared_host_cores > 0
+        self.pause_end_s = math.inf
+        self.pause_ckpt_until_s = -math.inf  # part of a pause that is a checkpoint write
+        self.started = False
+        self.running_since_s = 0.0
+        self.progress_samples = 0.0
+        self.ckpt_progress = 0.0
+        self.has_checkpoint = False
+        self.ckpt_pending_progress = 0.0
+        # running time whose work is not durable yet: what a rollback loses, exactly
+        self.unsaved_run_s = 0.0
+        self._ckpt_pending_run_s = 0.0
+        self._next_due_s = -math.inf  # when settle/admit next have work (-inf: now)
+        self._out: list[EventRecord] = []
+        self._rescale_estimate_s = self._planned_rescale_estimate()
+        self._resume_estimate_s = pause_for(
+            job,
+            self.mode,
+            nodes_after=self.max_nodes,
+            survivors=0,
+            newcomers=self.max_nodes,
+            failure=False,
+            has_checkpoint=True,
+            waited_boot=True,
+        ).pause_s
+
+    # -- what the loop reads ------------------------------------------------------------
+
+    @property
+    def state(self) -> JobState:
+        """The job's state now."""
+        return self._sm.state
+
+    @property
+    def group(self) -> int:
+        """Nodes in the training group."""
+        return self.group_spot + self.group_od
+
+    @property
+    def training(self) -> bool:
+        """Whether the group trains now."""
+        return self._sm.state is JobState.RUNNING
+
+    def paid(self) -> tuple[int, int]:
+        """Nodes paid for, booting ones included."""
+        return self.spot_held, self.od_held
+
+    def members(self) -> tuple[int, int]:
+        """Nodes in the group."""
+        return self.group_spot, self.group_od
+
+    def progress(self) -> float:
+        """Fraction of the target done."""
+        return min(self.progress_samples / self.target_samples, 1.0)
+
+    def remaining_samples(self) -> float:
+        """Effective samples to go."""
+        return max(self.target_samples - self.progress_samples, 0.0)
+
+    def throughput_table(self) -> tuple[float, ...]:
+        """The job spec's throughput by node count."""
+        return self._thr
+
+    def efficiency_table(self) -> tuple[float, ...]:
+        """The job spec's statistical efficiency by node count."""
+        return self._eff
+
+    def rescale_cost_s(self) -> float:
+        """Pause of a representative planned scale-up (estimate)."""
+        return self._rescale_estimate_s
+
+    def resume_cost_s(self) -> float | None:
+        """Pause of a start from no nodes (estimate)."""
+        return self._resume_estimate_s
+
+    def step_s(self) -> float:
+        """Step time of the current group (of one node when there is none)."""
+        return self._step_s[max(self.group, 1)]
+
+    def checkpoint_write_s(self) -> float:
+        """The checkpoint cost."""
+        return self.ckpt_cost_s
+
+    def step_count(self) -> int:
+        """Steps are not simulated."""
+        return 0
+
+    def _planned_rescale_estimate(self) -> float:
+        n = self.max_nodes
+        write = self.ckpt_cost_s if self.mode is RescaleMode.RESTART else 0.0
+        return pause_for(
+            self.job,
+            self.mode,
+            nodes_after=n,
+            survivors=max(n - 1, 1),
+            newcomers=1,
+            failure=False,
+            has_checkpoint=True,
+            waited_boot=False,
+            checkpoint_write_s=write,
+        ).pause_s
+
+    # -- time -----------------------------------------------------------------------------
+
+    def advance(self, now_s: float, books: Accounting) -> None:
+        """Integrate progress and book the time since the last call."""
+        self.now = now_s
+        dt = now_s - self._last_s
+        if dt <= 0:
+            return
+        self._last_s = now_s
+        state = self._sm.state
+        rate = 1.0
+        if self._shared_host and self._starting:
+            # the loop wakes at every cold start's end, so the count is constant over dt
+            rate = self._training_rate(now_s - dt)
+            self._starting = [t for t in self._starting if t > now_s + _EPS]
+        if state is JobState.RUNNING:
+            n = self.group
+            self.progress_samples += self._good[n] * rate * dt
+            books.raw_samples += self._thr[n] * rate * dt
+            self.unsaved_run_s += dt
+            books.running_s += dt
+            waste = 1.0 - self._eff[n]
+            if waste > 0:
+                books.convergence_s += waste * dt
+                books.convergence_samples += self._thr[n] * rate * waste * dt
+        elif state is JobState.RESCALING:
+            ckpt_part = min(max(self.pause_ckpt_until_s - (now_s - dt), 0.0), dt)
+            books.checkpoint_s += ckpt_part
+            books.rescale_s += dt - ckpt_part
+        elif state is JobState.CHECKPOINTING:
+            books.checkpoint_s += dt
+        elif state is JobState.WAITING:
+            # waiting for booting nodes is part of the (re)start; otherwise the job idles
+            books.spend(Activity.RESCALE if self.booting else Activity.IDLE, dt)
+
+    def _training_rate(self, at_s: float) -> float:
+        """Training speed relative to the step table while cold starts share the host."""
+        if not self._shared_host:
+            return 1.0
+        starting = sum(1 for t in self._starting if t > at_s + _EPS)
+        return self.job.rescale.training_rate(self.group, starting)
+
+    def next_due_s(self, now_s: float) -> float:
+        """The next pause end, boot, cold-start end or completion."""
+        best = math.inf
+        state = self._sm.state
+        if state is JobState.RUNNING:
+            remaining = self.target_samples - self.progress_samples
+            rate = self._training_rate(now_s) if self._starting else 1.0
+            best = now_s + max(remaining, 0.0) / (self._good[self.group] * rate)
+        elif state is JobState.RESCALING or state is JobState.CHECKPOINTING:
+            best = self.pause_end_s
+        for batch in self.booting:
+            if batch[0] > now_s + _EPS:
+                best = min(best, batch[0])
+        for end in self._starting:  # the training rate changes when a start ends
+            if end > now_s + _EPS:
+                best = min(best, end)
+        self._next_due_s = best
+        return best
+
+    def finished(self, now_s: float) -> bool:
+        """Reach DONE if the target is met (before anything else at the same instant)."""
+        state = self._sm.state
+        if state is not JobState.RUNNING:
+            return state is JobState.DONE
+        remaining = self.target_samples - self.progress_samples
+        good = self._good[self.group]
+        if remaining > _EPS * max(self.target_samples, 1.0) and remaining / good >= 1e-6:
+            return False
+        self.progress_samples = self.target_samples
+        self._sm.to(JobState.DONE)
+        return True
+
+    # -- events ---------------------------------------------------------------------------
+
+    def _take(self) -> list[EventRecord]:
+        out, self._out = self._out, []
+        return out
+
+    def _event(
+        self,
+        kind: EventKind,
+        before: int,
+        after: int,
+        pause: PauseComponents | None = None,
+        lost_samples: float = 0.0,
+        lost_s: float = 0.0,
+        time_s: float | None = None,
+    ) -> None:
+        n = max(before, 1)
+        lost_steps = 0
+        if lost_samples > 0:
+            step_eff = self.job.global_batch(n) * self._eff[n]
+            lost_steps = int(math.ceil(lost_samples / step_eff - 1e-9))
+        self._out.append(
+            EventRecord(
+                time_s=self.now if time_s is None else time_s,
+                kind=kind,
+                nodes_before=before,
+                nodes_after=after,
+                pause=pause or PauseComponents(),
+                lost_samples=lost_samples,
+                lost_work_h=lost_s / 3600.0,
+                lost_steps=lost_steps,
+            )
+        )
+
+    def _to(self, new: JobState) -> None:
+        if self._sm.to(new) and new is JobState.RUNNING:
+            self.running_since_s = self.now
+
+    # -- what the loop asks for ------------------------------------------------------------
+
+    def settle(self, now_s: float) -> list[EventRecord]:
+        """Pauses and checkpoint writes that end now."""
+        self.now = now_s
+        if now_s < self._next_due_s - _EPS:
+            return []
+        state = self._sm.state
+        if state is JobState.RESCALING and now_s >= self.pause_end_s - _EPS:
+            self._to(JobState.RUNNING)
+            self.pause_end_s = math.inf
+            self.pause_ckpt_until_s = -math.inf
+        elif state is JobState.CHECKPOINTING and now_s >= self.pause_end_s - _EPS:
+            self.ckpt_progress = self.ckpt_pending_progress
+            self.unsaved_run_s = max(self.unsaved_run_s - self._ckpt_pending_run_s, 0.0)
+            self._ckpt_pending_run_s = 0.0
+            self.has_checkpoint = True
+            self._to(JobState.RUNNING)
+            self.pause_end_s = math.inf
+        return []
+
+    def checkpoint(self, now_s: float) -> list[EventRecord]:
+        """Start a periodic checkpoint write (training pauses for its cost)."""
+        self.now = now_s
+        if self._sm.state is not JobState.RUNNING:
+            return []
+        n = self.group
+        self.ckpt_pending_progress = self.progress_samples
+        self._ckpt_pending_run_s = self.unsaved_run_s
+        self._to(JobState.CHECKPOINTING)
+        self.pause_end_s = now_s + self.ckpt_cost_s
+        self._next_due_s = min(self._next_due_s, self.pause_end_s)
+        self._event(EventKind.CHECKPOINT, n, n, PauseComponents(state_s=self.ckpt_cost_s))
+        return self._take()
+
+    def poll(self, now_s: float) -> list[EventRecord]:
+        """Nothing happens on its own in the model."""
+        return []
+
+    def admit(self, now_s: float) -> list[EventRecord]:
+        """Booted nodes join the group with a re-formation."""
+        self.now = now_s
+        if now_s < self._next_due_s - _EPS or not self.booting:
+            return []
+        ready = [b for b in self.booting if b[0] <= now_s + _EPS]
+        if not ready:
+            return []
+        self.booting = [b for b in self.booting if b[0] > now_s + _EPS]
+        spot = sum(int(b[1]) for b in ready)
+        od = sum(int(b[2]) for b in ready)
+        requested_s = min(b[3] for b in ready)
+        before = self.group
+        if before + spot + od < self.min_nodes:
+            # not enough to run yet: keep them waiting as "ready" at the front
+            self.booting.insert(0, [now_s, spot, od, requested_s])
+            return []
+        self.group_spot += spot
+        self.group_od += od
+        self._begin_rescale(
+            EventKind.SCALE_UP,
+            before,
+            self.group,
+            newcomers=spot + od,
+            failure=False,
+            waited_boot=before == 0,
+            acquire_s=now_s - requested_s,
+        )
+        return self._take()
+
+    def apply(self, spot: int, on_demand: int, now_s: float, fresh: bool) -> list[EventRecord]:
+        """Release what is over the target now; acquire (boot) what is missing."""
+        self.now = now_s
+        if spot == self.spot_held and on_demand == self.od_held:
+            return []  # the common case: holdings already match the target
+        before = self.group
+        released = False
+        for is_spot, want in ((True, spot), (False, on_demand)):
+            released |= self._release(is_spot, want)
+        self.booting = [b for b in self.booting if b[1] or b[2]]
+        if released:
+            self._begin_rescale(
+                EventKind.SCALE_DOWN, before, self.group, newcomers=0, failure=False
+            )
+        add_spot = spot - self.spot_held
+        add_od = on_demand - self.od_held
+        if add_spot > 0 or add_od > 0:
+            add_spot, add_od = max(add_spot, 0), max(add_od, 0)
+            for ready_s, n_spot, n_od in self._acquire_times(add_spot, add_od):
+                self.booting.append([ready_s, n_spot, n_od, now_s])
+                self._next_due_s = min(self._next_due_s, ready_s)
+            self.spot_held += add_spot
+            self.od_held += add_od
+        return self._take()
+
+    def _release(self, is_spot: bool, want: int) -> bool:
+        """Release nodes of one market down to ``want``: booting first, then members."""
+        index = 1 if is_spot else 2
+        held = self.spot_held if is_spot else self.od_held
+        excess = held - want
+        if excess <= 0:
+            return False
+        for batch in reversed(self.booting):
+            take = min(int(batch[index]), excess)
+            batch[index] -= take
+            excess -= take
+            held -= take
+        released = excess > 0
+        if released:
+            held -= excess
+            if is_spot:
+                self.group_spot -= excess
+            else:
+                self.group_od -= excess
+        if is_spot:
+            self.spot_held = held
+        else:
+            self.od_held = held
+        return released
+
+    def _acquire_times(self, spot: int, od: int) -> list[tuple[float, int, int]]:
+        """When ``spot + od`` new nodes can join: warm slots first, then cold ones.
+
+        Without cold starts (every preset) all of them are ready after ``boot_s``.
+        With them (measured profiles), a slot whose process was killed joins only when
+        its replacement has started, so joins come one by one, as in the executor.
+        """
+        now, boot_s = self.now, self.job.rescale.boot_s
+        self._cold_until = sorted(t for t in self._cold_until if t > now)
+        if not self._cold_until:
+            return [(now + boot_s, spot, od)]
+        warm = self.max_nodes - self.spot_held - self.od_held - len(self._cold_until)
+        times: dict[float, list[int]] = {}
+        for index in range(spot + od):
+            if warm > 0:
+                warm -= 1
+                ready = now + boot_s
+            else:
+                ready = self._cold_until.pop(0) + boot_s
+            entry = times.setdefault(ready, [0, 0])
+            entry[0 if index < spot else 1] += 1
+        return [(ready, counts[0], counts[1]) for ready, counts in sorted(times.items())]
+
+    def preempt(self, victims: int, graceful: bool, now_s: float) -> list[EventRecord]:
+        """Take ``victims`` spot nodes: booting ones first, then group members."""
+        self.now = now_s
+        self.spot_held -= victims
+        for batch in reversed(self.booting):
+            take = min(int(batch[1]), victims)
+            batch[1] -= take
+            victims -= take
+        self.booting = [b for b in self.booting if b[1] or b[2]]
+        if victims <= 0:
+            return []
+        before = self.group
+        self.group_spot -= victims
+        after = self.group
+        survivors = after if self.mode is RescaleMode.INPLACE else 0
+        if graceful and survivors == 0 and not self._final_checkpoint(before):
+            graceful = False  # no time to write it: the unsaved work is lost
+        if not graceful:
+            self._cold_start(victims, after)
+        lost, lost_s = self._lost_to_preemption(graceful, before, after)
+        if lost > 0:
+            self.progress_samples -= lost
+        if self._sm.state is JobState.CHECKPOINTING or (
+            self._sm.state is JobState.RESCALING and self.pause_ckpt_until_s > now_s
+        ):
+            self.pause_ckpt_until_s = -math.inf  # the write in progress is void
+        self._event(EventKind.PREEMPT, before, after, lost_samples=lost, lost_s=lost_s)
+        if after == 0:
+            self._to(JobState.WAITING)
+            self.pause_end_s = math.inf
+            self._event(EventKind.PAUSE, before, 0)
+            return self._take()
+        self._begin_rescale(
+            EventKind.SCALE_DOWN,
+            before,
+            after,
+            newcomers=0,
+            failure=not graceful,
+            checkpoint_first=False,  # a graceful restart checkpointed before leaving
+        )
+        return self._take()
+
+    def _cold_start(self, victims: int, after: int) -> None:
+        """Killed slots go cold; their replacements start together, now."""
+        rescale = self.job.rescale
+        if not (rescale.cold_start_s > 0 or rescale.cold_start_table):
+            return
+        now = self.now
+        trainers = after if self.mode is RescaleMode.INPLACE else 0
+        self._starting = [t for t in self._starting if t > now + _EPS]
+        offsets = rescale.cold_start_offsets_s(
+            victims, trainers=trainers, starting=len(self._starting)
+        )
+        self._cold_until.extend(now + o for o in offsets)
+        if self._shared_host:
+            self._starting.extend(now + o for o in offsets)
+
+    def _lost_to_preemption(self, graceful: bool, before: int, after: int) -> tuple[float, float]:
+        """Work a preemption throws away: (effective samples, running seconds)."""
+        if graceful or self._sm.state is JobState.WAITING:
+            return 0.0, 0.0
+        if self.mode is RescaleMode.INPLACE and after > 0:
+            # the step in flight on the old group
+            step_eff = self.job.global_batch(before) * self._eff[before]
+            lost = min(step_eff, self.progress_samples - self.ckpt_progress)
+            lost_s = lost / self._good[before] if lost > 0 else 0.0
+            self.unsaved_run_s = max(self.unsaved_run_s - lost_s, 0.0)
+            return lost, lost_s
+        return self._rollback()
+
+    def _rollback(self) -> tuple[float, float]:
+        """Everything since the last durable checkpoint is lost: (samples, run seconds)."""
+        lost = max(self.progress_samples - self.ckpt_progress, 0.0)
+        lost_s = self.unsaved_run_s if lost > 0 else 0.0
+        self.unsaved_run_s = 0.0
+        self._ckpt_pending_run_s = 0.0
+        return lost, lost_s
+
+    def _final_checkpoint(self, nodes: int) -> bool:
+        """Checkpoint that ends right now, before the last nodes leave on purpose.
+
+        The job spent its last ``ckpt_cost_s`` writing instead of training, so that
+        much progress is taken back and booked as checkpoint time.  A write needs a
+        running job and a running period at least as long as the write; otherwise the
+        unsaved progress cannot be saved and the caller rolls it back.
+
+        Returns:
+            Whether everything done so far is durable.
+        """
+        if self.progress_samples <= self.ckpt_progress:
+            self.unsaved_run_s = 0.0
+            return True  # nothing unsaved
+        state = self._sm.state
+        if state is JobState.CHECKPOINTING and self.progress_samples <= self.ckpt_pending_progress:
+            # warned in time, the job lets the write in progress be its final checkpoint
+            self.ckpt_progress = self.ckpt_pending_progress
+            self.has_checkpoint = True
+            self.unsaved_run_s = 0.0
+            self._ckpt_pending_run_s = 0.0
+            return True
+        if state is not JobState.RUNNING:
+            return False
+        cost = self.ckpt_cost_s
+        if cost <= 0:
+            self.ckpt_progress, self.has_checkpoint = self.progress_samples, True
+            self.unsaved_run_s = 0.0
+            return True
+        if self.now - self.running_since_s < cost - _EPS:
+            return False
+        books = self.books
+        undo = min(self._good[nodes] * cost, self.progress_samples - self.ckpt_progress)
+        self.progress_samples -= undo
+        books.running_s -= cost  # those seconds were spent writing, not training
+        self.unsaved_run_s = 0.0
+        books.raw_samples -= min(books.raw_samples, self._thr[nodes] * cost)
+        books.convergence_s -= min(books.convergence_s, (1 - self._eff[nodes]) * cost)
+        books.checkpoint_s += cost
+        self.ckpt_progress = self.progress_samples
+        self.has_checkpoint = True
+        state_pause = PauseComponents(state_s=cost)
+        self._event(EventKind.CHECKPOINT, nodes, nodes, state_pause, time_s=self.now - cost)
+        return True
+
+    def _begin_rescale(
+        self,
+        kind: EventKind,
+        before: int,
+        after: int,
+        *,
+        newcomers: int,
+        failure: bool,
+        waited_boot: bool = False,
+        checkpoint_first: bool = True,
+        acquire_s: float | None = None,
+    ) -> None:
+        """Start a group re-formation from ``before`` to ``after`` members.
+
+        In restart mode a planned change writes a checkpoint first
+        (``checkpoint_first``) and restarts from it; after a graceful preemption that
+        checkpoint was already written before the leave.
+        """
+        if after == 0:
+            self._stop_all(before, failure)
+            return
+        survivors = after - newcomers if before > 0 else 0
+        write_s = 0.0
+        if (
+            self.mode is RescaleMode.RESTART
+            and checkpoint_first
+            and survivors > 0
+            and not failure
+            and self._sm.state is JobState.RUNNING
+        ):
+            write_s = self.ckpt_cost_s  # planned restart: checkpoint, then restart
+            self.ckpt_progress = self.progress_samples
+            self.has_checkpoint = True
+            self.unsaved_run_s = 0.0
+            self._event(EventKind.CHECKPOINT, before, before, PauseComponents(state_s=write_s))
+        pause = pause_for(
+            self.job,
+            self.mode,
+            nodes_after=after,
+            nodes_before=before,
+            survivors=survivors,
+            newcomers=newcomers if survivors else after,
+            failure=failure,
+            has_checkpoint=self.has_checkpoint and self.progress_samples > 0,
+            waited_boot=waited_boot,
+            checkpoint_write_s=write_s,
+            acquire_s=acquire_s,
+        )
+        state = self._sm.state
+        if state is JobState.WAITING and self.started:
+            kind = EventKind.RESUME
+            if self.has_checkpoint and self.progress_samples > 0:
+                self._event(EventKind.RESTORE, 0, after)
+        self._to(JobState.RESCALING)
+        self.started = True
+        # a boot that nobody trained through has already elapsed (in WAITING)
+        now = self.now
+        self.pause_end_s = now + pause.pause_s - pause.acquire_s
+        self._next_due_s = min(self._next_due_s, self.pause_end_s)
+        self.pause_ckpt_until_s = now + write_s if write_s else -math.inf
+        self._event(kind, before, after, pause)
+
+    def _stop_all(self, before: int, failure: bool) -> None:
+        """The group released every node: save what can be saved, then wait."""
+        if self._sm.state is not JobState.WAITING:
+            lost, lost_s = 0.0, 0.0
+            if not failure and not self._final_checkpoint(before):
+                lost, lost_s = self._rollback()  # released too soon to save
+            self.progress_samples -= lost
+            self._to(JobState.WAITING)
+            self._event(EventKind.PAUSE, before, 0, lost_samples=lost, lost_s=lost_s)
+        self.pause_end_s = math.inf

@@ -1,0 +1,453 @@
+"""The life of one elastic job: the observe -> decide -> apply loop, once, for both clocks.
+
+:class:`JobLoop` owns everything that defines the job's life: the trace replay and its
+notices, the decision step (observe, decide, clamp), the graceful-leave rule, the
+checkpoint schedule (Young/Daly ``auto`` included), the cost and node-hour meter, the
+books of lost work, rescale, checkpoint and idle time, and the decision log.  What it
+drives is an :class:`~elasim.jobmodel.actuator.Actuator`: the fluid model in the
+simulator, real worker processes in the executor.
+
+The loop never waits.  A *shell* supplies the clock: it calls :meth:`JobLoop.turn`
+with the current trace time and gets back the trace time at which the loop next has
+work; it then waits until then, or until something happens (SimPy's environment, or
+real time scaled by ``--time-scale``).  This is SimPy's own pattern
+(``RealtimeEnvironment`` swaps the clock and keeps the logic), with the decisions kept
+side-effect free as torch elastic's rendezvous keeps them: the policy returns a value,
+and only the actuator acts.
+
+Within one turn at time ``t``, in this order:
+
+1. trace items due (notices, capacity changes) and graceful leaves, each at its own
+   time, with the books brought up to that time first;
+2. what the actuator reports on its own (a crashed worker);
+3. a decision if one is due (the start, a capacity change, a notice that concerns
+   held nodes, an event the actuator reported, the policy's own ``wake_after_s``);
+4. reconcile holdings with the decision; pauses that end; a periodic checkpoint if
+   due; nodes that finished booting join; the policy's wake-up;
+5. a timeline row, and the next time the loop has work.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from elasim.policies import (
+    Decision,
+    DecisionRecord,
+    EventKind,
+    EventRecord,
+    JobState,
+    Observation,
+    ObservedEvent,
+    Policy,
+    clamp,
+)
+
+from .actuator import Actuator
+from .options import JobRules
+from .replay import CapacityReplay, ReplayItem
+from .rules import CheckpointSchedule, leave_lead_s
+
+__all__ = ["JobLoop", "PolicyError", "TimelineRow"]
+
+_EPS = 1e-9
+
+
+class PolicyError(ValueError):
+    """A policy raised, or answered something that is not a ``Decision``.
+
+    ``str()`` is one line naming the policy and the file and line where it failed,
+    so that a user's plugin error reads as an error in the user's file, not as a
+    traceback through the simulator.
+    """
+
+
+def _policy_error(policy: Policy, exc: BaseException | None, detail: str) -> PolicyError:
+    name = getattr(policy, "name", "") or type(policy).__name__
+    where = ""
+    try:
+        source = inspect.getsourcefile(type(policy))
+    except TypeError:
+        source = None
+    frames = traceback.extract_tb(exc.__traceback__) if exc is not None else []
+    mine = [f for f in frames if source and f.filename == source] or frames[-1:]
+    if mine:
+        where = f" at {mine[-1].filename}:{mine[-1].lineno}"
+    elif source:
+        try:
+            where = f" at {source}:{inspect.getsourcelines(type(policy).decide)[1]}"
+        except (OSError, TypeError):
+            where = f" in {source}"
+    return PolicyError(f"policy {name!r}{where}: {detail}")
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """The world at one moment (trace seconds), for ``timeline.parquet``.
+
+    Attributes:
+        time_s: trace time.
+        spot_available: spot nodes available.
+        spot_held: spot nodes paid for (starting ones included).
+        on_demand_held: on-demand nodes paid for.
+        group_nodes: nodes in the training group.
+        price_per_hour: spot price.
+        progress: fraction of the target done.
+        state: the job's state.
+        step: steps committed (executor; 0 in the simulator).
+    """
+
+    time_s: float
+    spot_available: int
+    spot_held: int
+    on_demand_held: int
+    group_nodes: int
+    price_per_hour: float
+    progress: float
+    state: str
+    step: int = 0
+
+
+class JobLoop:
+    """One elastic job under one policy, driven by any clock (see the module docstring).
+
+    Args:
+        policy: the scaling policy.
+        actuator: the environment's side of the job.
+        rules: the job's rules (trace seconds).
+        replay: the capacity trace, or None when capacity is pushed
+            (:meth:`push_capacity`, a shared cluster's leftovers).
+        initial: ``(available, price)`` at the start without a replay.
+        prior_mtbf_s: the capacity source's mean time between drops without a replay.
+        timeline_every_s: least trace time between two timeline rows that differ only
+            in time and progress (0: a row at every turn).
+        record_timeline: keep timeline rows at all.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        actuator: Actuator,
+        rules: JobRules,
+        *,
+        replay: CapacityReplay | None = None,
+        initial: tuple[int, float] = (0, 0.0),
+        prior_mtbf_s: float = math.inf,
+        timeline_every_s: float = 0.0,
+        record_timeline: bool = True,
+    ) -> None:
+        self.policy = policy
+        self.actuator = actuator
+        self.rules = rules
+        self.replay = replay
+        self.available, self.price = replay.initial if replay is not None else initial
+        prior = replay.prior_mtbf_s if replay is not None else prior_mtbf_s
+        self.schedule = CheckpointSchedule(rules.checkpoint_interval_s, prior)
+        self.books = actuator.books
+        self._od_price = rules.on_demand_price_per_hour
+        self.decisions: list[DecisionRecord] = []
+        self.events: list[EventRecord] = []
+        self.timeline: list[TimelineRow] = []
+        self._recent: list[ObservedEvent] = []
+        self._pushed: list[ReplayItem] = []
+        self._leaves: list[tuple[float, float, int]] = []  # (leave at, drop at, available)
+        self._caps: list[tuple[float, int]] = []  # (drop at, available): no taking back
+        self.target = Decision(0, 0)
+        self.decision_due = True
+        self._fresh = True
+        self.wake_at_s = math.inf
+        self._last_s = 0.0
+        self._since_checkpoint_s = 0.0
+        self.checkpoint_interval_s = self.schedule.current_interval_s(
+            actuator.checkpoint_write_s(), 0.0, 0
+        )
+        self.turns = 0
+        self.finished = False
+        self.done_s: float | None = None
+        self._timeline_every_s = timeline_every_s
+        self._record_timeline = record_timeline
+
+    # -- inputs from outside the trace ----------------------------------------------------
+
+    def push_capacity(self, time_s: float, available: int, price_per_hour: float) -> None:
+        """Capacity or price changed (a shared cluster's leftovers): handled next turn."""
+        self._pushed.append(ReplayItem(time_s, False, int(available), float(price_per_hour)))
+
+    # -- the turn -------------------------------------------------------------------------
+
+    def turn(self, now_s: float) -> float:
+        """Do everything due at ``now_s``; return when the loop next has work (trace s).
+
+        Returns ``inf`` when only an outside event (a pushed capacity change, a worker
+        report) can make more work, and after the job has finished (:attr:`finished`).
+        """
+        self.turns += 1
+        if self.finished:
+            return math.inf
+        if self._inputs(now_s) or self._poll(now_s):
+            return math.inf
+        actuator = self.actuator
+        while True:
+            if self.decision_due:
+                self._decide(now_s)
+            self._reconcile(now_s)
+            self._record(actuator.settle(now_s))
+            if self._check_done(now_s):
+                return math.inf
+            self._checkpoint_if_due(now_s)
+            self._record(actuator.admit(now_s))
+            if now_s >= self.wake_at_s - _EPS:
+                self.wake_at_s = math.inf
+                self.decision_due = True
+            if not self.decision_due:
+                break
+        self._snapshot(now_s, every=True)
+        if now_s >= self.rules.horizon_s - _EPS:
+            self.finished = True
+            return math.inf
+        return self._next_wake(now_s)
+
+    def _inputs(self, now_s: float) -> bool:
+        """Trace items and leaves due by ``now_s``, each at its own time; True: done."""
+        items = self.replay.pop_due(now_s) if self.replay is not None else []
+        if self._pushed:
+            items += self._pushed
+            self._pushed = []
+        for item in items:
+            t = max(item.time_s, self._last_s)
+            if self._leaves_due(t) or self._advance_to(t):
+                return True
+            if item.notice:
+                self._on_notice(item, t)
+            else:
+                self._on_capacity(item, t)
+        return self._leaves_due(now_s) or self._advance_to(now_s)
+
+    def _poll(self, now_s: float) -> bool:
+        polled = self.actuator.poll(now_s)
+        if polled:
+            self._record(polled)
+            self.decision_due = self._fresh = True
+        return self._check_done(now_s)
+
+    def _advance_to(self, t: float) -> bool:
+        """Bill and integrate up to ``t``; True if the job finished meanwhile."""
+        dt = t - self._last_s
+        if dt > 0:
+            self._last_s = t
+            actuator = self.actuator
+            spot, od = actuator.paid()
+            self.books.bill(dt, spot, od, self.price, self._od_price)
+            if actuator.training:
+                self._since_checkpoint_s += dt
+            actuator.advance(t, self.books)
+        return self._check_done(t)
+
+    def _check_done(self, t: float) -> bool:
+        if self.done_s is not None:
+            return True
+        if not self.actuator.finished(t):
+            return False
+        spot, od = self.actuator.members()
+        self.finished = True
+        self.done_s = t
+        self._record([EventRecord(t, EventKind.DONE, spot + od, spot + od)])
+        return True
+
+    # -- trace items ----------------------------------------------------------------------
+
+    def _on_notice(self, item: ReplayItem, t: float) -> None:
+        """A drop to ``item.available`` at ``item.drop_s``: plan a graceful leave if possible.
+
+        The leave is planned even when the job holds none of the doomed nodes yet: it
+        may acquire them before the drop, and it was warned all the same.
+        """
+        actuator = self.actuator
+        paid_spot = actuator.paid()[0]
+        group_spot, group_od = actuator.members()
+        before = group_spot + group_od
+        after = before - min(group_spot, max(paid_spot - item.available, 0))
+        drop_s = float(item.drop_s if item.drop_s is not None else t)
+        if item.available < paid_spot:
+            self._record([EventRecord(t, EventKind.PREEMPT_NOTICE, before, after)], drop_s)
+            self.decision_due = True
+        lead_s = leave_lead_s(
+            step_s=actuator.step_s(),
+            checkpoint_write_s=actuator.checkpoint_write_s(),
+            survivors=after,
+            mode=self.rules.rescale,
+            margin_s=actuator.leave_margin_s,
+        )
+        if drop_s - t >= lead_s - _EPS:
+            self._leaves.append((max(drop_s - lead_s, t), drop_s, item.available))
+            self._leaves.sort()
+
+    def _leaves_due(self, t: float) -> bool:
+        """Warned victims leave gracefully at their leave time; True if the job finished."""
+        while self._leaves and self._leaves[0][0] <= t + _EPS:
+            leave_s, drop_s, available = self._leaves.pop(0)
+            leave_s = max(leave_s, self._last_s)
+            if self._advance_to(leave_s):
+                return True
+            self._caps.append((drop_s, available))
+            paid_spot = self.actuator.paid()[0]
+            if paid_spot > available:
+                self._record(self.actuator.preempt(paid_spot - available, True, leave_s))
+        return False
+
+    def _on_capacity(self, item: ReplayItem, t: float) -> None:
+        self.available, self.price = item.available, item.price_per_hour
+        self.decision_due = self._fresh = True
+        paid_spot = self.actuator.paid()[0]
+        if paid_spot > item.available:
+            self._record(self.actuator.preempt(paid_spot - item.available, False, t))
+        self._snapshot(t)
+
+    # -- deciding and applying ------------------------------------------------------------
+
+    def observe(self, now_s: float) -> Observation:
+        """The immutable snapshot the policy sees."""
+        actuator = self.actuator
+        spot, od = actuator.paid()
+        rules = self.rules
+        return Observation(
+            now_s=now_s,
+            spot_available=self.available,
+            spot_held=spot,
+            on_demand_held=od,
+            spot_price_per_hour=self.price,
+            on_demand_price_per_hour=self._od_price,
+            progress=actuator.progress(),
+            remaining_samples=actuator.remaining_samples(),
+            throughput_samples_per_s=actuator.throughput_table(),
+            statistical_efficiency=actuator.efficiency_table(),
+            rescale_cost_s=actuator.rescale_cost_s(),
+            resume_cost_s=actuator.resume_cost_s(),
+            deadline_s=rules.deadline_s,
+            min_nodes=rules.min_nodes,
+            max_nodes=rules.max_nodes,
+            recent_events=tuple(self._recent),
+        )
+
+    def _decide(self, now_s: float) -> None:
+        obs = self.observe(now_s)
+        self._recent.clear()
+        policy = self.policy
+        try:
+            raw = policy.decide(obs)
+        except Exception as exc:  # noqa: BLE001 - a user's plugin may raise anything
+            detail = f"decide() raised {type(exc).__name__}: {exc}".splitlines()[0]
+            raise _policy_error(policy, exc, detail) from exc
+        if not isinstance(raw, Decision):
+            detail = f"decide() returned {type(raw).__name__} {raw!r:.60}, not a Decision"
+            raise _policy_error(policy, None, detail)
+        decision = clamp(raw, obs)
+        if not self.rules.allow_on_demand and decision.on_demand_nodes:
+            decision = clamp(Decision(decision.spot_nodes, 0, decision.wake_after_s), obs)
+        self.decisions.append(
+            DecisionRecord(
+                obs.now_s, obs.spot_available, obs.spot_held, obs.on_demand_held, decision
+            )
+        )
+        self.target = decision
+        wake = decision.wake_after_s
+        self.wake_at_s = math.inf if wake is None else now_s + wake
+        self.decision_due = False
+        self._fresh = True
+
+    def _cap(self, now_s: float) -> float:
+        """Spot nodes usable now: capacity given up under a notice is not taken back."""
+        if self._caps:
+            self._caps = [(d, a) for d, a in self._caps if d > now_s + _EPS]
+        return min((a for _, a in self._caps), default=math.inf)
+
+    def _reconcile(self, now_s: float) -> None:
+        target = self.target
+        spot = min(target.spot_nodes, self.available)
+        if self._caps:
+            spot = int(min(spot, self._cap(now_s)))
+        fresh, self._fresh = self._fresh, False
+        self._record(self.actuator.apply(spot, target.on_demand_nodes, now_s, fresh))
+
+    def _checkpoint_if_due(self, now_s: float) -> None:
+        if self.actuator.training and self._since_checkpoint_s >= self.checkpoint_interval_s - 1e-6:
+            self._record(self.actuator.checkpoint(now_s))
+            self._since_checkpoint_s = 0.0
+
+    # -- records --------------------------------------------------------------------------
+
+    def _record(self, events: list[EventRecord], deadline_s: float | None = None) -> None:
+        for event in events:
+            self.events.append(event)
+            self.books.count(event)
+            kind = event.kind
+            self._recent.append(
+                ObservedEvent(event.time_s, kind, event.nodes_before, event.nodes_after, deadline_s)
+            )
+            if kind is EventKind.CHECKPOINT or kind is EventKind.PAUSE:
+                self._since_checkpoint_s = 0.0
+            if kind is EventKind.CHECKPOINT or kind is EventKind.PREEMPT:
+                self.checkpoint_interval_s = self.schedule.current_interval_s(
+                    self.actuator.checkpoint_write_s(), event.time_s, self.books.preemptions
+                )
+
+    def _snapshot(self, t: float, every: bool = False) -> None:
+        if not self._record_timeline:
+            return
+        actuator = self.actuator
+        spot, od = actuator.paid()
+        group_spot, group_od = actuator.members()
+        row = TimelineRow(
+            t,
+            self.available,
+            spot,
+            od,
+            group_spot + group_od,
+            self.price,
+            actuator.progress(),
+            actuator.state.value,
+            actuator.step_count(),
+        )
+        timeline = self.timeline
+        if every and self._timeline_every_s > 0 and timeline:
+            last = timeline[-1]
+            same = (
+                last.spot_available,
+                last.spot_held,
+                last.on_demand_held,
+                last.group_nodes,
+                last.price_per_hour,
+                last.state,
+            ) == (row.spot_available, spot, od, row.group_nodes, row.price_per_hour, row.state)
+            if same and t - last.time_s < self._timeline_every_s:
+                return
+        timeline.append(row)
+
+    def _next_wake(self, now_s: float) -> float:
+        best = min(self.wake_at_s, self.rules.horizon_s, self.actuator.next_due_s(now_s))
+        if self.replay is not None:
+            best = min(best, self.replay.next_time_s())
+        if self._leaves:
+            best = min(best, self._leaves[0][0])
+        interval = self.checkpoint_interval_s
+        if self.actuator.training and math.isfinite(interval):
+            best = min(best, now_s + max(interval - self._since_checkpoint_s, 0.0))
+        return best
+
+    def close(self, now_s: float) -> None:
+        """Bring the books up to ``now_s`` (the end of the run) and record the last row."""
+        self._advance_to(now_s)
+        self._snapshot(now_s)
+
+    @property
+    def state(self) -> JobState:
+        """The job's state (the actuator's)."""
+        return self.actuator.state
+
+    def info(self) -> dict[str, Any]:
+        """What the loop knows about itself, for logs."""
+        return {"turns": self.turns, "decisions": len(self.decisions), "events": len(self.events)}
