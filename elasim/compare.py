@@ -426,8 +426,9 @@ def simulate_run(
         make_policy(policy, dict(inputs.get("policy_options") or {})),
         job,
         SimConfig(
-            checkpoint_interval_s=math.inf,
+            checkpoint_interval_s=_checkpoint_interval(inputs.get("checkpoint_interval_s"), scale),
             notice_s=notice_s / scale,
+            trace_scale=scale,
             rescale=RescaleMode(str(inputs.get("rescale", "inplace"))),
             start_offset_s=float(inputs.get("trace_start_s") or 0.0) / scale,
         ),
@@ -440,6 +441,19 @@ def simulate_run(
     return Path(out_dir)
 
 
+def _checkpoint_interval(value: Any, scale: float) -> float | None:
+    """A run's recorded checkpoint interval on the compressed trace.
+
+    Runs recorded before ``auto`` became the executor's default wrote ``null`` for
+    "none requested"; since then ``"auto"``, ``"off"`` or trace seconds.
+    """
+    if value is None or value == "off":
+        return math.inf
+    if value == "auto":
+        return None
+    return float(value) / scale
+
+
 def run_and_simulate(
     trace: str,
     policy: str,
@@ -448,30 +462,38 @@ def run_and_simulate(
     *,
     time_scale: float = 600.0,
     max_steps: int = 3000,
-    workers_max: int = 4,
+    max_nodes: int = 4,
     rescale: str = "inplace",
     notice_s: float = 0.0,
-    trace_start_s: float = 0.0,
+    start_offset_s: float = 0.0,
+    checkpoint_interval_s: float | None = math.inf,
+    on_demand_price_per_hour: float | None = None,
+    policy_options: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """Replay ``trace`` on real workers (the executor), then simulate the same run.
 
     Needs the ``executor`` extra (torch).  Writes ``out_dir/real`` and
-    ``out_dir/sim`` and returns them.
+    ``out_dir/sim`` and returns them.  Times (``notice_s``, ``start_offset_s``,
+    ``checkpoint_interval_s``: None is ``auto``, ``inf`` is ``off``, the default here
+    because the comparison is about pauses) are trace seconds, as on the command line.
     """
     from elasim.executor.run import RunConfig, run_trace, write_run
-    from elasim.sim import RescaleMode
+    from elasim.jobmodel import RescaleMode
 
     out = Path(out_dir)
     result = run_trace(
         RunConfig(
             trace=trace,
             policy=policy,
+            policy_options=dict(policy_options or {}),
             time_scale=time_scale,
-            workers_max=workers_max,
-            rescale=RescaleMode(rescale).value,  # type: ignore[arg-type]
-            notice_s=notice_s,
+            max_nodes=max_nodes,
+            rescale=RescaleMode(rescale),
+            notice_trace_s=notice_s,
             max_steps=max_steps,
-            trace_start_s=trace_start_s,
+            start_offset_trace_s=start_offset_s,
+            checkpoint_interval_trace_s=checkpoint_interval_s,
+            on_demand_price_per_hour=on_demand_price_per_hour,
         )
     )
     write_run(result, out / "real")

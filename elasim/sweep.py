@@ -60,6 +60,7 @@ class SweepPoint:
     start_offset_s: float | None
     cluster_gpus: int | None
     policy_options: tuple[tuple[str, str], ...] = ()
+    on_demand_price_per_hour: float | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,9 @@ class SweepSpec:
     rescale: tuple[str, ...] = ("inplace",)
     start_offset_s: float | None = None
     cluster_gpus: int | None = None
+    on_demand_price_per_hour: float | None = None
+    #: ``--set`` options; each policy gets those its ``Config`` has.
+    policy_options: tuple[tuple[str, str], ...] = ()
 
     @property
     def size(self) -> int:
@@ -108,6 +112,8 @@ class SweepSpec:
                 checkpoint_cost_s=self.checkpoint_cost_s,
                 start_offset_s=self.start_offset_s,
                 cluster_gpus=self.cluster_gpus,
+                policy_options=_options_for(policy, self.policy_options),
+                on_demand_price_per_hour=self.on_demand_price_per_hour,
             )
 
     def validate(self) -> None:
@@ -118,13 +124,34 @@ class SweepSpec:
 
         for trace in self.traces:
             _load_trace(trace)
+        used: set[str] = set()
         for policy in self.policies:
-            make_policy(policy)
+            options = _options_for(policy, self.policy_options)
+            used.update(key for key, _ in options)
+            make_policy(policy, dict(options))
+        unused = sorted({key for key, _ in self.policy_options} - used)
+        if unused:
+            raise ValueError(f"--set {unused[0]}: none of the policies has that option")
         for mode in self.rescale:
             RescaleMode(mode)
         spec = load_job(self.job)
         if self.max_nodes is not None:
             spec.with_nodes(max_nodes=self.max_nodes)
+
+
+def _options_for(policy: str, options: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The ``--set`` options that ``policy``'s ``Config`` has (a sweep mixes policies)."""
+    if not options:
+        return ()
+    import dataclasses
+
+    from elasim.policies import get_policy_class
+
+    config = getattr(get_policy_class(policy), "Config", None)
+    names = (
+        {f.name for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else set()
+    )
+    return tuple((key, value) for key, value in options if key in names)
 
 
 @functools.lru_cache(maxsize=32)
@@ -165,6 +192,7 @@ def _simulate_point(point: SweepPoint, trace: Any, job: Any) -> dict[str, Any]:
         seed=point.seed,
         start_offset_s=point.start_offset_s,
         cluster_gpus=point.cluster_gpus,
+        on_demand_price_per_hour=point.on_demand_price_per_hour,
         record_timeline=False,
     )
     policy = make_policy(point.policy, dict(point.policy_options), seed=point.seed)

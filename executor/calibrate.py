@@ -23,6 +23,7 @@ it is not a trace of any cloud.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import statistics
@@ -69,28 +70,28 @@ class CalibrationConfig:
 
     Attributes:
         segment_s: real seconds per schedule segment (longer: more steps timed).
-        workers_max: most workers (the schedule is capped at this).
+        max_nodes: most workers (the schedule is capped at this).
         job: import spec of the :class:`~elasim.executor.api.ElasticJob`.
         mechanisms: which rescale mechanisms to measure.
         checkpoint_interval_steps: checkpoint period, to time saves and loads.
         starts: how many interpreter starts to time for ``worker_start_s``.
-        max_wall_s: give up on a run after this long.
+        max_wall_real_s: give up on a run after this long.
     """
 
     segment_s: float = 6.0
-    workers_max: int = 4
+    max_nodes: int = 4
     job: str = DEFAULT_JOB
     mechanisms: tuple[str, ...] = ("inplace", "restart")
     checkpoint_interval_steps: int = 200
     starts: int = 3
-    max_wall_s: float = 300.0
+    max_wall_real_s: float = 300.0
 
 
 def calibration_trace(
-    segment_s: float, workers_max: int, schedule: tuple[int, ...] = RESTART_SCHEDULE
+    segment_s: float, max_nodes: int, schedule: tuple[int, ...] = RESTART_SCHEDULE
 ) -> CapacityTrace:
     """A synthetic schedule as a capacity trace (time in real seconds, scale 1)."""
-    counts = [min(n, workers_max) for n in schedule]
+    counts = [min(n, max_nodes) for n in schedule]
     return CapacityTrace(
         name="calibration",
         time_s=np.arange(len(counts), dtype=float) * segment_s,
@@ -202,28 +203,29 @@ def calibrate(
                 runs.append(("restart", "restart", RESTART_SCHEDULE, config.segment_s * 3.0))
             else:
                 runs.append((mechanism, mechanism, INPLACE_SCHEDULE, config.segment_s))
-                for size in range(2, config.workers_max + 1):
+                for size in range(2, config.max_nodes + 1):
                     runs.append((f"startup-{size}", mechanism, (size,), STARTUP_SEGMENT_S))
         for name, mechanism, schedule, segment_s in runs:
             trace_path = write_capacity_trace(
-                calibration_trace(segment_s, config.workers_max, schedule),
+                calibration_trace(segment_s, config.max_nodes, schedule),
                 root / f"calibration-{name}.csv",
             )
-            shape = "-".join(str(min(n, config.workers_max)) for n in schedule)
+            shape = "-".join(str(min(n, config.max_nodes)) for n in schedule)
             stage(f"{name}: {len(schedule)} segment(s) of {segment_s:g} s ({shape})")
             ckpt_dir = root / f"ckpt-{name}"
             run = RunConfig(
                 trace=str(trace_path),
                 policy="greedy",
                 time_scale=1.0,
-                workers_max=config.workers_max,
+                max_nodes=config.max_nodes,
                 rescale=RescaleMode(mechanism),
                 max_steps=10**9,
+                checkpoint_interval_trace_s=math.inf,  # saves are timed by steps here
                 checkpoint_interval_steps=config.checkpoint_interval_steps,
                 checkpoint_dir=str(ckpt_dir),
                 job=config.job,
                 # one pass through the schedule, then stop (the trace would repeat)
-                max_wall_s=min(config.max_wall_s, segment_s * len(schedule)),
+                max_wall_real_s=min(config.max_wall_real_s, segment_s * len(schedule)),
             )
             result = run_trace(run)
             out = root / name

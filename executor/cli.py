@@ -19,47 +19,31 @@ from typing import Any
 
 import typer
 
+from elasim.clitools import (
+    UsageError,
+    alias,
+    check_nodes,
+    checkpoint_interval_option,
+    deadline_s_of,
+    ensure_writable_dir,
+    first_line,
+    hidden,
+    max_nodes_option,
+    nonnegative,
+    notice_option,
+    on_demand_price_option,
+    one_of,
+    parse_interval,
+    parse_offset,
+    parse_sets,
+    sets_option,
+    start_offset_option,
+)
+from elasim.clitools import fail as _fail
+
 __all__ = ["register"]
 
-
-class _UsageError(ValueError):
-    """A bad command-line value."""
-
-
-def _fail(message: str) -> typer.Exit:
-    """The ``elasim`` CLI's one-line error (markup escaped), exit code 2."""
-    from elasim.cli import _fail as fail
-
-    return fail(message)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _parse_sets(values: list[str] | None, flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise _UsageError(f"{flag} expects key=value, got {item!r}")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def _parse_interval(text: str | None) -> float | None:
-    if text is None or text.strip().lower() in ("off", "none", "never", ""):
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise _UsageError(
-            f"--checkpoint-interval-s must be seconds or 'off', got {text!r}"
-        ) from None
-    if not (math.isfinite(value) and value > 0):
-        raise _UsageError(f"--checkpoint-interval-s must be > 0, got {text!r}")
-    return value
+_one_line = first_line
 
 
 def _job_options(raw: dict[str, str]) -> dict[str, Any]:
@@ -113,7 +97,7 @@ class _Progress:
         pause = controller.last_pause_s
         loss = "-" if math.isnan(progress.loss) else f"{progress.loss:.4f}"
         pause_text = "-" if pause is None else f"{pause * 1000:.0f} ms"
-        hours = controller.now_s() / 3600.0
+        hours = controller.now_s() / 3600.0  # trace hours
         self.live.update(
             Text(
                 f"trace {hours:7.2f} h | available {controller.available:2d} | "
@@ -191,17 +175,26 @@ def _write_profile(result: Any, config: Any, out: Path | None, path: Path) -> No
     save_profile(profile, path)
 
 
+def _start_offset(text: str | None, old: float | None) -> float | None:
+    """``--start-offset-s`` (or its old name); None for ``random`` (drawn from --seed)."""
+    if text is not None and parse_offset(text) is None:
+        if old is not None:
+            raise UsageError("--start-offset-s random and --trace-start-s disagree")
+        return None
+    value = None if text is None else parse_offset(text)
+    return alias(value, old, "--start-offset-s", "--trace-start-s", 0.0)
+
+
 def run_command(
     trace: str = typer.Option(..., "--trace", "-t", help="Bundled trace name or CSV path."),
     policy: str = typer.Option("greedy", "--policy", "-p", help="Policy name or file.py:Class."),
-    sets: list[str] | None = typer.Option(None, "--set", help="Policy option key=value."),
+    sets: list[str] | None = sets_option(),
     time_scale: float = typer.Option(600.0, "--time-scale", help="Trace seconds per real second."),
-    workers_max: int = typer.Option(4, "--workers-max", help="Worker slots (= max nodes)."),
+    max_nodes: int | None = max_nodes_option("Most worker slots the job may use (default 4)."),
+    workers_max: int | None = hidden("--workers-max"),
     rescale: str = typer.Option("inplace", "--rescale", help="'inplace' or 'restart'."),
-    notice_s: float = typer.Option(0.0, "--notice-s", help="Preemption notice, trace seconds."),
-    checkpoint_interval_s: str | None = typer.Option(
-        None, "--checkpoint-interval-s", help="Trace seconds of running time, or 'off'."
-    ),
+    notice_s: float = notice_option(),
+    checkpoint_interval_s: str = checkpoint_interval_option(),
     checkpoint_interval_steps: int | None = typer.Option(
         None, "--checkpoint-interval-steps", help="Also checkpoint every N steps."
     ),
@@ -209,10 +202,13 @@ def run_command(
         None, "--checkpoint-dir", help="Checkpoint folder (default: <out>/checkpoints or temp)."
     ),
     max_steps: int = typer.Option(2000, "--max-steps", help="The job's work, in steps."),
-    trace_start_s: float = typer.Option(0.0, "--trace-start-s", help="Start offset, trace s."),
+    start_offset_s: str | None = start_offset_option(),
+    trace_start_s: float | None = hidden("--trace-start-s"),
     deadline_h: float | None = typer.Option(None, "--deadline-h", help="Deadline, trace hours."),
-    on_demand_price: float | None = typer.Option(
-        None, "--on-demand-price", help="USD per node-hour (overrides the trace)."
+    on_demand_price: float | None = on_demand_price_option(),
+    on_demand_price_old: float | None = hidden("--on-demand-price"),
+    spot_price: float | None = typer.Option(
+        None, "--spot-price-per-hour", help="Spot price for a trace without a price column."
     ),
     job: str = typer.Option(
         "elasim.executor.digits:digits_job", "--job", help="ElasticJob import spec."
@@ -228,7 +224,7 @@ def run_command(
     agent_port: int | None = typer.Option(None, "--agent-port", help="Listen for agents here."),
     agents: int = typer.Option(0, "--agents", help="Wait for this many agents to connect."),
     local_slots: int | None = typer.Option(
-        None, "--local-slots", help="Slots on this host (default: workers-max, 0 with agents)."
+        None, "--local-slots", help="Slots on this host (default: --max-nodes, 0 with agents)."
     ),
     log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the run's files here."),
@@ -238,40 +234,54 @@ def run_command(
         None, "--profile-out", help="Also write a profile of this run (for simulate --profile)."
     ),
 ) -> None:
-    """Replay a trace on real torch.distributed workers with the simulator's policies."""
+    """Replay a trace on real torch.distributed workers with the simulator's policies.
+
+    Exits 0 when the job reached its end; 1, with one line saying why, when it did
+    not (the run's files are written either way); 2 on bad input.
+    """
     try:
         from elasim.executor import require_torch
 
         require_torch()
         from elasim.executor.run import RunConfig, run_trace, write_run
 
-        if rescale not in ("inplace", "restart"):
-            raise _UsageError(f"--rescale must be 'inplace' or 'restart', got {rescale!r}")
+        one_of(rescale, ("inplace", "restart"), "--rescale")
         if agents and agent_port is None:
-            raise _UsageError("--agents needs --agent-port")
+            raise UsageError("--agents needs --agent-port")
+        nodes = alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4)
+        check_nodes(nodes)
+        offset = _start_offset(start_offset_s, trace_start_s)
+        if out is not None:
+            ensure_writable_dir(out, "--out")
         ckpt = checkpoint_dir
         if ckpt is None and out is not None:
             ckpt = out / "checkpoints"
         config = RunConfig(
             trace=trace,
             policy=policy,
-            policy_options=_parse_sets(sets, "--set"),
+            policy_options=parse_sets(sets, "--set"),
             time_scale=time_scale,
-            trace_start_s=trace_start_s,
-            workers_max=workers_max,
+            start_offset_trace_s=offset,
+            max_nodes=nodes,
             rescale=rescale,  # type: ignore[arg-type]
-            notice_s=notice_s,
-            checkpoint_interval_s=_parse_interval(checkpoint_interval_s),
+            notice_trace_s=nonnegative(notice_s, "--notice-s") or 0.0,
+            checkpoint_interval_trace_s=parse_interval(checkpoint_interval_s),
             checkpoint_interval_steps=checkpoint_interval_steps,
             checkpoint_dir=None if ckpt is None else str(ckpt),
             max_steps=max_steps,
             seed=seed,
             job=job,
-            job_options=_job_options(_parse_sets(job_sets, "--job-set")),
-            deadline_s=None if deadline_h is None else deadline_h * 3600.0,
-            on_demand_price_per_hour=on_demand_price,
-            max_wall_s=max_wall_s,
-            collective_timeout_s=collective_timeout_s,
+            job_options=_job_options(parse_sets(job_sets, "--job-set")),
+            deadline_trace_s=deadline_s_of(deadline_h),
+            on_demand_price_per_hour=alias(
+                on_demand_price,
+                on_demand_price_old,
+                "--on-demand-price-per-hour",
+                "--on-demand-price",
+            ),
+            spot_price_per_hour=spot_price,
+            max_wall_real_s=max_wall_s,
+            collective_timeout_real_s=collective_timeout_s,
             backend=backend,
             bind_host=bind,
             agent_port=agent_port,
@@ -301,6 +311,16 @@ def run_command(
         typer.echo(json.dumps(json_ready(summary), sort_keys=False))
     else:
         _print_summary(summary, out)
+    if not summary["completed"]:
+        from elasim.clitools import err_console
+
+        why = "gave up at --max-wall-s" if summary.get("gave_up") else "stopped early"
+        err_console.print(
+            f"[bold red]error:[/] the job did not finish: {why} after "
+            f"{summary['steps']} of {max_steps} steps ({summary['wall_time_s']:.1f} real s)",
+            highlight=False,
+        )
+        raise typer.Exit(code=1)
 
 
 def agent_command(
@@ -315,9 +335,11 @@ def agent_command(
 
         host, sep, port = controller.rpartition(":")
         if not sep or not host or not port.isdigit():
-            raise _UsageError(f"--controller must be HOST:PORT, got {controller!r}")
+            raise UsageError(f"--controller must be HOST:PORT, got {controller!r}")
+        if not 0 < int(port) < 65536:
+            raise UsageError(f"--controller port must be 1-65535, got {port}")
         if slots < 1:
-            raise _UsageError(f"--slots must be >= 1, got {slots}")
+            raise UsageError(f"--slots must be >= 1, got {slots}")
         code = Agent(controller, slots, log_dir=log_dir, connect_timeout_s=connect_timeout_s).run()
     except typer.Exit:
         raise

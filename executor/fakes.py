@@ -1,11 +1,14 @@
 """Deterministic stand-ins for tests and for the simulator parity check.
 
-:class:`FakeWorkerGroup` implements the controller's
-:class:`~elasim.executor.controller.WorkerGroup` protocol without processes: changes
-are instantaneous, training progresses as a fluid at a given step time per world
-size on an injected (fake) clock.  With it, the controller's loop runs in
-microseconds and its decision log depends only on the trace and the policy, which is
-what the parity test against the simulator compares.
+* :class:`FakeWorkerGroup` implements the controller's
+  :class:`~elasim.executor.controller.WorkerGroup` protocol without processes: changes
+  are instantaneous, training progresses as a fluid at a given step time per world
+  size on an injected (fake) clock.  Unit tests of the controller use it.
+* :class:`FluidWorkerGroup` is the simulator's own fluid model
+  (:class:`elasim.jobmodel.FluidJob`) with a fake clock to sleep on.  Driven by the
+  controller, it must give the simulator's decision log bit for bit: the two shells
+  differ only in their clock, which is what the parity test shows.  Neither needs
+  torch.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
+from elasim.jobmodel import FluidJob
 from elasim.policies import EventKind, PauseComponents
 
 from .group import GroupEvent, GroupProgress, split_preempt
 
-__all__ = ["FakeWorkerGroup"]
+__all__ = ["FakeWorkerGroup", "FluidWorkerGroup", "fluid_controller"]
 
 
 class FakeWorkerGroup:
@@ -170,3 +174,40 @@ class FakeWorkerGroup:
 
     def finish(self) -> None:
         """Nothing to release."""
+
+
+class FluidWorkerGroup(FluidJob):
+    """The simulator's fluid model, driven by the controller on a fake clock.
+
+    It is an actuator already (trace seconds in, events out), so the controller drives
+    it directly; :meth:`wait` sleeps on the fake clock in real seconds.
+    """
+
+    def __init__(self, job: object, rules: object, clock: object, **kwargs: object) -> None:
+        super().__init__(job, rules, **kwargs)  # type: ignore[arg-type]
+        self.clock = clock
+
+    def wait(self, real_s: float) -> None:
+        """Advance the fake clock."""
+        self.clock.sleep(real_s)  # type: ignore[attr-defined]
+
+
+def fluid_controller(
+    trace: object,
+    policy: object,
+    job: object,
+    config: object,
+    *,
+    checkpoint_cost_s: float | None = None,
+) -> object:
+    """A :class:`~.controller.Controller` over the fluid model of ``job``, on a fake clock.
+
+    The rules come from ``config`` exactly as for real workers
+    (:func:`~.controller.rules_of`).
+    """
+    from .controller import Controller, FakeClock, rules_of
+
+    clock = FakeClock()
+    rules = rules_of(config, trace)  # type: ignore[arg-type]
+    group = FluidWorkerGroup(job, rules, clock, checkpoint_cost_s=checkpoint_cost_s)
+    return Controller(trace, policy, group, clock, config)  # type: ignore[arg-type]

@@ -55,6 +55,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from elasim.jobmodel import RescaleMode
 from elasim.policies import EventKind, PauseComponents
 
 from .protocol import (
@@ -97,16 +98,6 @@ log = logging.getLogger(__name__)
 
 class ExecutorError(RuntimeError):
     """The executor cannot continue (workers keep failing, a timeout expired)."""
-
-
-class RescaleMode(str, enum.Enum):
-    """How membership changes are implemented (fixed for a run, no transitions).
-
-    The values equal the simulator's ``--rescale`` values, so runs can be joined.
-    """
-
-    INPLACE = "inplace"
-    RESTART = "restart"
 
 
 class NodeKind(str, enum.Enum):

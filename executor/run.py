@@ -30,11 +30,13 @@ import math
 import statistics
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from elasim.policies import DecisionRecord, EventKind, EventRecord
+from elasim.jobmodel import RunSummary, describe_checkpoint_interval
+from elasim.jobmodel.accounting import RESCALE_KINDS
+from elasim.policies import DecisionRecord, EventRecord
 
 from .controller import Controller, ControllerConfig, ControllerResult, RealClock, TimelineRow
 from .group import (
@@ -64,31 +66,34 @@ class RunConfig:
         policy: registered policy name or ``path.py:Class`` / ``pkg.mod:Class``.
         policy_options: the policy's ``--set key=value`` options.
         time_scale: trace seconds per real second.
-        trace_start_s: where in the trace to start (trace seconds).
-        workers_max: worker slots (= ``max_nodes``).
+        start_offset_trace_s: where in the trace to start; None draws it from ``seed``
+            exactly as the simulator does (``--start-offset-s random``).
+        max_nodes: worker slots the job may use (``--max-nodes``).
         rescale: ``inplace`` or ``restart``.
-        notice_s: preemption notice in trace seconds (0: none).
-        checkpoint_interval_s: trace seconds of running time between checkpoints
-            (None: none requested by the controller).
+        notice_trace_s: preemption notice (0: none).
+        checkpoint_interval_trace_s: running time between checkpoints: None is
+            ``auto`` (Young/Daly from the trace's drops and the measured write time,
+            the default, as in the simulator), ``math.inf`` is ``off``.
         checkpoint_interval_steps: rank 0 also checkpoints every this many steps.
         checkpoint_dir: where checkpoints go (None: a temporary directory).
         max_steps: the job's work in optimizer steps.
         seed: seeds the model, the sampler and the policy.
         job: import spec of the :class:`~elasim.executor.api.ElasticJob` factory.
         job_options: keyword arguments of the job factory.
-        deadline_s: deadline in trace seconds, or None.
+        deadline_trace_s: deadline from the start, or None.
         on_demand_price_per_hour: overrides the trace's on-demand price.
-        max_wall_s: give up after this many real seconds.
-        collective_timeout_s: process-group timeout of the workers (real seconds).
+        spot_price_per_hour: price of a trace without a price column.
+        max_wall_real_s: give up after this long.
+        collective_timeout_real_s: process-group timeout of the workers.
         backend: ``auto``, ``gloo`` or ``nccl``.
         bind_host: address of the store and of the agent listener.
         agent_port: listen for ``elasim agent`` on this port (None: no agents).
         expect_agents: wait for this many agents before starting.
-        local_slots: worker slots on this host (None: ``workers_max`` without
+        local_slots: worker slots on this host (None: ``max_nodes`` without
             agents, else 0).
         log_dir: worker stderr logs go here (None: discarded).
         sample_log_dir: per-rank sample-id logs (tests of exactly-once sampling).
-        step_delay_s: synthetic extra time per step (tests; 0 for real runs).
+        step_delay_real_s: synthetic extra time per step (tests; 0 for real runs).
         stop_at_target: stop once the job's accuracy target is reached.
         eval_every_steps: evaluation period for ``stop_at_target``.
         faults: fault injection (tests).
@@ -101,21 +106,22 @@ class RunConfig:
     policy: str = "greedy"
     policy_options: Mapping[str, str | int | float | bool] = field(default_factory=dict)
     time_scale: float = 600.0
-    trace_start_s: float = 0.0
-    workers_max: int = 4
+    start_offset_trace_s: float | None = 0.0
+    max_nodes: int = 4
     rescale: RescaleMode = RescaleMode.INPLACE
-    notice_s: float = 0.0
-    checkpoint_interval_s: float | None = None
+    notice_trace_s: float = 0.0
+    checkpoint_interval_trace_s: float | None = None
     checkpoint_interval_steps: int | None = None
     checkpoint_dir: str | None = None
     max_steps: int = 2000
     seed: int = 0
     job: str = DEFAULT_JOB
     job_options: Mapping[str, Any] = field(default_factory=dict)
-    deadline_s: float | None = None
+    deadline_trace_s: float | None = None
     on_demand_price_per_hour: float | None = None
-    max_wall_s: float = 600.0
-    collective_timeout_s: float = 5.0
+    spot_price_per_hour: float | None = None
+    max_wall_real_s: float = 600.0
+    collective_timeout_real_s: float = 5.0
     backend: str = "auto"
     bind_host: str = "127.0.0.1"
     agent_port: int | None = None
@@ -123,7 +129,7 @@ class RunConfig:
     local_slots: int | None = None
     log_dir: str | None = None
     sample_log_dir: str | None = None
-    step_delay_s: float = 0.0
+    step_delay_real_s: float = 0.0
     stop_at_target: bool = False
     eval_every_steps: int = 0
     faults: FaultInjection = FaultInjection()
@@ -133,16 +139,64 @@ class RunConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.rescale, RescaleMode):
             object.__setattr__(self, "rescale", RescaleMode(self.rescale))
-        if self.workers_max < 1:
-            raise ValueError(f"workers_max must be >= 1, got {self.workers_max}")
+        if self.max_nodes < 1:
+            raise ValueError(f"--max-nodes must be >= 1, got {self.max_nodes}")
         if not (math.isfinite(self.time_scale) and self.time_scale > 0):
             raise ValueError(f"time_scale must be > 0, got {self.time_scale}")
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
-        if self.notice_s < 0:
-            raise ValueError(f"notice_s must be >= 0, got {self.notice_s}")
+        if not (math.isfinite(self.notice_trace_s) and self.notice_trace_s >= 0):
+            raise ValueError(f"--notice-s must be >= 0, got {self.notice_trace_s}")
+        if self.deadline_trace_s is not None and not (
+            math.isfinite(self.deadline_trace_s) and self.deadline_trace_s > 0
+        ):
+            raise ValueError(f"--deadline-h must be > 0, got {self.deadline_trace_s / 3600:g}")
+        offset = self.start_offset_trace_s
+        if offset is not None and (offset < 0 or not math.isfinite(offset)):
+            raise ValueError(f"--start-offset-s must be >= 0, got {offset}")
         if self.expect_agents and self.agent_port is None:
             raise ValueError("expect_agents needs agent_port")
+
+
+@dataclass(frozen=True)
+class ExecutorSummary(RunSummary):
+    """``summary.json`` of a real run: the shared fields, then what only a run has.
+
+    Attributes:
+        wall_time_s: real seconds the run took.
+        steps: the last committed step.
+        samples: samples consumed by committed steps.
+        lost_steps: committed steps thrown away by rollbacks, and steps in flight.
+        final_loss: loss of the last step.
+        final_accuracy: the job's final evaluation (None without one).
+        target_accuracy: the job's stated target.
+        reached_target: whether the final accuracy met the target.
+        median_pause_s: median measured pause of the rescales (real seconds).
+        max_pause_s: longest measured pause of the rescales (real seconds).
+        time_scale: trace seconds per real second.
+        gave_up: the run stopped at its wall-clock budget before the job finished.
+    """
+
+    wall_time_s: float
+    steps: int
+    samples: int
+    lost_steps: int
+    final_loss: float | None
+    final_accuracy: float | None
+    target_accuracy: float | None
+    reached_target: bool | None
+    median_pause_s: float | None
+    max_pause_s: float | None
+    time_scale: float
+    gave_up: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """Shared fields (rounded as the simulator's), then the executor's own."""
+        out = self.summary_fields()
+        for name in (f.name for f in fields(ExecutorSummary)):
+            if name not in out:
+                out[name] = getattr(self, name)
+        return out
 
 
 @dataclass(frozen=True)
@@ -172,6 +226,31 @@ class RunResult:
     time_scale: float
     worker_starts: tuple[WorkerStart, ...] = ()
 
+    @property
+    def completed(self) -> bool:
+        """Whether the job reached its end."""
+        return bool(self.summary["completed"])
+
+
+def _inputs(config: RunConfig, trace_name: str, job_name: str | None) -> dict[str, Any]:
+    """The run's inputs, under the keys ``summary.json`` has always used."""
+    return {
+        "trace": trace_name,
+        "trace_file": config.trace,
+        "policy": config.policy,
+        "policy_options": dict(config.policy_options),
+        "job": job_name or config.job,
+        "rescale": config.rescale.value,
+        "notice_s": config.notice_trace_s,
+        "checkpoint_interval_s": describe_checkpoint_interval(config.checkpoint_interval_trace_s),
+        "checkpoint_interval_steps": config.checkpoint_interval_steps,
+        "max_steps": config.max_steps,
+        "workers_max": config.max_nodes,
+        "trace_start_s": config.start_offset_trace_s,
+        "deadline_s": config.deadline_trace_s,
+        "seed": config.seed,
+    }
+
 
 def _summary(
     config: RunConfig,
@@ -181,76 +260,28 @@ def _summary(
     job_name: str | None,
     target: float | None,
 ) -> dict[str, Any]:
-    scale = config.time_scale
-    events = ctl.events
-
-    def hours(real_s: float) -> float:
-        return real_s * scale / 3600.0
-
-    rescale_kinds = (EventKind.SCALE_UP, EventKind.SCALE_DOWN, EventKind.RESUME)
-    rescale_events = [e for e in events if e.kind in rescale_kinds]
-    # the first start is not a rescale (as in the simulator)
-    rescales = max(len(rescale_events) - 1, 0) if rescale_events else 0
-    pauses = [e.pause_s for e in rescale_events[1:]]
-    metrics = dict(ctl.progress.metrics)
-    accuracy = metrics.get("accuracy")
-    node_s = ctl.spot_node_s + ctl.on_demand_node_s
-    completed = ctl.completed
-    deadline_met = None
-    if config.deadline_s is not None:
-        deadline_met = bool(completed and (ctl.completion_time_s or math.inf) <= config.deadline_s)
-    return {
-        "completed": completed,
-        "completion_time_h": (ctl.completion_time_s / 3600.0) if completed else None,
-        "cost_usd": ctl.spot_cost_usd + ctl.on_demand_cost_usd,
-        "spot_cost_usd": ctl.spot_cost_usd,
-        "on_demand_cost_usd": ctl.on_demand_cost_usd,
-        "spot_node_hours": ctl.spot_node_s / 3600.0,
-        "on_demand_node_hours": ctl.on_demand_node_s / 3600.0,
-        "mean_nodes": node_s / ctl.end_time_s if ctl.end_time_s > 0 else 0.0,
-        "rescales": rescales,
-        "preemptions": sum(1 for e in events if e.kind is EventKind.PREEMPT),
-        "checkpoints": sum(1 for e in events if e.kind is EventKind.CHECKPOINT),
-        "lost_work_h": sum(e.lost_work_h for e in events),
-        "rescale_overhead_h": hours(sum(e.pause_s for e in rescale_events[1:])),
-        "checkpoint_overhead_h": hours(
-            sum(e.pause_s for e in events if e.kind is EventKind.CHECKPOINT)
-        ),
-        "idle_h": ctl.idle_s / 3600.0,
-        "convergence_cost_h": 0.0,  # the executor keeps the global batch fixed
-        "convergence_cost_samples": 0.0,
-        "raw_samples": float(sum(r.samples for r in steps)),  # including redone steps
-        "deadline_met": deadline_met,
-        "events_processed": ctl.loop_turns,
-        "sim_time_h": ctl.end_time_s / 3600.0,
-        "wall_time_s": ctl.wall_time_s,
-        "steps": ctl.progress.step,
-        "samples": ctl.progress.samples,
-        "lost_steps": sum(e.lost_steps for e in events),
-        "final_loss": steps[-1].loss if steps else None,
-        "final_accuracy": accuracy,
-        "target_accuracy": target,
-        "reached_target": None if target is None or accuracy is None else accuracy >= target,
-        "median_pause_s": statistics.median(pauses) if pauses else None,
-        "max_pause_s": max(pauses) if pauses else None,
-        "time_scale": scale,
-        "inputs": {
-            "trace": trace_name,
-            "trace_file": config.trace,
-            "policy": config.policy,
-            "policy_options": dict(config.policy_options),
-            "job": job_name or config.job,
-            "rescale": config.rescale.value,
-            "notice_s": config.notice_s,
-            "checkpoint_interval_s": config.checkpoint_interval_s,
-            "checkpoint_interval_steps": config.checkpoint_interval_steps,
-            "max_steps": config.max_steps,
-            "workers_max": config.workers_max,
-            "trace_start_s": config.trace_start_s,
-            "deadline_s": config.deadline_s,
-            "seed": config.seed,
-        },
-    }
+    shared = dict(ctl.summary)
+    shared["raw_samples"] = float(sum(r.samples for r in steps))  # including redone steps
+    pauses = [e.pause_s for e in ctl.events if e.kind in RESCALE_KINDS][1:]
+    accuracy = dict(ctl.progress.metrics).get("accuracy")
+    summary = ExecutorSummary(
+        **shared,
+        wall_time_s=ctl.wall_time_s,
+        steps=ctl.progress.step,
+        samples=ctl.progress.samples,
+        lost_steps=sum(e.lost_steps for e in ctl.events),
+        final_loss=steps[-1].loss if steps else None,
+        final_accuracy=accuracy,
+        target_accuracy=target,
+        reached_target=None if target is None or accuracy is None else accuracy >= target,
+        median_pause_s=statistics.median(pauses) if pauses else None,
+        max_pause_s=max(pauses) if pauses else None,
+        time_scale=config.time_scale,
+        gave_up=ctl.gave_up,
+    )
+    out = summary.as_dict()
+    out["inputs"] = _inputs(config, trace_name, job_name)
+    return out
 
 
 def _launchers(config: RunConfig) -> tuple[list[Launcher], Any]:
@@ -258,7 +289,7 @@ def _launchers(config: RunConfig) -> tuple[list[Launcher], Any]:
     launchers: list[Launcher] = []
     local = config.local_slots
     if local is None:
-        local = config.workers_max if config.agent_port is None else 0
+        local = config.max_nodes if config.agent_port is None else 0
     if local > 0:
         launchers.append(LocalLauncher(local, log_dir=config.log_dir))
     server = None
@@ -292,6 +323,14 @@ def run_trace(
     from elasim.traces import load_capacity_trace
 
     trace = load_capacity_trace(config.trace)
+    if config.start_offset_trace_s is None:
+        import dataclasses
+
+        import numpy as np
+
+        # the simulator's draw for the same seed, so both runs see the same window
+        offset = float(np.random.default_rng(config.seed).uniform(0.0, float(trace.duration_s)))
+        config = dataclasses.replace(config, start_offset_trace_s=offset)
     policy = make_policy(config.policy, dict(config.policy_options), seed=config.seed)
     tmp: tempfile.TemporaryDirectory[str] | None = None
     checkpoint_dir = config.checkpoint_dir
@@ -304,11 +343,11 @@ def run_trace(
         seed=config.seed,
         max_steps=config.max_steps,
         backend=config.backend,
-        collective_timeout_s=config.collective_timeout_s,
+        collective_timeout_s=config.collective_timeout_real_s,
         checkpoint_dir=checkpoint_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         sample_log_dir=config.sample_log_dir,
-        step_delay_s=config.step_delay_s,
+        step_delay_s=config.step_delay_real_s,
         stop_at_target=config.stop_at_target,
         eval_every_steps=config.eval_every_steps,
         faults=config.faults,
@@ -341,15 +380,16 @@ def run_trace(
                 time_scale=config.time_scale,
                 max_steps=config.max_steps,
                 min_nodes=1,
-                max_nodes=min(config.workers_max, group.slots),
-                notice_s=config.notice_s,
-                checkpoint_interval_s=config.checkpoint_interval_s,
-                deadline_s=config.deadline_s,
-                start_offset_s=config.trace_start_s,
+                max_nodes=min(config.max_nodes, group.slots),
+                rescale=config.rescale,
+                notice_trace_s=config.notice_trace_s,
+                checkpoint_interval_trace_s=config.checkpoint_interval_trace_s,
+                deadline_trace_s=config.deadline_trace_s,
+                start_offset_trace_s=config.start_offset_trace_s or 0.0,
                 on_demand_price_per_hour=config.on_demand_price_per_hour,
+                spot_price_per_hour=config.spot_price_per_hour,
                 throughput_samples_per_s=config.throughput_samples_per_s,
-                max_wall_s=config.max_wall_s,
-                restart_mode=config.rescale is RescaleMode.RESTART,
+                max_wall_real_s=config.max_wall_real_s,
             ),
             on_turn=on_turn,
         )

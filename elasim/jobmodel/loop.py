@@ -146,7 +146,7 @@ class JobLoop:
         self.replay = replay
         self.available, self.price = replay.initial if replay is not None else initial
         prior = replay.prior_mtbf_s if replay is not None else prior_mtbf_s
-        self.schedule = CheckpointSchedule(rules.checkpoint_interval_s, prior)
+        self.schedule = CheckpointSchedule(rules.checkpoint_interval_s, prior, rules.trace_scale)
         self.books = actuator.books
         self._od_price = rules.on_demand_price_per_hour
         self.decisions: list[DecisionRecord] = []

@@ -100,6 +100,9 @@ class JobRules:
         on_demand_price_per_hour: USD per on-demand node-hour; ``math.inf`` when the
             environment offers no on-demand nodes (requests are then clamped to 0).
         horizon_s: give up at this trace time.
+        trace_scale: the clock runs this many times faster than the trace's own
+            (a simulation of a compressed replay); the constants of ``auto``
+            checkpointing, which are in the trace's seconds, are divided by it.
     """
 
     min_nodes: int = 1
@@ -110,6 +113,7 @@ class JobRules:
     deadline_s: float | None = None
     on_demand_price_per_hour: float = math.inf
     horizon_s: float = math.inf
+    trace_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes:
@@ -129,6 +133,8 @@ class JobRules:
             raise ValueError(f"deadline_s must be > 0, got {self.deadline_s}")
         if not self.on_demand_price_per_hour >= 0:
             raise ValueError("on_demand_price_per_hour must be >= 0 (inf: not offered)")
+        if not (math.isfinite(self.trace_scale) and self.trace_scale > 0):
+            raise ValueError(f"trace_scale must be > 0, got {self.trace_scale}")
         if not self.horizon_s > 0:
             raise ValueError(f"horizon_s must be > 0, got {self.horizon_s}")
 

@@ -59,10 +59,13 @@ class CheckpointSchedule:
         interval_s: fixed trace seconds of running time, None for ``auto``,
             ``math.inf`` for ``off``.
         prior_mtbf_s: the capacity source's mean time between drops (``inf``: none).
+        scale: divides the constants (the floor, the default prior), which are in the
+            trace's own seconds, when the clock runs on a compressed trace.
     """
 
     interval_s: float | None
     prior_mtbf_s: float = math.inf
+    scale: float = 1.0
 
     @property
     def auto(self) -> bool:
@@ -75,9 +78,10 @@ class CheckpointSchedule:
             return self.interval_s
         prior = self.prior_mtbf_s
         if math.isinf(prior):
-            prior = DEFAULT_PRIOR_MTBF_S
+            prior = DEFAULT_PRIOR_MTBF_S / self.scale
         mtbf = (prior + now_s) / (1 + preemptions)
-        return max(young_daly_interval_s(checkpoint_cost_s, mtbf), MIN_AUTO_INTERVAL_S)
+        floor = MIN_AUTO_INTERVAL_S / self.scale
+        return max(young_daly_interval_s(checkpoint_cost_s, mtbf), floor)
 
 
 def leave_lead_s(

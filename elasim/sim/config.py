@@ -36,6 +36,9 @@ class SimConfig:
         cluster_gpus: size of the shared cluster when the trace is a job trace.
         cluster_price_per_hour: what a node of the shared cluster costs per hour.
         record_timeline: keep the per-change timeline (off in benchmarks).
+        trace_scale: the trace was compressed by this factor (``elasim compare``
+            simulates a replay in real seconds): ``auto`` checkpointing's constants, which
+            are in trace seconds, are divided by it, so it decides as the replay did.
     """
 
     checkpoint_interval_s: float | None = None
@@ -51,6 +54,7 @@ class SimConfig:
     cluster_gpus: int | None = None
     cluster_price_per_hour: float = 0.0
     record_timeline: bool = True
+    trace_scale: float = 1.0
 
     def __post_init__(self) -> None:
         def positive(name: str, value: float | None, allow_zero: bool = False) -> None:
@@ -69,6 +73,8 @@ class SimConfig:
         positive("on_demand_price_per_hour", self.on_demand_price_per_hour, allow_zero=True)
         positive("spot_price_per_hour", self.spot_price_per_hour, allow_zero=True)
         positive("cluster_price_per_hour", self.cluster_price_per_hour, allow_zero=True)
+        if not (math.isfinite(self.trace_scale) and self.trace_scale > 0):
+            raise ValueError(f"trace_scale must be > 0, got {self.trace_scale}")
         if self.cluster_gpus is not None and self.cluster_gpus < 1:
             raise ValueError(f"cluster_gpus must be >= 1, got {self.cluster_gpus}")
         if not isinstance(self.rescale, RescaleMode):

@@ -192,6 +192,7 @@ def simulate(
         deadline_s=config.deadline_s,
         on_demand_price_per_hour=math.inf if od_price is None else od_price,
         horizon_s=config.max_sim_time_s or _DEFAULT_HORIZON_S,
+        trace_scale=config.trace_scale,
     )
     fluid = FluidJob(job, rules, checkpoint_cost_s=config.checkpoint_cost_s)
     loop = JobLoop(

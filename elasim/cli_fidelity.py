@@ -1,0 +1,215 @@
+"""``elasim calibrate`` and ``elasim compare``: the simulator measured against real runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from .clitools import (
+    UsageError,
+    alias,
+    check_nodes,
+    checkpoint_interval_option,
+    ensure_writable_dir,
+    err_console,
+    hidden,
+    max_nodes_option,
+    notice_option,
+    on_demand_price_option,
+    out_console,
+    parse_interval,
+    parse_offset,
+    parse_sets,
+    sets_option,
+    split_list,
+    start_offset_option,
+)
+from .clitools import fail as _fail
+from .clitools import fmt as _fmt
+from .clitools import json_safe as _json_safe
+from .clitools import run_guarded as _run_guarded
+
+__all__ = ["register"]
+
+
+def _require_torch() -> None:
+    from elasim.executor import require_torch
+
+    try:
+        require_torch()
+    except ImportError as exc:
+        raise _fail(str(exc)) from None
+
+
+def calibrate(
+    out: Path = typer.Option(Path("profile.json"), "--out", "-o", help="Profile to write."),
+    segment_s: float = typer.Option(6.0, "--segment-s", help="Real seconds per schedule step."),
+    max_nodes: int | None = max_nodes_option("Most workers to measure (default 4)."),
+    workers_max: int | None = hidden("--workers-max"),
+    mechanisms: str = typer.Option("inplace,restart", "--rescale", help="Mechanisms to measure."),
+    job: str | None = typer.Option(None, "--job", help="Executor job (module:attribute)."),
+    keep: Path | None = typer.Option(None, "--keep", help="Keep the calibration runs here."),
+) -> None:
+    """Measure this machine with short executor runs and write a versioned profile."""
+    _require_torch()
+    from elasim.executor.calibrate import CalibrationConfig
+    from elasim.executor.calibrate import calibrate as run_calibration
+    from elasim.profile import describe_profile, save_profile
+
+    def build() -> Any:
+        kinds = tuple(split_list(mechanisms, "--rescale"))
+        for kind in kinds:
+            if kind not in ("inplace", "restart"):
+                raise UsageError(f"--rescale takes inplace and/or restart, got {kind!r}")
+        if not (segment_s > 0 and math.isfinite(segment_s)):
+            raise UsageError(f"--segment-s must be > 0, got {segment_s!r}")
+        nodes = alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4)
+        check_nodes(nodes)
+        ensure_writable_dir(out.parent if str(out.parent) else Path("."), "--out")
+        extra = {} if job is None else {"job": job}
+        return CalibrationConfig(segment_s=segment_s, max_nodes=nodes, mechanisms=kinds, **extra)
+
+    config = _run_guarded(build)
+    with err_console.status("calibrating") as status:
+        profile = _run_guarded(
+            run_calibration,
+            config,
+            work_dir=keep,
+            on_stage=lambda text: status.update(f"calibrating: {text}"),
+        )
+    _run_guarded(save_profile, profile, out)
+    table = Table(title=f"profile {out} ({profile.backend}, torch {profile.torch_version})")
+    table.add_column("measurement")
+    table.add_column("value", justify="right")
+    for name, value in describe_profile(profile):
+        table.add_row(name, value)
+    out_console.print(table)
+
+
+def compare(
+    real_dir: Path | None = typer.Argument(None, help="Directory of an `elasim run --out`."),
+    sim_dir: Path | None = typer.Argument(None, help="Directory of an `elasim simulate --out`."),
+    trace: str | None = typer.Option(None, "--trace", "-t", help="Run both on this trace."),
+    policy: str = typer.Option("greedy", "--policy", "-p"),
+    sets: list[str] | None = sets_option(),
+    profile: Path | None = typer.Option(None, "--profile", help="Profile for the simulation."),
+    time_scale: float = typer.Option(600.0, "--time-scale", help="Trace seconds per real second."),
+    max_steps: int = typer.Option(3000, "--max-steps", help="Work of the real run (steps)."),
+    max_nodes: int | None = max_nodes_option("Most worker slots of the real run (default 4)."),
+    workers_max: int | None = hidden("--workers-max"),
+    rescale: str = typer.Option("inplace", "--rescale"),
+    notice_s: float = notice_option(),
+    start_offset_s: str | None = start_offset_option(),
+    trace_start_s: float | None = hidden("--trace-start-s"),
+    checkpoint_interval_s: str = checkpoint_interval_option(),
+    on_demand_price: float | None = on_demand_price_option(),
+    force: bool = typer.Option(
+        False, "--force", help="Compare even when the two runs are not the same job."
+    ),
+    out: Path = typer.Option(Path("compare-out"), "--out", "-o"),
+    as_json: bool = typer.Option(False, "--json", help="Print compare.json to stdout."),
+) -> None:
+    """Compare a measured run with a simulation, event by event (or run both first)."""
+    from elasim.compare import compare_runs
+
+    _run_guarded(ensure_writable_dir, out, "--out")
+    if trace is not None:
+        offset = alias(
+            None if start_offset_s is None else parse_offset(start_offset_s),
+            trace_start_s,
+            "--start-offset-s",
+            "--trace-start-s",
+            0.0,
+        )
+        real_dir, sim_dir = _run_both(
+            trace,
+            policy,
+            profile,
+            out,
+            time_scale=time_scale,
+            max_steps=max_steps,
+            max_nodes=alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4),
+            rescale=rescale,
+            notice_s=notice_s,
+            start_offset_s=offset,
+            checkpoint_interval_s=_run_guarded(parse_interval, checkpoint_interval_s),
+            on_demand_price_per_hour=on_demand_price,
+            policy_options=_run_guarded(parse_sets, sets),
+        )
+    elif real_dir is None or sim_dir is None:
+        raise _fail("give REAL_DIR and SIM_DIR, or --trace and --profile to run both")
+    result = _run_guarded(compare_runs, real_dir, sim_dir, force=force)
+    _report(result, real_dir, sim_dir, out, as_json)
+
+
+def _run_both(trace: str, policy: str, profile: Path | None, out: Path, **kwargs: Any):
+    from elasim.compare import run_and_simulate
+    from elasim.profile import load_profile
+
+    if profile is None:
+        raise _fail("--trace needs --profile (from `elasim calibrate`)")
+    measured = _run_guarded(load_profile, profile)
+    _require_torch()
+    if kwargs["start_offset_s"] is None:
+        raise _fail("--start-offset-s random is not supported by compare; give seconds")
+    _run_guarded(check_nodes, kwargs["max_nodes"])
+    with err_console.status(f"running {policy} on {trace} (x{kwargs['time_scale']:g})"):
+        return _run_guarded(run_and_simulate, trace, policy, measured, out, **kwargs)
+
+
+def _report(result: Any, real_dir: Path, sim_dir: Path, out: Path, as_json: bool) -> None:
+    from elasim.compare import load_timeline, plot_compare
+    from elasim.output import write_json
+
+    report = result.to_json()
+    _run_guarded(write_json, out / "compare.json", report)
+    scale = float(result.real_summary.get("time_scale", 1.0) or 1.0)
+    plot_compare(
+        result, load_timeline(real_dir, scale), load_timeline(sim_dir), out / "compare.png"
+    )
+    if as_json:
+        sys.stdout.write(json.dumps(_json_safe(report)) + "\n")
+        return
+    table = Table(title=f"measured {real_dir} vs simulated {sim_dir}")
+    for column in ("event", "real t (s)", "sim t (s)", "real pause (s)", "sim pause (s)", "error"):
+        table.add_column(column, justify="left" if column == "event" else "right")
+    for pair in result.pairs:
+        table.add_row(
+            f"{pair.kind} {pair.nodes_before}->{pair.nodes_after}",
+            _fmt(pair.real_time_s, 2),
+            _fmt(pair.sim_time_s, 2),
+            _fmt(pair.real_pause_s, 3),
+            _fmt(pair.sim_pause_s, 3),
+            "-" if pair.rel_error is None else f"{100 * pair.rel_error:.0f}%",
+        )
+    out_console.print(table)
+    totals = Table(title="whole run (durations in real seconds)")
+    for column in ("", "measured", "simulated"):
+        totals.add_column(column, justify="left" if not column else "right")
+    for name, (real, simulated) in result.totals().items():
+        digits = 3 if name.endswith("_s") else 0  # durations; the rest are counts
+        totals.add_row(name, _fmt(real, digits), _fmt(simulated, digits))
+    out_console.print(totals)
+    err = report["completion_time_rel_error"]
+    pause_err = report["median_pause_rel_error"]
+    out_console.print(
+        f"completion: real {_fmt(report['real_completion_s'], 2)} s, "
+        f"sim {_fmt(report['sim_completion_s'], 2)} s, error "
+        + ("-" if err is None else f"{100 * err:.1f}%")
+        + "; median pause error "
+        + ("-" if pause_err is None else f"{100 * pause_err:.0f}%")
+        + f"; {report['events_matched']} events matched"
+    )
+    out_console.print(f"wrote {out}/compare.json and {out}/compare.png")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``calibrate`` and ``compare`` to the ``elasim`` app."""
+    app.command("calibrate")(calibrate)
+    app.command("compare")(compare)

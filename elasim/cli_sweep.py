@@ -1,0 +1,177 @@
+"""``elasim sweep``: policies x traces x seeds in parallel, a tidy table and a Pareto plot."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from .clitools import (
+    UsageError,
+    alias,
+    check_nodes,
+    checkpoint_interval_option,
+    deadline_s_of,
+    err_console,
+    hidden,
+    max_nodes_option,
+    notice_option,
+    on_demand_price_option,
+    out_console,
+    parse_interval,
+    parse_offset,
+    parse_sets,
+    sets_option,
+    split_list,
+    start_offset_option,
+)
+from .clitools import fail as _fail
+from .clitools import fmt as _fmt
+from .clitools import json_safe as _json_safe
+from .clitools import run_guarded as _run_guarded
+
+__all__ = ["parse_seeds", "register"]
+
+DEFAULT_JOB = "resnet50_v100"
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``0,1,2`` or ``0-9`` (ranges ascend; anything else is a one-line error)."""
+    seeds: list[int] = []
+    for part in split_list(text, "--seeds"):
+        low, sep, high = part.partition("-")
+        try:
+            if sep:
+                first, last = int(low), int(high)
+                if last < first:
+                    raise UsageError(f"--seeds range {part!r} runs backwards; write {last}-{first}")
+                seeds.extend(range(first, last + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError as exc:
+            if isinstance(exc, UsageError):
+                raise
+            raise UsageError(f"--seeds expects '0,1,2' or '0-9', got {text!r}") from None
+    return seeds
+
+
+def sweep(
+    traces: str = typer.Option(..., "--traces", help="Comma-separated trace names or paths."),
+    policies: str = typer.Option("all", "--policies", help="Comma-separated policies, or 'all'."),
+    seeds: str = typer.Option("0", "--seeds", help="Seeds: '0,1,2' or a range '0-9'."),
+    job: str = typer.Option(DEFAULT_JOB, "--job", "-j", help="Job preset name or TOML path."),
+    max_nodes: int | None = max_nodes_option("Override the job's max nodes."),
+    deadline_h: float | None = typer.Option(None, "--deadline-h"),
+    checkpoint_interval_s: str = checkpoint_interval_option(),
+    checkpoint_cost_s: float | None = typer.Option(None, "--checkpoint-cost-s"),
+    notice_s: str = notice_option("0", "Preemption notice(s), trace s, comma-separated."),
+    rescale: str = typer.Option("inplace", "--rescale", help="One or more, comma-separated."),
+    start_offset_s: str = start_offset_option("random"),
+    on_demand_price: float | None = on_demand_price_option(),
+    on_demand_price_old: float | None = hidden("--on-demand-price"),
+    sets: list[str] | None = sets_option(),
+    cluster_gpus: int | None = typer.Option(None, "--cluster-gpus"),
+    workers: int = typer.Option(0, "--workers", "-w", help="Processes (0: one per core)."),
+    backend: str = typer.Option("local", "--backend", help="'local' processes or 'ray'."),
+    address: str | None = typer.Option(
+        None, "--address", help="Ray cluster address (with --backend ray; default: start one)."
+    ),
+    out: Path = typer.Option(Path("sweep-out"), "--out", "-o", help="Output folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print the table as JSON lines."),
+) -> None:
+    """Run the policies x traces x seeds grid in parallel; write a tidy table and a Pareto plot.
+
+    Each seed draws its own random start offset in the trace (the Can't Be Late
+    methodology) unless --start-offset-s gives one.  --set options go to every policy
+    that has them.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from elasim.sweep import SweepSpec, plot_pareto, run_sweep
+
+    def build() -> SweepSpec:
+        from elasim.policies import policy_names
+
+        names = policy_names() if policies.strip() == "all" else split_list(policies, "--policies")
+        check_nodes(max_nodes)
+        deadline_s_of(deadline_h)
+        try:
+            notices = tuple(float(x) for x in split_list(notice_s, "--notice-s"))
+        except ValueError:
+            raise UsageError(
+                f"--notice-s must be seconds, comma-separated, got {notice_s!r}"
+            ) from None
+        return SweepSpec(
+            traces=tuple(split_list(traces, "--traces")),
+            policies=tuple(names),
+            seeds=tuple(parse_seeds(seeds)),
+            job=job,
+            max_nodes=max_nodes,
+            deadline_h=deadline_h,
+            checkpoint_interval_s=parse_interval(checkpoint_interval_s),
+            checkpoint_cost_s=checkpoint_cost_s,
+            notice_s=notices,
+            rescale=tuple(split_list(rescale, "--rescale")),
+            start_offset_s=parse_offset(start_offset_s),
+            cluster_gpus=cluster_gpus,
+            on_demand_price_per_hour=alias(
+                on_demand_price,
+                on_demand_price_old,
+                "--on-demand-price-per-hour",
+                "--on-demand-price",
+            ),
+            policy_options=tuple(sorted(parse_sets(sets).items())),
+        )
+
+    spec = _run_guarded(build)
+    _run_guarded(spec.validate)
+    from elasim.sweep import BACKENDS
+
+    if backend not in BACKENDS:
+        raise _fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    total = spec.size
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=as_json,
+    ) as progress:
+        task = progress.add_task("simulating", total=total)
+        frame = _run_guarded(
+            run_sweep,
+            spec,
+            workers=workers or None,
+            on_done=lambda: progress.advance(task),
+            backend=backend,
+            address=address,
+        )
+    from elasim.output import write_parquet
+
+    write_parquet(out / "sweep.parquet", frame)
+    plot_pareto(frame, out / "pareto.png")
+    if as_json:
+        for row in frame.to_dict(orient="records"):
+            sys.stdout.write(json.dumps(_json_safe(row)) + "\n")
+        return
+    table = Table(title=f"sweep: {total} simulations (medians over seeds)")
+    for column in ("trace", "policy", "completion_time_h", "cost_usd", "lost_work_h", "rescales"):
+        table.add_column(column, justify="left" if column in {"trace", "policy"} else "right")
+    grouped = frame.groupby(["trace", "policy"], sort=True)[
+        ["completion_time_h", "cost_usd", "lost_work_h", "rescales"]
+    ].median()
+    for (trace_name, policy_name), row in grouped.iterrows():
+        table.add_row(str(trace_name), str(policy_name), *(_fmt(float(v)) for v in row.to_numpy()))
+    out_console.print(table)
+    offsets = "random per seed" if spec.start_offset_s is None else f"{spec.start_offset_s:g} s"
+    out_console.print(f"start offsets in the traces: {offsets}")
+    out_console.print(f"wrote {out}/sweep.parquet and {out}/pareto.png")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``sweep`` to the ``elasim`` app."""
+    app.command("sweep")(sweep)

@@ -1,0 +1,124 @@
+"""``elasim traces list|show|validate|import``: the traces commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from .clitools import fmt as _fmt
+from .clitools import json_safe as _json_safe
+from .clitools import out_console, parse_sets
+from .clitools import run_guarded as _run_guarded
+
+__all__ = ["traces_app"]
+
+traces_app = typer.Typer(help="List, inspect, validate and import traces.", no_args_is_help=True)
+
+
+@traces_app.command("list")
+def traces_list() -> None:
+    """List the bundled traces."""
+    from elasim.traces import bundled_traces
+
+    infos = _run_guarded(bundled_traces)
+    table = Table(title="bundled traces (see traces/README.md for provenance)")
+    table.add_column("name", no_wrap=True)
+    for column in ("kind", "rows", "duration (h)", "max"):
+        table.add_column(column, justify="right")
+    table.add_column("source (abridged)")
+    for info in infos:
+        table.add_row(
+            info.name,
+            info.kind,
+            _fmt(info.rows),
+            _fmt(info.duration_h, 1),
+            _fmt(info.max_value),
+            info.source if len(info.source) <= 60 else info.source[:59] + "…",
+        )
+    out_console.print(table)
+
+
+@traces_app.command("show")
+def traces_show(
+    name: str = typer.Argument(..., help="Bundled trace name or CSV path."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="PNG path for the plot."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Summarise a trace and plot it."""
+    from elasim.traces import load_trace, plot_trace, summarize
+
+    trace = _run_guarded(load_trace, name)
+    summary = summarize(trace)
+    png = out or Path(f"{Path(name).stem}.png")
+    _run_guarded(plot_trace, trace, png)
+    if as_json:
+        sys.stdout.write(json.dumps(_json_safe({**summary, "plot": str(png)})) + "\n")
+        return
+    table = Table(title=f"{name}")
+    table.add_column("field")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        table.add_row(key, _fmt(value) if not isinstance(value, dict | list) else json.dumps(value))
+    out_console.print(table)
+    out_console.print(f"plot: {png}")
+
+
+@traces_app.command("validate")
+def traces_validate(path: str = typer.Argument(..., help="Trace CSV to check.")) -> None:
+    """Check a trace file; print one line and exit 2 if it is malformed."""
+    from elasim.traces import load_trace
+
+    trace = _run_guarded(load_trace, path)
+    rows = len(trace.time_s) if hasattr(trace, "available") else len(trace.submit_time_s)
+    out_console.print(f"{path}: ok ({trace.kind} trace, {rows:,} rows)")
+
+
+@traces_app.command("import")
+def traces_import(
+    input_path: str = typer.Argument(
+        ..., metavar="IN", help="Source file (or several, comma-separated)."
+    ),
+    output_path: Path = typer.Argument(..., metavar="OUT", help="Canonical CSV to write."),
+    fmt: str = typer.Option(..., "--format", "-f", help="skypilot | bamboo | aws-price | philly"),
+    options: list[str] | None = typer.Option(
+        None,
+        "--opt",
+        help="Importer option key=value (repeatable); see `elasim traces import --help`.",
+    ),
+    base: str | None = typer.Option(
+        None, "--base", help="aws-price: capacity trace to add prices to."
+    ),
+    zone: str | None = typer.Option(None, "--zone", help="aws-price: availability zone."),
+    instance_type: str | None = typer.Option(
+        None, "--instance-type", help="Instance type metadata/filter."
+    ),
+    region: str | None = typer.Option(None, "--region", help="Region metadata."),
+    start: str | None = typer.Option(
+        None, "--start", help="aws-price/philly: start timestamp (UTC)."
+    ),
+) -> None:
+    """Convert a real trace format into elasim's canonical CSV."""
+    from elasim.traces import import_trace
+
+    def run() -> Any:
+        opts: dict[str, Any] = parse_sets(options)
+        for key, value in (
+            ("base", base),
+            ("zone", zone),
+            ("instance_type", instance_type),
+            ("region", region),
+            ("start", start),
+        ):
+            if value is not None:
+                opts[key] = value
+        inputs = input_path.split(",") if "," in input_path else input_path
+        return import_trace(fmt, inputs, output_path, **opts)
+
+    trace = _run_guarded(run)
+    rows = len(trace.time_s) if hasattr(trace, "available") else len(trace.submit_time_s)
+    out_console.print(f"wrote {output_path} ({trace.kind} trace, {rows:,} rows)")

@@ -1,0 +1,282 @@
+"""What every ``elasim`` command shares: one-line errors, parsing, and one flag vocabulary.
+
+The simulator's commands (:mod:`elasim.cli`) and the executor's (:mod:`elasim.executor.cli`)
+both import this module, and neither imports the other's command module, so there is
+no import cycle.  The vocabulary is defined once here, so ``simulate``, ``run``,
+``compare``, ``calibrate`` and ``sweep`` spell the same thing the same way:
+
+* ``--max-nodes``: the most nodes (worker slots) the job may hold;
+* ``--start-offset-s``: where in the trace to start (trace seconds, or ``random``);
+* ``--on-demand-price-per-hour``: overrides the trace's on-demand price;
+* ``--checkpoint-interval-s``: ``auto`` (Young/Daly, the default), ``off`` or seconds;
+* ``--notice-s``: preemption notice, trace seconds;
+* ``--set key=value``: a policy option (repeatable).
+
+Older spellings (``--workers-max``, ``--trace-start-s``, ``--on-demand-price``) remain
+as hidden aliases.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from rich.console import Console
+
+__all__ = [
+    "UsageError",
+    "alias",
+    "err_console",
+    "fail",
+    "fmt",
+    "json_safe",
+    "one_of",
+    "out_console",
+    "parse_interval",
+    "parse_offset",
+    "parse_sets",
+    "run_guarded",
+    "split_list",
+    "user_errors",
+]
+
+out_console = Console()
+err_console = Console(stderr=True)
+
+
+class UsageError(ValueError):
+    """A bad command-line value: one line, exit code 2."""
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``error: message`` (markup escaped) on stderr; the exit to raise (code 2)."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=2)
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that are the user's input being wrong (exit 2, one line)."""
+    from elasim.job import JobSpecError
+    from elasim.policies import PolicyConfigError, PolicyLoadError
+    from elasim.profile import ProfileError
+    from elasim.traces import TraceError
+
+    return (
+        TraceError,
+        JobSpecError,
+        PolicyLoadError,
+        PolicyConfigError,
+        ProfileError,
+        UsageError,
+        ValueError,
+    )
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type when it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def run_guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``; a user error or an OS error leaves as one line and exit code 2."""
+    try:
+        return fn(*args, **kwargs)
+    except typer.Exit:
+        raise
+    except user_errors() as exc:
+        logging.getLogger("elasim").debug("user error", exc_info=True)
+        raise fail(first_line(exc)) from None
+    except OSError as exc:
+        where = getattr(exc, "filename", None)
+        raise fail(f"{where}: {exc.strerror or exc}" if where else first_line(exc)) from None
+
+
+# -- parsing --------------------------------------------------------------------------
+
+
+def parse_sets(values: list[str] | None, flag: str = "--set") -> dict[str, str]:
+    """``--set key=value`` pairs into a dict (later ones win)."""
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{flag} expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_interval(text: str | None) -> float | None:
+    """``auto`` -> None (Young/Daly), ``off`` -> inf, else seconds > 0."""
+    from elasim.jobmodel import parse_checkpoint_interval
+
+    try:
+        return parse_checkpoint_interval(text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def parse_offset(text: str | None) -> float | None:
+    """``random`` -> None (drawn from the seed), else trace seconds >= 0."""
+    if text is None:
+        return 0.0
+    if text.strip().lower() == "random":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--start-offset-s must be seconds or 'random', got {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise UsageError(f"--start-offset-s must be >= 0, got {text!r}")
+    return value
+
+
+def split_list(text: str, flag: str = "") -> list[str]:
+    """A comma-separated list; an empty one is an error."""
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        where = f"{flag} " if flag else ""
+        raise UsageError(f"{where}expected a comma-separated list, got {text!r}")
+    return items
+
+
+def one_of(value: str, choices: tuple[str, ...], flag: str) -> str:
+    """``value`` if it is one of ``choices``, else a one-line error naming ``flag``."""
+    if value not in choices:
+        listed = " or ".join(repr(c) for c in choices)
+        raise UsageError(f"{flag} must be {listed}, got {value!r}")
+    return value
+
+
+def alias(value: Any, old: Any, flag: str, old_flag: str, default: Any = None) -> Any:
+    """Merge a flag with its hidden old spelling; the two may not disagree."""
+    if old is not None:
+        if value is not None and value != old:
+            raise UsageError(f"{flag} and {old_flag} (its old name) disagree: {value} vs {old}")
+        return old
+    return default if value is None else value
+
+
+def check_nodes(max_nodes: int | None, min_nodes: int | None = None) -> None:
+    """``--max-nodes`` / ``--min-nodes`` errors that name the flag, not the job preset."""
+    if max_nodes is not None and max_nodes < 1:
+        raise UsageError(f"--max-nodes must be >= 1, got {max_nodes}")
+    if min_nodes is not None and min_nodes < 1:
+        raise UsageError(f"--min-nodes must be >= 1, got {min_nodes}")
+    if max_nodes is not None and min_nodes is not None and min_nodes > max_nodes:
+        raise UsageError(f"--min-nodes ({min_nodes}) must be <= --max-nodes ({max_nodes})")
+
+
+def deadline_s_of(deadline_h: float | None) -> float | None:
+    """``--deadline-h`` in seconds; a one-line error naming the flag when it is not > 0."""
+    if deadline_h is None:
+        return None
+    if not (math.isfinite(deadline_h) and deadline_h > 0):
+        raise UsageError(f"--deadline-h must be > 0 hours, got {deadline_h:g}")
+    return deadline_h * 3600.0
+
+
+def ensure_writable_dir(path: Any, flag: str = "--out") -> None:
+    """Fail before any work when ``path`` cannot be made or written (nothing is lost)."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{flag} {folder}: exists and is not a directory")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".elasim-probe-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{flag} {folder}: not writable ({exc.strerror or exc})") from None
+    if not os.access(folder, os.W_OK):  # pragma: no cover - root ignores modes
+        raise UsageError(f"{flag} {folder}: not writable")
+
+
+def nonnegative(value: float | None, flag: str) -> float | None:
+    """``value`` if it is a finite number >= 0 (or None), else an error naming ``flag``."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"{flag} must be >= 0, got {value:g}")
+    return value
+
+
+# -- output ---------------------------------------------------------------------------
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """A table cell: floats with ``digits`` decimals, None as ``-``."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def json_safe(data: Any) -> Any:
+    """``data`` with NaN/inf and numpy scalars made JSON-ready."""
+    from elasim.output import json_ready
+
+    return json_ready(data)
+
+
+# -- the vocabulary (typer options, defined once) ----------------------------------------
+
+
+def max_nodes_option(help_text: str = "Most nodes (worker slots) the job may hold.") -> Any:
+    """``--max-nodes``."""
+    return typer.Option(None, "--max-nodes", help=help_text)
+
+
+def start_offset_option(default: str | None = None) -> Any:
+    """``--start-offset-s``: trace seconds, or ``random`` (drawn from ``--seed``)."""
+    return typer.Option(
+        default,
+        "--start-offset-s",
+        help="Where in the trace to start (trace seconds), or 'random' (from --seed).",
+    )
+
+
+def on_demand_price_option() -> Any:
+    """``--on-demand-price-per-hour``."""
+    return typer.Option(
+        None,
+        "--on-demand-price-per-hour",
+        help="USD per on-demand node-hour (overrides the trace).",
+    )
+
+
+def checkpoint_interval_option() -> Any:
+    """``--checkpoint-interval-s auto|off|SECONDS``."""
+    return typer.Option(
+        "auto",
+        "--checkpoint-interval-s",
+        help="Running time between checkpoints (trace s), 'auto' (Young/Daly) or 'off'.",
+    )
+
+
+def notice_option(default: Any = 0.0, help_text: str = "") -> Any:
+    """``--notice-s``."""
+    return typer.Option(
+        default, "--notice-s", help=help_text or "Preemption notice, trace seconds (AWS 120)."
+    )
+
+
+def sets_option() -> Any:
+    """``--set key=value``."""
+    return typer.Option(None, "--set", help="Policy option key=value (repeatable).")
+
+
+def hidden(flag: str) -> Any:
+    """An old spelling kept as a hidden alias."""
+    return typer.Option(None, flag, hidden=True)

@@ -1,0 +1,283 @@
+"""Real workers as the job model's actuator: :class:`GroupActuator`.
+
+The job loop (:class:`elasim.jobmodel.JobLoop`) decides in trace seconds; a worker
+group acts and measures in real seconds.  This adapter is the only place where the two
+meet: it converts every :class:`~.group.GroupEvent` to an
+:class:`~elasim.policies.EventRecord` at its trace time, keeps the measured step times,
+pauses and checkpoint writes that the loop's estimates come from, books where the time
+went, and follows the job's :class:`~elasim.policies.JobState` from the events, so the
+legal transitions are enforced here as they are in the fluid model.
+
+Time accounting: training time is booked while the group has members, waiting for
+starting workers as rescale, and holding nothing as idle; a pause or a checkpoint
+write measured in an event is then moved from training to rescale or checkpoint time.
+Events carry pauses in real seconds as measured (``events.parquet`` keeps them so);
+the books are in trace seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from elasim.jobmodel import Accounting, Activity, JobStateMachine, RescaleMode
+from elasim.jobmodel.accounting import RESCALE_KINDS
+from elasim.policies import EventKind, EventRecord, JobState
+
+from .group import GroupEvent
+
+if TYPE_CHECKING:
+    from .controller import ControllerConfig, WorkerGroup
+
+__all__ = ["GroupActuator"]
+
+
+class GroupActuator:
+    """A :class:`~.controller.WorkerGroup` (real processes, or a fake) as an actuator.
+
+    Args:
+        group: the worker group.
+        config: the controller's settings (time scale, priors, tables).
+        origin: ``() -> float``, the run's start on the group's clock (real seconds).
+    """
+
+    def __init__(self, group: WorkerGroup, config: ControllerConfig, origin: Any) -> None:
+        self.group = group
+        self.config = config
+        self.scale = config.time_scale
+        self._origin = origin
+        self.books = Accounting()
+        self._sm = JobStateMachine()
+        self._last_s = 0.0
+        self._acquired = (0, 0)
+        self._pauses_real_s: list[float] = []
+        self._resumes_real_s: list[float] = []
+        self._writes_real_s: list[float] = []
+        self._moves: list[tuple[float, Activity]] = []
+        self.event_real_s: list[float] = []
+        self.event_interval_s: list[float | None] = []
+        self.last_pause_s: float | None = None
+        self.leave_margin_s = config.graceful_margin_real_s * self.scale
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def state(self) -> JobState:
+        """The job's state, followed from the group's events."""
+        return self._sm.state
+
+    @property
+    def training(self) -> bool:
+        """Members are training (the checkpoint timer runs)."""
+        return sum(self.group.held()) > 0
+
+    def paid(self) -> tuple[int, int]:
+        """Members, or the nodes asked for while their workers start, whichever is more."""
+        spot, od = self.group.held()
+        return max(spot, self._acquired[0]), max(od, self._acquired[1])
+
+    def members(self) -> tuple[int, int]:
+        """Members of the current generation."""
+        return self.group.held()
+
+    def _follow(self, event: EventRecord) -> None:
+        """Move the job's state along the event (legal transitions only)."""
+        sm, kind = self._sm, event.kind
+        if kind in RESCALE_KINDS:
+            sm.to(JobState.RESCALING)
+            sm.to(JobState.RUNNING if event.nodes_after else JobState.WAITING)
+        elif kind is EventKind.RESTORE:
+            sm.to(JobState.RESCALING)
+        elif kind is EventKind.CHECKPOINT and sm.state is JobState.RUNNING:
+            sm.to(JobState.CHECKPOINTING)
+            sm.to(JobState.RUNNING)
+        elif kind in (EventKind.PAUSE, EventKind.PREEMPT) and event.nodes_after == 0:
+            sm.to(JobState.WAITING)
+
+    # -- time ----------------------------------------------------------------------------
+
+    def advance(self, now_s: float, books: Accounting) -> None:
+        """Book the time since the last call, then the pauses measured meanwhile."""
+        dt = now_s - self._last_s
+        if dt > 0:
+            self._last_s = now_s
+            members = sum(self.group.held())
+            if members:
+                books.spend(Activity.RUNNING, dt)
+            elif sum(self.paid()):
+                books.spend(Activity.RESCALE, dt)
+            else:
+                books.spend(Activity.IDLE, dt)
+        for seconds, activity in self._moves:
+            books.move(seconds, Activity.RUNNING, activity)
+        self._moves.clear()
+
+    def finished(self, now_s: float) -> bool:
+        """Whether rank 0 reported the end of training."""
+        if not self.group.done:
+            return False
+        sm = self._sm
+        for state in (JobState.RESCALING, JobState.RUNNING, JobState.DONE):
+            if sm.state is not JobState.DONE and sm.state.can_become(state):
+                sm.to(state)
+        return sm.state is JobState.DONE
+
+    def next_due_s(self, now_s: float) -> float:
+        """The group reports through :meth:`poll`; nothing is scheduled here."""
+        return math.inf
+
+    def wait(self, real_s: float) -> None:
+        """Sleep up to ``real_s``, returning early when the group has news."""
+        self.group.wait(real_s)
+
+    # -- events ----------------------------------------------------------------------------
+
+    def _convert(self, events: list[GroupEvent]) -> list[EventRecord]:
+        out = []
+        scale = self.scale
+        for ev in events:
+            real_s = ev.real_s - self._origin()
+            record = EventRecord(
+                time_s=max(real_s * scale, 0.0),
+                kind=ev.kind,
+                nodes_before=ev.nodes_before,
+                nodes_after=ev.nodes_after,
+                pause=ev.pause,
+                lost_samples=ev.lost_samples,
+                lost_work_h=ev.lost_real_s * scale / 3600.0,
+                lost_steps=ev.lost_steps,
+            )
+            out.append(record)
+            self.event_real_s.append(real_s)
+            self.event_interval_s.append(ev.interval_s)
+            self._measure(record)
+            self._follow(record)
+        return out
+
+    def _measure(self, record: EventRecord) -> None:
+        pause = record.pause.pause_s
+        if record.kind is EventKind.CHECKPOINT:
+            self._writes_real_s.append(record.pause.state_s)
+            self._moves.append((pause * self.scale, Activity.CHECKPOINT))
+        elif pause > 0 and record.kind in RESCALE_KINDS | {EventKind.PREEMPT}:
+            self.last_pause_s = pause
+            self._moves.append((pause * self.scale, Activity.RESCALE))
+            if record.kind is EventKind.RESUME or record.nodes_before == 0:
+                self._resumes_real_s.append(pause)
+            elif record.kind in (EventKind.SCALE_UP, EventKind.SCALE_DOWN):
+                self._pauses_real_s.append(pause)
+
+    # -- acting ------------------------------------------------------------------------------
+
+    def apply(self, spot: int, on_demand: int, now_s: float, fresh: bool) -> list[EventRecord]:
+        """Ask for ``spot`` + ``on_demand`` nodes; newcomers still starting join later.
+
+        A ``restart`` group restarts only when the target or the capacity changed
+        (``fresh``): each attempt is a full restart.
+        """
+        self._acquired = (spot, on_demand)
+        if self.group.held() == (spot, on_demand):
+            return []
+        if self.config.rescale is RescaleMode.RESTART and not fresh:
+            return []
+        return self._convert(self.group.apply(spot, on_demand, wait_ready_s=0.0))
+
+    def preempt(self, victims: int, graceful: bool, now_s: float) -> list[EventRecord]:
+        """Take ``victims`` spot nodes: ones still starting first, then members."""
+        paid_spot = self.paid()[0]
+        keep = max(paid_spot - victims, 0)
+        self._acquired = (min(self._acquired[0], keep), self._acquired[1])
+        kill = self.group.held()[0] - keep
+        if kill <= 0:
+            return []
+        return self._convert(self.group.preempt(kill, graceful=graceful))
+
+    def checkpoint(self, now_s: float) -> list[EventRecord]:
+        """Ask rank 0 for a checkpoint at the next step boundary."""
+        return self._convert(self.group.checkpoint())
+
+    def settle(self, now_s: float) -> list[EventRecord]:
+        """Real changes complete inside :meth:`apply`; nothing ends on its own."""
+        return []
+
+    def admit(self, now_s: float) -> list[EventRecord]:
+        """Warm standbys join at the next :meth:`apply`."""
+        return []
+
+    def poll(self, now_s: float) -> list[EventRecord]:
+        """Crashed members and failed collectives, handled by the group."""
+        return self._convert(self.group.poll())
+
+    # -- estimates (trace seconds) --------------------------------------------------------------
+
+    def progress(self) -> float:
+        """Steps done / the job's steps."""
+        steps = min(self.group.progress().step, self.config.max_steps)
+        return steps / self.config.max_steps
+
+    def remaining_samples(self) -> float:
+        """Samples of the steps still to do."""
+        steps = min(self.group.progress().step, self.config.max_steps)
+        batch = self.group.global_batch or self.config.global_batch
+        return float((self.config.max_steps - steps) * batch)
+
+    def step_count(self) -> int:
+        """Steps committed."""
+        return self.group.progress().step
+
+    def throughput_table(self) -> tuple[float, ...]:
+        """Given, or measured: ``global_batch / step time`` per world size.
+
+        Sizes not measured yet are extrapolated linearly from the nearest measured size
+        (``thr(n) = thr(m) * n / m``); before any measurement ``prior_step_real_s``
+        stands in.
+        """
+        cfg = self.config
+        if cfg.throughput_samples_per_s is not None:
+            return tuple(cfg.throughput_samples_per_s)
+        batch = self.group.global_batch or cfg.global_batch
+        measured = self.group.step_time_by_world()
+        table = [0.0]
+        for n in range(1, cfg.max_nodes + 1):
+            if n in measured and measured[n] > 0:
+                real = batch / measured[n]
+            elif measured:
+                m = min(measured, key=lambda k: (abs(k - n), k))
+                real = batch / measured[m] * n / m
+            else:
+                real = batch / cfg.prior_step_real_s * n
+            table.append(real / cfg.time_scale)
+        return tuple(table)
+
+    def efficiency_table(self) -> tuple[float, ...]:
+        """Given, or 1.0 everywhere (the executor keeps the global batch fixed)."""
+        cfg = self.config
+        return cfg.statistical_efficiency or (1.0,) * (cfg.max_nodes + 1)
+
+    def rescale_cost_s(self) -> float:
+        """Given, or the median measured planned pause (prior before any)."""
+        cfg = self.config
+        if cfg.rescale_cost_trace_s is not None:
+            return cfg.rescale_cost_trace_s
+        pauses = self._pauses_real_s
+        real = statistics.median(pauses) if pauses else cfg.rescale_cost_prior_real_s
+        return real * self.scale
+
+    def resume_cost_s(self) -> float | None:
+        """The median measured start from no nodes (None before one was measured)."""
+        if self.config.rescale_cost_trace_s is not None:
+            return None
+        resumes = self._resumes_real_s
+        return statistics.median(resumes) * self.scale if resumes else None
+
+    def step_s(self) -> float:
+        """The typical measured step now (prior before any)."""
+        real = self.group.typical_step_s() or self.config.prior_step_real_s
+        return real * self.scale
+
+    def checkpoint_write_s(self) -> float:
+        """The median measured checkpoint write (prior before any)."""
+        writes = self._writes_real_s
+        real = statistics.median(writes) if writes else self.config.checkpoint_write_prior_real_s
+        return real * self.scale
