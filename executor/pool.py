@@ -192,7 +192,16 @@ class LocalLauncher:
 
 @dataclass
 class _Worker:
-    """Mutable record of one worker process."""
+    """Mutable record of one worker process.
+
+    Attributes (the times are ``time.time()``):
+        exit_wall_s: when the group saw the process gone.
+        exit_code: its exit code, once gone.
+        killed_wall_s: when the group signalled it (SIGKILL or SIGTERM).
+        stop_wall_s: when the group told it to exit (``STOP`` without ``keep``, or
+            ``EXIT``): a clean exit after that is planned, not a crash.
+        fault_wall_s: when it reported an injected fault.
+    """
 
     wid: int
     launcher: Launcher
@@ -203,7 +212,9 @@ class _Worker:
     kind: NodeKind | None = None
     ready_wall_s: float | None = None
     exit_wall_s: float | None = None
+    exit_code: int | None = None
     killed_wall_s: float | None = None
+    stop_wall_s: float | None = None
     fault_wall_s: float | None = None
     events_read: int = 0
     steps_read: int = 0
@@ -327,6 +338,7 @@ class WorkerPool:
         return self._now() - (time.time() - wall_s)
 
     def _publish(self, cmd: Command) -> None:
+        self._expect_exits(cmd)
         self._seq += 1
         self._store.set(cmd_key(self._seq), cmd.to_bytes())
         self._store.add(CMDSEQ_KEY, 1)
@@ -403,21 +415,61 @@ class WorkerPool:
 
     # -- what workers report -----------------------------------------------------------------
 
+    def _expect_exits(self, cmd: Command) -> None:
+        """Note the workers that ``cmd`` tells to exit: their exit is planned."""
+        if cmd.op is CommandOp.STOP and not cmd.keep:
+            wids: Sequence[int] = self._members  # STOP reaches the running generation
+        elif cmd.op is CommandOp.EXIT:
+            wids = cmd.wids
+        else:
+            return
+        now = time.time()
+        for wid in wids:
+            worker = self._workers[wid]
+            worker.stop_wall_s = worker.stop_wall_s or now
+
     def _pump(self) -> None:
-        """Reap exited processes, read new worker events and step records."""
+        """Reap exited processes, read new worker events and step records.
+
+        A member that died on its own is a crash (``_crashed``, for ``poll``), logged
+        once.  That is decided only after its last events are read: a worker's exit
+        is often seen before the ``DONE`` it posted just before exiting.
+        """
+        exited = self._reap()
+        self._read_reports()
+        for worker, was in exited:
+            if was is WorkerStatus.MEMBER and self._died_on_its_own(worker):
+                log.warning("worker %s exited unexpectedly (code %s)", worker.wid, worker.exit_code)
+                self._crashed.append(worker.wid)
+
+    def _reap(self) -> list[tuple[_Worker, WorkerStatus]]:
+        """Mark exited processes DEAD; returns them with the status they had."""
+        exited: list[tuple[_Worker, WorkerStatus]] = []
         for worker in self._workers.values():
             if worker.status is WorkerStatus.DEAD:
                 continue
             code = worker.proc.poll()
             if code is None:
                 continue
-            was = worker.status
+            exited.append((worker, worker.status))
             worker.exit_wall_s = time.time()
+            worker.exit_code = code
             self._set_status(worker, WorkerStatus.DEAD)
-            if was is WorkerStatus.MEMBER and worker.killed_wall_s is None:
-                if not self._done:
-                    log.warning("worker %s exited unexpectedly (code %s)", worker.wid, code)
-                    self._crashed.append(worker.wid)
+        return exited
+
+    def _died_on_its_own(self, worker: _Worker) -> bool:
+        """Whether an exited member crashed, rather than left as the group planned.
+
+        Planned: the group killed it, training was over, or the group told it to exit
+        and it did so cleanly (code 0).  A worker that was told to stop but failed on
+        the way out (say, while writing the final checkpoint) did crash.
+        """
+        if worker.killed_wall_s is not None or self._done:
+            return False
+        return not (worker.stop_wall_s is not None and worker.exit_code == 0)
+
+    def _read_reports(self) -> None:
+        """Read every worker's new events and step records from the store."""
         pending = [w for w in self._workers.values() if not w.drained]
         if not pending:
             return
