@@ -34,13 +34,17 @@ the point of keeping them.  Without survivors (``restart`` mode, or a resume aft
 losing every node) ``acquire_s`` is the cold start of the new processes, teardown
 of the old ones counts as rendezvous, and a checkpoint write/load as state.
 
-Where things are (:class:`ProcessWorkerGroup` is composed of one layer per concern,
-each a base class of the next, so each part reads top to bottom on its own):
+Where things are.  :class:`ProcessWorkerGroup` is composed of one layer per concern,
+as base classes: ``WorkerPool`` <- ``PauseAccounting`` <- ``InplaceChanges`` and
+``RestartChanges`` <- ``ProcessWorkerGroup``.  Each layer calls only into the layers
+below it, so each module reads on its own (why base classes and not helper objects:
+see :mod:`.pool`).
 
 * :mod:`.records`: what the group reports (:class:`GroupEvent`,
   :class:`StepRecord`, :class:`WorkerStart`, :class:`GroupProgress`).
-* :mod:`.pool`: processes, launchers, the store, worker events and step records,
-  standbys, forming a generation (:class:`~.pool.WorkerPool`).
+* :mod:`.pool`: processes, the store, worker events and step records, standbys,
+  forming a generation (:class:`~.pool.WorkerPool`); how a process is started on a
+  host is :mod:`.launchers`.
 * :mod:`.pauses`: rank 0's ``PAUSE`` payload and the step records as events, the
   cost of a rollback (:class:`~.pauses.PauseAccounting`).
 * :mod:`.inplace` and :mod:`.restart`: the two mechanisms
@@ -63,13 +67,8 @@ from typing import Any
 from elasim.policies import EventKind
 
 from .inplace import InplaceChanges
-from .pool import (
-    Launcher,
-    LocalLauncher,
-    NodeKind,
-    ProcessHandle,
-    WorkerStatus,
-)
+from .launchers import Launcher, LocalLauncher, ProcessHandle
+from .pool import NodeKind, WorkerStatus
 from .pool import _Worker as _Worker  # re-exported: tests and tools inspect the table
 from .protocol import Command, CommandOp, WorkerSettings
 from .records import (

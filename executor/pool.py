@@ -1,15 +1,15 @@
 """The worker pool: processes, the store, and what workers report through it.
 
 Everything :class:`~.group.ProcessWorkerGroup` knows about its worker *processes*
-lives here, whatever the rescale mode: the launchers that start them (local
-subprocesses here, remote agents in :mod:`.agent`), the run's ``TCPStore``, spawning
-into free slots, warm standbys, reaping exits, pumping each worker's events and step
-records out of the store, and forming a generation (publishing ``JOIN`` until the
-named members train a step).
+lives here, whatever the rescale mode: the run's ``TCPStore``, spawning into the
+free slots of its launchers (:mod:`.launchers`), warm standbys, reaping exits (and
+telling a crash from a planned exit), pumping each worker's events and step records
+out of the store, and forming a generation (publishing ``JOIN`` until the named
+members train a step).
 
 Why a module of its own: this is the part that changes with the wire protocol
-(:mod:`.protocol`) and with how processes are started, and it changes *together*
-(a new event type is read here, a new launcher is spawned from here).  It knows
+(:mod:`.protocol`) and with the life of a process, and those change *together* (a
+new worker event is read here and usually moves a worker's status here).  It knows
 nothing about scale-up/scale-down decisions or how pauses are measured; the
 mechanisms (:mod:`.inplace`, :mod:`.restart`) and the accounting (:mod:`.pauses`)
 build on it.
@@ -24,21 +24,19 @@ the same state passed between helpers.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import enum
 import functools
 import logging
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from .launchers import Launcher, ProcessHandle
 from .protocol import (
     CMDSEQ_KEY,
     CONFIG_KEY,
@@ -60,14 +58,7 @@ from .records import ExecutorError, GroupProgress, StepRecord, WorkerStart
 if TYPE_CHECKING:
     from .group import GroupSettings
 
-__all__ = [
-    "Launcher",
-    "LocalLauncher",
-    "NodeKind",
-    "ProcessHandle",
-    "WorkerPool",
-    "WorkerStatus",
-]
+__all__ = ["NodeKind", "WorkerPool", "WorkerStatus"]
 
 log = logging.getLogger(__name__)
 
@@ -98,96 +89,6 @@ class WorkerStatus(str, enum.Enum):
     MEMBER = "member"
     LEAVING = "leaving"
     DEAD = "dead"
-
-
-class ProcessHandle(Protocol):
-    """A started worker process, local or remote."""
-
-    pid: int
-
-    def poll(self) -> int | None:
-        """Exit code, or None while running."""
-
-    def send_signal(self, sig: int) -> None:
-        """Deliver ``sig`` (SIGKILL emulates a preemption without notice)."""
-
-
-class Launcher(Protocol):
-    """Starts worker processes on one host."""
-
-    name: str
-    slots: int
-
-    def spawn(self, wid: int, args: Sequence[str]) -> ProcessHandle:
-        """Start ``python -m elasim.executor._entry *args`` for worker ``wid``."""
-
-    def close(self) -> None:
-        """Stop everything this launcher started."""
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Linux: SIGKILL the worker if the controller dies (no orphaned trainers)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-class LocalLauncher:
-    """Worker processes on this host, as ``subprocess.Popen`` children.
-
-    Attributes:
-        slots: most processes alive at once.
-        log_dir: each worker's stderr goes to ``worker-{wid}.log`` here (None: discarded).
-        device_indices: CUDA device per slot index, when GPUs are present.
-    """
-
-    def __init__(
-        self,
-        slots: int,
-        *,
-        log_dir: str | Path | None = None,
-        python: str = sys.executable,
-        env: dict[str, str] | None = None,
-    ) -> None:
-        if slots < 1:
-            raise ValueError(f"slots must be >= 1, got {slots}")
-        self.name = "local"
-        self.slots = int(slots)
-        self.log_dir = Path(log_dir) if log_dir is not None else None
-        self.python = python
-        self.env = env
-        self._procs: list[subprocess.Popen[bytes]] = []
-
-    def spawn(self, wid: int, args: Sequence[str]) -> ProcessHandle:
-        """Start one worker process."""
-        stderr: Any = subprocess.DEVNULL
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            stderr = open(self.log_dir / f"worker-{wid}.log", "ab")  # noqa: SIM115
-        try:
-            proc = subprocess.Popen(
-                [self.python, "-m", "elasim.executor._entry", *args],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                env=self.env,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-            )
-        finally:
-            if stderr is not subprocess.DEVNULL:
-                stderr.close()
-        self._procs.append(proc)
-        return proc
-
-    def close(self) -> None:
-        """SIGKILL and reap every child still running."""
-        for proc in self._procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-        for proc in self._procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
-        self._procs.clear()
 
 
 @dataclass
@@ -343,6 +244,19 @@ class WorkerPool:
         self._store.set(cmd_key(self._seq), cmd.to_bytes())
         self._store.add(CMDSEQ_KEY, 1)
 
+    def _expect_exits(self, cmd: Command) -> None:
+        """Note the workers that ``cmd`` tells to exit: their exit is planned."""
+        if cmd.op is CommandOp.STOP and not cmd.keep:
+            wids: Sequence[int] = self._members  # STOP reaches the running generation
+        elif cmd.op is CommandOp.EXIT:
+            wids = cmd.wids
+        else:
+            return
+        now = time.time()
+        for wid in wids:
+            worker = self._workers[wid]
+            worker.stop_wall_s = worker.stop_wall_s or now
+
     def _free_slots(self, launcher: Launcher) -> int:
         used = sum(
             1
@@ -414,19 +328,6 @@ class WorkerPool:
         return spot, len(wids) - spot
 
     # -- what workers report -----------------------------------------------------------------
-
-    def _expect_exits(self, cmd: Command) -> None:
-        """Note the workers that ``cmd`` tells to exit: their exit is planned."""
-        if cmd.op is CommandOp.STOP and not cmd.keep:
-            wids: Sequence[int] = self._members  # STOP reaches the running generation
-        elif cmd.op is CommandOp.EXIT:
-            wids = cmd.wids
-        else:
-            return
-        now = time.time()
-        for wid in wids:
-            worker = self._workers[wid]
-            worker.stop_wall_s = worker.stop_wall_s or now
 
     def _pump(self) -> None:
         """Reap exited processes, read new worker events and step records.
