@@ -10,8 +10,11 @@ Modules:
 * :mod:`.api`: the user API (:class:`ElasticJob`, :class:`TrainState`).
 * :mod:`.digits`: the default job (MLP on scikit-learn's digits, target 0.95).
 * :mod:`.sampler`: the elastic, exactly-once sampler.
-* :mod:`.worker`: the worker process (warm standby, re-formation, state broadcast).
-* :mod:`.group`: worker processes and generations (``inplace`` / ``restart``).
+* :mod:`.worker`: the worker process (warm standby, re-formation), with its step loop
+  (:mod:`.training`) and state broadcast (:mod:`.statesync`).
+* :mod:`.group`: worker processes and generations (``inplace`` / ``restart``), built
+  from :mod:`.pool`, :mod:`.pauses`, :mod:`.inplace` and :mod:`.restart`; processes
+  are started by :mod:`.launchers`, and what the group reports is in :mod:`.records`.
 * :mod:`.controller`: the observe -> decide -> apply loop with an injected clock.
 * :mod:`.checkpoint`: atomic checkpoints loaded with ``weights_only=True``.
 * :mod:`.agent`: ``elasim agent``, worker slots on other hosts.

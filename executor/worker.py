@@ -20,8 +20,9 @@ or an agent starts it).  The life of a worker (:class:`WorkerPhase`):
    applied the all-reduced gradient, which already contains every rank's
    contribution).  Ranks whose step or checksum differ (newcomers, a survivor that
    lost the in-flight step) receive model, optimizer and sampler position by
-   broadcast, from memory, not from disk.  A pure scale-down skips the broadcast.
-4. **Train.**  Each step: the rank's share of the global batch (see
+   broadcast, from memory, not from disk.  A pure scale-down skips the broadcast
+   (:mod:`.statesync`).
+4. **Train** (:mod:`.training`).  Each step: the rank's share of the global batch (see
    :mod:`.sampler`), forward + backward, one all-reduce of a flat buffer holding
    every gradient plus three control slots (rank 0's view of ``cmdseq``, the loss
    sum, the sample count), optimizer step.  After the all-reduce every rank knows the
@@ -34,6 +35,12 @@ or an agent starts it).  The life of a worker (:class:`WorkerPhase`):
 
 Timestamps that cross processes use ``time.time()`` (one host: one clock; across
 hosts the ``detect_s`` component is only as good as the hosts' clock sync).
+
+This module is the process and its life cycle (phases, warm-up, the store, commands
+between generations, joining).  The two parts that change for other reasons live
+beside it: :mod:`.statesync` (step 3: plain ``torch.distributed`` over the training
+state) and :mod:`.training` (step 4: the step loop, the hot path, and what ends a
+generation).
 """
 
 from __future__ import annotations
@@ -47,12 +54,9 @@ import logging
 import math
 import os
 import signal
-import statistics
 import sys
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -62,7 +66,7 @@ import torch
 import torch.distributed as dist
 
 from .api import ElasticJob, TrainState, load_elastic_job, move_to_device
-from .checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, load_checkpoint
 from .protocol import (
     CMDSEQ_KEY,
     CONFIG_KEY,
@@ -83,7 +87,9 @@ from .protocol import (
     steps_count_key,
     steps_key,
 )
-from .sampler import ElasticSampler, SamplerPosition
+from .sampler import ElasticSampler
+from .statesync import sync_state
+from .training import _META_SLOTS, TrainingLoop, _Next, _Notice
 
 __all__ = ["Worker", "WorkerPhase", "main"]
 
@@ -93,11 +99,8 @@ log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_CONTROLLER_GONE = 3
-_CHECKPOINT_CRASH_EXIT = 17
+# (17: the injected checkpoint crash, see .training)
 _LONG_WAIT = timedelta(seconds=3600)
-_META_SLOTS = 4  # cmdseq, loss sum, samples, stop flag
-_META_SEQ, _META_LOSS, _META_SAMPLES, _META_STOP = range(_META_SLOTS)
-_STEP_HISTORY = 32
 
 
 class WorkerPhase(str, enum.Enum):
@@ -142,61 +145,12 @@ class _ControllerGone(Exception):
     """The store (hence the controller) is unreachable."""
 
 
-@dataclass(frozen=True)
-class _TensorRef:
-    """Placeholder for tensor ``index`` in a broadcast state skeleton."""
+class Worker(TrainingLoop):
+    """One elastic data-parallel replica (see the module docstring).
 
-    index: int
-
-
-@dataclass
-class _Notice:
-    """What a member knows when it leaves a generation (for the next pause)."""
-
-    wall_s: float
-    failure: bool
-    last_end_wall_s: float | None
-    typical_step_s: float | None
-    inflight: bool
-
-
-@dataclass(frozen=True)
-class _Next:
-    """What to do after a generation ends."""
-
-    action: str  # "join" | "wait" | "exit"
-    plan: Command | None = None
-    notice: _Notice | None = None
-
-
-def _flatten(obj: Any, tensors: list[torch.Tensor]) -> Any:
-    """Replace tensors in a nested state by :class:`_TensorRef` (collected in order)."""
-    if isinstance(obj, torch.Tensor):
-        tensors.append(obj)
-        return _TensorRef(len(tensors) - 1)
-    if isinstance(obj, dict):
-        return {k: _flatten(v, tensors) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_flatten(v, tensors) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_flatten(v, tensors) for v in obj)
-    return obj
-
-
-def _unflatten(obj: Any, tensors: list[torch.Tensor]) -> Any:
-    if isinstance(obj, _TensorRef):
-        return tensors[obj.index]
-    if isinstance(obj, dict):
-        return {k: _unflatten(v, tensors) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_unflatten(v, tensors) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_unflatten(v, tensors) for v in obj)
-    return obj
-
-
-class Worker:
-    """One elastic data-parallel replica (see the module docstring)."""
+    The step loop inside a generation is :class:`~.training.TrainingLoop`; the state
+    sync when a generation forms is :mod:`.statesync`.
+    """
 
     def __init__(
         self,
@@ -388,6 +342,7 @@ class Worker:
             while plan is not None:
                 nxt = self._generation(plan, notice)
                 if nxt.action == "exit":
+                    self._become(WorkerPhase.LEAVING)
                     break
                 notice = nxt.notice
                 if nxt.action == "join":
@@ -447,7 +402,8 @@ class Worker:
             restored_step = None
             if plan.restore and rank == 0:
                 restored_step = self._restore(plan.restore)
-            sync = self._sync_state(rank, world, inflight=bool(notice and notice.inflight))
+            inflight = bool(notice and notice.inflight)
+            sync = sync_state(self.state, self.device, rank, world, inflight=inflight)
             t_synced = time.time()
         except _ControllerGone:
             raise
@@ -480,363 +436,6 @@ class Worker:
             return None
         self.state.load_state_dict(state)
         return self.state.step
-
-    def _checksum(self) -> float:
-        with torch.no_grad():
-            params = self.state.model.parameters()
-            return float(sum(p.detach().double().sum().item() for p in params))
-
-    def _sync_state(self, rank: int, world: int, inflight: bool) -> dict[str, Any]:
-        """All-gather (step, checksum, in-flight), then broadcast from the source if needed."""
-        mine = torch.tensor(
-            [float(self.state.step), self._checksum(), float(inflight)],
-            dtype=torch.float64,
-            device=self.device,
-        )
-        gathered = [torch.empty_like(mine) for _ in range(world)]
-        dist.all_gather(gathered, mine)
-        rows = [g.tolist() for g in gathered]
-        top = max(r[0] for r in rows)
-        src = min(i for i, r in enumerate(rows) if r[0] == top)
-        needy = [i for i, r in enumerate(rows) if (r[0], r[1]) != (rows[src][0], rows[src][1])]
-        state_bytes = 0
-        if needy:
-            state_bytes = self._broadcast_state(src, receive=rank in needy)
-        return {
-            "source_rank": src,
-            "receivers": len(needy),
-            "state_bytes": state_bytes,
-            "adopted_step": int(top),
-            "steps_before": [int(r[0]) for r in rows],
-            "inflight_lost": any(r[2] > 0 for r in rows),
-        }
-
-    def _broadcast_state(self, src: int, *, receive: bool) -> int:
-        """Broadcast the whole TrainState from ``src``: skeleton, then one buffer per dtype."""
-        rank = dist.get_rank()
-        tensors: list[torch.Tensor] = []
-        skeleton: Any = None
-        layout: list[tuple[str, list[tuple[int, tuple[int, ...]]]]] = []
-        if rank == src:
-            skeleton = _flatten(self.state.state_dict(), tensors)
-            groups: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
-            for i, t in enumerate(tensors):
-                groups.setdefault(str(t.dtype).removeprefix("torch."), []).append(
-                    (i, tuple(t.shape))
-                )
-            layout = list(groups.items())
-        box = [(skeleton, layout, len(tensors))]
-        dist.broadcast_object_list(box, src=src, device=self.device)
-        skeleton, layout, count = box[0]
-        received: list[torch.Tensor | None] = [None] * count
-        total_bytes = 0
-        for dtype_name, entries in layout:
-            dtype = getattr(torch, dtype_name)
-            wire = torch.uint8 if dtype == torch.bool else dtype
-            sizes = [math.prod(shape) for _, shape in entries]
-            if rank == src:
-                flat = torch.cat([tensors[i].detach().reshape(-1).to(wire) for i, _ in entries])
-                flat = flat.to(self.device)
-            else:
-                flat = torch.empty(sum(sizes), dtype=wire, device=self.device)
-            dist.broadcast(flat, src=src)
-            total_bytes += flat.numel() * flat.element_size()
-            if receive:
-                for (i, shape), part in zip(entries, torch.split(flat, sizes), strict=True):
-                    received[i] = part.reshape(shape).to(dtype).clone()
-        if receive:
-            self.state.load_state_dict(_unflatten(skeleton, received))  # type: ignore[arg-type]
-        return total_bytes
-
-    # -- training ------------------------------------------------------------------------
-
-    def _global_ids(self, pos: SamplerPosition) -> np.ndarray:
-        if self._perm_cache is None or self._perm_cache[0] != pos.epoch:
-            self._perm_cache = (pos.epoch, self.sampler.permutation(pos.epoch))
-        perm = self._perm_cache[1]
-        return perm[pos.position : pos.position + self.sampler.global_batch]
-
-    def _poll_seq(self) -> int:
-        now = time.monotonic()
-        if now - self._last_poll >= self.settings.command_poll_s:
-            self._last_poll = now
-            self._last_seq = self._cmdseq()
-        return self._last_seq
-
-    def _checkpoint(self, tag: str) -> None:
-        if not self.settings.checkpoint_dir:
-            return
-        path = Path(self.settings.checkpoint_dir) / CHECKPOINT_NAME
-        crash_after = self.settings.faults.crash_checkpoint_after_bytes
-        hook = None
-        if crash_after is not None and self._ckpt_count == 0:
-
-            def hook(written: int) -> None:
-                if written >= crash_after:
-                    os._exit(_CHECKPOINT_CRASH_EXIT)
-
-        info = save_checkpoint(
-            path, self.state.state_dict(), on_chunk=hook, chunk_bytes=4096 if hook else 1 << 20
-        )
-        self._ckpt_count += 1
-        self._post(
-            WorkerEventType.CHECKPOINT,
-            step=self.state.step,
-            path=str(info.path),
-            size_bytes=info.size_bytes,
-            write_s=info.write_s,
-            tag=tag,
-        )
-
-    def _train(
-        self,
-        plan: Command,
-        rank: int,
-        world: int,
-        notice: _Notice | None,
-        timing: dict[str, Any],
-    ) -> _Next:
-        """Train in generation ``plan.gen`` until a command or a failure ends it."""
-        settings, state, job = self.settings, self.state, self.job
-        meta = self._meta
-        assert meta is not None
-        history: deque[float] = deque(maxlen=_STEP_HISTORY)
-        prev_end: float | None = None
-        first = True
-        faults = settings.faults
-        stop_requested = False
-        announce_stop = False  # rank 0: tell everyone (via the next all-reduce) to stop
-        while True:
-            if state.step >= settings.max_steps or stop_requested:
-                return self._finish(rank, prev_end)
-            pos = state.sampler_position
-            global_ids = self._global_ids(pos)
-            local_ids = self.sampler.shard(global_ids, world, rank)
-            n_global, n_local = len(global_ids), len(local_ids)
-            for flat in self._buckets:
-                flat.zero_()
-            loss_sum = 0.0
-            if n_local:
-                batch = move_to_device(job.collate(self.data.train, local_ids), self.device)
-                out = job.train_step(state, batch)
-                loss = out["loss"]
-                (loss * (n_local / n_global)).backward()
-                loss_sum = float(loss.detach().item()) * n_local
-            if settings.step_delay_s > 0:
-                time.sleep(settings.step_delay_s)
-            if faults.kill_wid == self.wid and faults.kill_at_step == state.step + 1:
-                self._post(WorkerEventType.FAULT, step=state.step + 1)
-                os.kill(os.getpid(), signal.SIGKILL)
-            if rank == 0:
-                meta[_META_SEQ] = float(self._poll_seq())
-                meta[_META_STOP] = 1.0 if announce_stop else 0.0
-            meta[_META_LOSS] = loss_sum
-            meta[_META_SAMPLES] = float(n_local)
-            try:
-                for flat in self._buckets:
-                    dist.all_reduce(flat)
-            except Exception as exc:
-                message = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-                del exc
-                return self._on_failure(message, prev_end, history)
-            state.optimizer.step()
-            state.step += 1
-            state.samples += n_global
-            new_pos = self.sampler.advance(pos, n_global)
-            state.epoch, state.position = new_pos.epoch, new_pos.position
-            t_end = time.time()
-            values = meta.tolist()
-            loss_global = values[_META_LOSS] / max(values[_META_SAMPLES], 1.0)
-            if first:
-                first = False
-                if rank == 0:
-                    self._report_pause(plan, world, notice, timing, t_end, n_global)
-            elif prev_end is not None:
-                history.append(t_end - prev_end)
-            prev_end = t_end
-            if self._sample_log is not None:
-                self._sample_log.write(
-                    json.dumps(
-                        {
-                            "wid": self.wid,
-                            "gen": plan.gen,
-                            "rank": rank,
-                            "world": world,
-                            "step": state.step,
-                            "epoch": pos.epoch,
-                            "ids": [int(i) for i in local_ids],
-                        }
-                    )
-                    + "\n"
-                )
-                self._sample_log.flush()
-            if rank == 0:
-                self._step_buffer.append(
-                    [
-                        t_end,
-                        state.step,
-                        world,
-                        loss_global,
-                        n_global,
-                        plan.gen,
-                        pos.epoch,
-                        state.samples,
-                    ]
-                )
-                if time.monotonic() - self._last_flush >= settings.report_interval_s:
-                    self._flush_steps()
-                interval = settings.checkpoint_interval_steps
-                if interval and state.step % interval == 0:
-                    self._checkpoint("interval")
-                if (
-                    settings.stop_at_target
-                    and settings.eval_every_steps
-                    and state.step % settings.eval_every_steps == 0
-                    and self._target_reached()
-                ):
-                    announce_stop = True  # everyone stops after the next step
-            if values[_META_STOP] > 0:
-                stop_requested = True
-            agreed = int(round(values[_META_SEQ]))
-            if agreed > self._seen:
-                nxt = self._apply_commands(agreed, rank, t_end, history)
-                if nxt is not None:
-                    return nxt
-
-    def _target_reached(self) -> bool:
-        target = self.job.target_accuracy
-        if target is None or self.job.evaluate is None or self.data.test is None:
-            return False
-        return self.job.evaluate(self.state, self.data.test).get("accuracy", 0.0) >= target
-
-    def _typical(self, history: deque[float]) -> float | None:
-        return statistics.median(history) if history else None
-
-    def _apply_commands(
-        self, upto: int, rank: int, t_end: float, history: deque[float]
-    ) -> _Next | None:
-        """Act on commands ``seen+1 .. upto`` at this step boundary (same on all ranks)."""
-        plan: Command | None = None
-        leave = dropped = False
-        for cmd in self._read_commands(upto):
-            if cmd.op is CommandOp.CHECKPOINT:
-                if rank == 0:
-                    self._checkpoint(cmd.tag or "command")
-            elif cmd.op is CommandOp.JOIN:
-                if self.wid in cmd.members:
-                    plan, dropped = cmd, False
-                else:
-                    plan, dropped = None, True
-            elif cmd.op is CommandOp.STOP:
-                if rank == 0:
-                    self._flush_steps()
-                    if cmd.checkpoint:
-                        self._checkpoint(cmd.tag or "stop")
-                    self._post(WorkerEventType.STOPPED, step=self.state.step, last_end_wall_s=t_end)
-                if cmd.keep:
-                    self._destroy_group()
-                    self._post(
-                        WorkerEventType.LEFT,
-                        step=self.state.step,
-                        last_end_wall_s=t_end,
-                        exit=False,
-                    )
-                    return _Next("wait")
-                self._become(WorkerPhase.LEAVING)
-                return _Next("exit")
-            elif cmd.op is CommandOp.EXIT and self.wid in cmd.wids:
-                leave = True
-        if rank == 0 and (plan is not None or leave or dropped):
-            self._flush_steps()
-        if leave:
-            self._post(WorkerEventType.LEFT, step=self.state.step, last_end_wall_s=t_end, exit=True)
-            self._become(WorkerPhase.LEAVING)
-            return _Next("exit")
-        if dropped:
-            # dropped from the group: back to warm standby (the next JOIN that names this
-            # worker treats it as a newcomer; the state sync refreshes its state)
-            self._destroy_group()
-            self._post(
-                WorkerEventType.LEFT, step=self.state.step, last_end_wall_s=t_end, exit=False
-            )
-            return _Next("wait")
-        if plan is not None:
-            notice = _Notice(t_end, False, t_end, self._typical(history), False)
-            return _Next("join", plan=plan, notice=notice)
-        return None
-
-    def _on_failure(self, message: str, prev_end: float | None, history: deque[float]) -> _Next:
-        """A collective raised: drop the group (closing our sockets wakes peers stuck in it)."""
-        t_fail = time.time()
-        self._destroy_group()
-        try:
-            self._flush_steps()
-        except _ControllerGone:
-            raise
-        self._post(WorkerEventType.COLLECTIVE_FAILED, reason=message, step=self.state.step)
-        notice = _Notice(t_fail, True, prev_end, self._typical(history), True)
-        return _Next("wait", notice=notice)
-
-    def _finish(self, rank: int, prev_end: float | None) -> _Next:
-        """``max_steps`` reached (or the target): rank 0 evaluates and reports ``DONE``."""
-        if rank == 0:
-            self._flush_steps()
-            metrics: dict[str, float] = {}
-            if self.job.evaluate is not None and self.data.test is not None:
-                metrics = dict(self.job.evaluate(self.state, self.data.test))
-            self._post(
-                WorkerEventType.DONE,
-                step=self.state.step,
-                samples=self.state.samples,
-                last_end_wall_s=prev_end,
-                metrics=metrics,
-            )
-        self._become(WorkerPhase.LEAVING)
-        return _Next("exit")
-
-    def _report_pause(
-        self,
-        plan: Command,
-        world: int,
-        notice: _Notice | None,
-        timing: dict[str, Any],
-        t_first_end: float,
-        n_global: int,
-    ) -> None:
-        """Rank 0 of a new generation: the survivors' pause, split into components.
-
-        ``pause_s`` is the time the survivors did not train: from their last step end
-        before the change to their first step end after it, minus one typical step.
-        See :mod:`elasim.executor.group` for how the controller completes it.
-        """
-        typical = notice.typical_step_s if notice and notice.typical_step_s else None
-        first_step_s = t_first_end - timing["t_synced"]
-        payload: dict[str, Any] = {
-            "rank_world": world,
-            "first_end_wall_s": t_first_end,
-            "first_step_s": first_step_s,
-            "typical_step_s": typical,
-            "survivor": notice is not None,
-            "global_batch": n_global,
-            **timing,
-        }
-        if notice is not None:
-            detect = 0.0
-            if notice.failure:
-                origin = notice.last_end_wall_s or notice.wall_s
-                if plan.failure_wall_s is not None:
-                    origin = max(origin, plan.failure_wall_s)
-                detect = max(notice.wall_s - origin, 0.0)
-            payload.update(
-                notice_wall_s=notice.wall_s,
-                last_end_wall_s=notice.last_end_wall_s,
-                failure=notice.failure,
-                detect_s=detect,
-                rendezvous_s=max(timing["t_formed"] - notice.wall_s, 0.0),
-                state_s=max(timing["t_synced"] - timing["t_formed"], 0.0),
-                warmup_s=max(first_step_s - (typical or first_step_s), 0.0),
-            )
-        self._post(WorkerEventType.PAUSE, **payload)
 
 
 def _connect(address: str, timeout_s: float) -> dist.TCPStore:

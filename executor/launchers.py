@@ -1,0 +1,116 @@
+"""Launchers: how a worker process is started on a host.
+
+A :class:`Launcher` owns a number of worker *slots* on one host and starts
+``python -m elasim.executor._entry ...`` in them; what it returns is a
+:class:`ProcessHandle` the pool polls and signals.  :class:`LocalLauncher` starts
+subprocesses of the controller; :class:`~.agent.RemoteLauncher` asks an agent on
+another host.
+
+Why a module of its own: starting a process is the one thing that differs between
+hosts (and between local and remote runs), and nothing else in the group needs to
+know how it is done; :mod:`.pool` only uses the two protocols.  :mod:`.group`
+re-exports these names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["Launcher", "LocalLauncher", "ProcessHandle"]
+
+
+class ProcessHandle(Protocol):
+    """A started worker process, local or remote."""
+
+    pid: int
+
+    def poll(self) -> int | None:
+        """Exit code, or None while running."""
+
+    def send_signal(self, sig: int) -> None:
+        """Deliver ``sig`` (SIGKILL emulates a preemption without notice)."""
+
+
+class Launcher(Protocol):
+    """Starts worker processes on one host."""
+
+    name: str
+    slots: int
+
+    def spawn(self, wid: int, args: Sequence[str]) -> ProcessHandle:
+        """Start ``python -m elasim.executor._entry *args`` for worker ``wid``."""
+
+    def close(self) -> None:
+        """Stop everything this launcher started."""
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Linux: SIGKILL the worker if the controller dies (no orphaned trainers)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class LocalLauncher:
+    """Worker processes on this host, as ``subprocess.Popen`` children.
+
+    Attributes:
+        slots: most processes alive at once.
+        log_dir: each worker's stderr goes to ``worker-{wid}.log`` here (None: discarded).
+        device_indices: CUDA device per slot index, when GPUs are present.
+    """
+
+    def __init__(
+        self,
+        slots: int,
+        *,
+        log_dir: str | Path | None = None,
+        python: str = sys.executable,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
+        self.name = "local"
+        self.slots = int(slots)
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.python = python
+        self.env = env
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    def spawn(self, wid: int, args: Sequence[str]) -> ProcessHandle:
+        """Start one worker process."""
+        stderr: Any = subprocess.DEVNULL
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            stderr = open(self.log_dir / f"worker-{wid}.log", "ab")  # noqa: SIM115
+        try:
+            proc = subprocess.Popen(
+                [self.python, "-m", "elasim.executor._entry", *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=self.env,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        finally:
+            if stderr is not subprocess.DEVNULL:
+                stderr.close()
+        self._procs.append(proc)
+        return proc
+
+    def close(self) -> None:
+        """SIGKILL and reap every child still running."""
+        for proc in self._procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+        for proc in self._procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        self._procs.clear()

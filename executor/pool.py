@@ -1,0 +1,655 @@
+"""The worker pool: processes, the store, and what workers report through it.
+
+Everything :class:`~.group.ProcessWorkerGroup` knows about its worker *processes*
+lives here, whatever the rescale mode: the run's ``TCPStore``, spawning into the
+free slots of its launchers (:mod:`.launchers`), warm standbys, reaping exits (and
+telling a crash from a planned exit), pumping each worker's events and step records
+out of the store, and forming a generation (publishing ``JOIN`` until the named
+members train a step).
+
+Why a module of its own: this is the part that changes with the wire protocol
+(:mod:`.protocol`) and with the life of a process, and those change *together* (a
+new worker event is read here and usually moves a worker's status here).  It knows
+nothing about scale-up/scale-down decisions or how pauses are measured; the
+mechanisms (:mod:`.inplace`, :mod:`.restart`) and the accounting (:mod:`.pauses`)
+build on it.
+
+:class:`WorkerPool` is a base class rather than a helper object because every layer
+above it reads and writes the same bookkeeping (the worker table, the members, the
+inbox of events, the step records) many times per change; one object with that state
+in one place (initialized in :meth:`WorkerPool.__init__`) is simpler to follow than
+the same state passed between helpers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+import logging
+import signal
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .launchers import Launcher, ProcessHandle
+from .protocol import (
+    CMDSEQ_KEY,
+    CONFIG_KEY,
+    GO_ABORT,
+    Command,
+    CommandOp,
+    WorkerEventType,
+    cmd_key,
+    decode,
+    event_count_key,
+    event_key,
+    gen_go_key,
+    gen_here_key,
+    steps_count_key,
+    steps_key,
+)
+from .records import ExecutorError, GroupProgress, StepRecord, WorkerStart
+
+if TYPE_CHECKING:
+    from .group import GroupSettings
+
+__all__ = ["NodeKind", "WorkerPool", "WorkerStatus"]
+
+log = logging.getLogger(__name__)
+
+
+class NodeKind(str, enum.Enum):
+    """What a member node is: spot nodes can be preempted, on-demand nodes never are."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on_demand"
+
+
+class WorkerStatus(str, enum.Enum):
+    """A worker process as the group tracks it.
+
+    Legal transitions::
+
+        STARTING -> STANDBY -> MEMBER -> LEAVING -> DEAD
+        STARTING -> DEAD            (crashed or killed while warming up)
+        STANDBY  -> DEAD            (EXIT, or killed)
+        MEMBER   -> DEAD            (killed: preemption, or a crash)
+        MEMBER   -> STANDBY         (dropped gracefully: warm again; or a generation
+                                     failed and it waits for the next JOIN)
+        STANDBY  -> MEMBER          (named in a JOIN)
+    """
+
+    STARTING = "starting"
+    STANDBY = "standby"
+    MEMBER = "member"
+    LEAVING = "leaving"
+    DEAD = "dead"
+
+
+@dataclass
+class _Worker:
+    """Mutable record of one worker process.
+
+    Attributes (the times are ``time.time()``):
+        exit_wall_s: when the group saw the process gone.
+        exit_code: its exit code, once gone.
+        killed_wall_s: when the group signalled it (SIGKILL or SIGTERM).
+        stop_wall_s: when the group told it to exit (``STOP`` without ``keep``, or
+            ``EXIT``): a clean exit after that is planned, not a crash.
+        fault_wall_s: when it reported an injected fault.
+    """
+
+    wid: int
+    launcher: Launcher
+    proc: ProcessHandle
+    spawn_wall_s: float
+    slot: int = 0
+    status: WorkerStatus = WorkerStatus.STARTING
+    kind: NodeKind | None = None
+    ready_wall_s: float | None = None
+    exit_wall_s: float | None = None
+    exit_code: int | None = None
+    killed_wall_s: float | None = None
+    stop_wall_s: float | None = None
+    fault_wall_s: float | None = None
+    events_read: int = 0
+    steps_read: int = 0
+    drained: bool = False
+
+
+class WorkerPool:
+    """Worker processes, the store, and their reports (see the module docstring).
+
+    Attributes:
+        settings: the group's settings.
+        launchers: where worker processes are started.
+    """
+
+    def __init__(
+        self,
+        settings: GroupSettings,
+        launchers: Sequence[Launcher],
+        *,
+        now: Callable[[], float] | None = None,
+    ) -> None:
+        if not launchers:
+            raise ValueError("a worker group needs at least one launcher")
+        self.settings = settings
+        self.launchers = list(launchers)
+        self._now = now or time.monotonic
+        self._store: Any = None
+        self._workers: dict[int, _Worker] = {}
+        self._next_wid = 0
+        self._seq = 0
+        self._gen = 0
+        self._started_once = False  # a generation has trained (either mechanism)
+        self._members: list[int] = []
+        self._inbox: list[dict[str, Any]] = []
+        self._steps: list[StepRecord] = []
+        self._step_walls: list[float] = []
+        self._done = False
+        self._metrics: dict[str, float] = {}
+        self._last_checkpoint_step: int | None = None
+        self._checkpoint_path: str | None = None
+        self._global_batch: int | None = None
+        self._crashed: list[int] = []
+        self._failed_collectives: list[dict[str, Any]] = []
+        self._closed = False
+        #: keep every free slot filled with a warm standby (the group sets it: ``inplace``
+        #: mode with ``settings.standby``)
+        self._keep_warm = False
+        #: the job's stated accuracy target and name (from the first READY worker)
+        self.target_accuracy: float | None = None
+        self.job_name: str | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` of the run's store, as workers (on any host) reach it."""
+        host = self.settings.advertise_host or self.settings.bind_host
+        if host in ("0.0.0.0", "::"):
+            host = socket.getfqdn()
+        return f"{host}:{self._store.port}"
+
+    def _open_store(self) -> None:
+        """Open the run's store and publish the worker settings."""
+        import torch.distributed as dist
+
+        # TCPStore's own listener binds every interface whatever host it is given;
+        # a socket bound here (loopback by default) and handed over keeps it private.
+        family = socket.AF_INET6 if ":" in self.settings.bind_host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.settings.bind_host, self.settings.store_port))
+        listener.listen(512)
+        port = listener.getsockname()[1]
+        self._store = dist.TCPStore(
+            self.settings.bind_host,
+            port,
+            is_master=True,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=max(30.0, self.settings.change_timeout_s)),
+            master_listen_fd=listener.detach(),  # the store owns (and closes) the socket now
+        )
+        self._store.set(CONFIG_KEY, self.settings.worker.to_bytes())
+        self._store.add(CMDSEQ_KEY, 0)
+        if self.settings.worker.checkpoint_dir:
+            from .checkpoint import CHECKPOINT_NAME
+
+            self._checkpoint_path = str(Path(self.settings.worker.checkpoint_dir) / CHECKPOINT_NAME)
+
+    def _start_standbys(self) -> None:
+        """Fill every slot with a warm standby and wait until they are ready."""
+        self._fill_standbys()
+        # the warm pool is part of setting up, not of the replay: wait for it
+        self._wait_until(
+            lambda: all(w.status is not WorkerStatus.STARTING for w in self._workers.values()),
+            self.settings.ready_timeout_s,
+        )
+        if not any(w.status is WorkerStatus.STANDBY for w in self._workers.values()):
+            raise ExecutorError("no worker became ready (see the worker logs)")
+
+    def close(self) -> None:
+        """Tell every worker to exit, then make sure they did."""
+        if self._closed:
+            return
+        self._closed = True
+        alive = [w for w in self._workers.values() if w.status is not WorkerStatus.DEAD]
+        if self._store is not None and alive:
+            with contextlib.suppress(Exception):
+                self._publish(Command(CommandOp.STOP, tag="close"))
+                self._publish(Command(CommandOp.EXIT, wids=tuple(w.wid for w in alive)))
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline and any(w.proc.poll() is None for w in alive):
+                time.sleep(0.02)
+        for launcher in self.launchers:
+            launcher.close()
+        self._store = None
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def _clock_of(self, wall_s: float) -> float:
+        """A worker's ``time.time()`` on the controller's clock."""
+        return self._now() - (time.time() - wall_s)
+
+    def _publish(self, cmd: Command) -> None:
+        self._expect_exits(cmd)
+        self._seq += 1
+        self._store.set(cmd_key(self._seq), cmd.to_bytes())
+        self._store.add(CMDSEQ_KEY, 1)
+
+    def _expect_exits(self, cmd: Command) -> None:
+        """Note the workers that ``cmd`` tells to exit: their exit is planned."""
+        if cmd.op is CommandOp.STOP and not cmd.keep:
+            wids: Sequence[int] = self._members  # STOP reaches the running generation
+        elif cmd.op is CommandOp.EXIT:
+            wids = cmd.wids
+        else:
+            return
+        now = time.time()
+        for wid in wids:
+            worker = self._workers[wid]
+            worker.stop_wall_s = worker.stop_wall_s or now
+
+    def _free_slots(self, launcher: Launcher) -> int:
+        used = sum(
+            1
+            for w in self._workers.values()
+            if w.launcher is launcher and w.status is not WorkerStatus.DEAD
+        )
+        return launcher.slots - used
+
+    @property
+    def slots(self) -> int:
+        """Worker slots over all launchers."""
+        return sum(launcher.slots for launcher in self.launchers)
+
+    def _spawn(self) -> _Worker | None:
+        """Start one worker on the launcher with the most free slots (None: all full).
+
+        The worker gets the lowest free slot index of its launcher as
+        ``--device-index``: with CUDA, one GPU per slot.
+        """
+        best = max(self.launchers, key=self._free_slots)
+        if self._free_slots(best) <= 0:
+            return None
+        used = {
+            w.slot
+            for w in self._workers.values()
+            if w.launcher is best and w.status is not WorkerStatus.DEAD
+        }
+        slot = min(i for i in range(best.slots) if i not in used)
+        wid = self._next_wid
+        self._next_wid += 1
+        self._store.set(event_count_key(wid), "0")
+        self._store.set(steps_count_key(wid), "0")
+        wall = time.time()
+        args = ["--store", self.address, "--wid", str(wid), "--spawn-wall", repr(wall)]
+        args += ["--device-index", str(slot)]
+        if self.settings.idle_warmup:
+            args.insert(0, "--idle-warmup")
+        proc = best.spawn(wid, args)
+        worker = _Worker(wid, best, proc, wall, slot=slot)
+        self._workers[wid] = worker
+        return worker
+
+    def _fill_standbys(self) -> None:
+        while self._spawn() is not None:
+            pass
+
+    def _set_status(self, worker: _Worker, status: WorkerStatus) -> None:
+        worker.status = status
+
+    def _kill(self, wid: int, sig: int = signal.SIGKILL) -> None:
+        worker = self._workers[wid]
+        if worker.status is WorkerStatus.DEAD:
+            return
+        worker.killed_wall_s = worker.killed_wall_s or time.time()
+        with contextlib.suppress(ProcessLookupError):
+            worker.proc.send_signal(sig)
+
+    def _await_exit(self, wids: Sequence[int], timeout_s: float) -> None:
+        if not self._wait_until(lambda: all(not self._alive(w) for w in wids), timeout_s):
+            for wid in wids:
+                self._kill(wid, signal.SIGKILL)
+            self._wait_until(lambda: all(not self._alive(w) for w in wids), timeout_s)
+
+    def _alive(self, wid: int) -> bool:
+        return self._workers[wid].status is not WorkerStatus.DEAD
+
+    def _kind_counts(self, wids: Sequence[int]) -> tuple[int, int]:
+        spot = sum(1 for w in wids if self._workers[w].kind is NodeKind.SPOT)
+        return spot, len(wids) - spot
+
+    # -- what workers report -----------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Reap exited processes, read new worker events and step records.
+
+        A member that died on its own is a crash (``_crashed``, for ``poll``), logged
+        once.  That is decided only after its last events are read: a worker's exit
+        is often seen before the ``DONE`` it posted just before exiting.
+        """
+        exited = self._reap()
+        self._read_reports()
+        for worker, was in exited:
+            if was is WorkerStatus.MEMBER and self._died_on_its_own(worker):
+                log.warning("worker %s exited unexpectedly (code %s)", worker.wid, worker.exit_code)
+                self._crashed.append(worker.wid)
+
+    def _reap(self) -> list[tuple[_Worker, WorkerStatus]]:
+        """Mark exited processes DEAD; returns them with the status they had."""
+        exited: list[tuple[_Worker, WorkerStatus]] = []
+        for worker in self._workers.values():
+            if worker.status is WorkerStatus.DEAD:
+                continue
+            code = worker.proc.poll()
+            if code is None:
+                continue
+            exited.append((worker, worker.status))
+            worker.exit_wall_s = time.time()
+            worker.exit_code = code
+            self._set_status(worker, WorkerStatus.DEAD)
+        return exited
+
+    def _died_on_its_own(self, worker: _Worker) -> bool:
+        """Whether an exited member crashed, rather than left as the group planned.
+
+        Planned: the group killed it, training was over, or the group told it to exit
+        and it did so cleanly (code 0).  A worker that was told to stop but failed on
+        the way out (say, while writing the final checkpoint) did crash.
+        """
+        if worker.killed_wall_s is not None or self._done:
+            return False
+        return not (worker.stop_wall_s is not None and worker.exit_code == 0)
+
+    def _read_reports(self) -> None:
+        """Read every worker's new events and step records from the store."""
+        pending = [w for w in self._workers.values() if not w.drained]
+        if not pending:
+            return
+        keys: list[str] = []
+        for w in pending:
+            keys += [event_count_key(w.wid), steps_count_key(w.wid)]
+        counts = self._store.multi_get(keys)
+        for i, w in enumerate(pending):
+            n_events, n_steps = int(counts[2 * i]), int(counts[2 * i + 1])
+            if n_events > w.events_read:
+                raw = self._store.multi_get(
+                    [event_key(w.wid, k) for k in range(w.events_read, n_events)]
+                )
+                w.events_read = n_events
+                for item in raw:
+                    self._on_event(w, decode(item))
+            if n_steps > w.steps_read:
+                raw = self._store.multi_get(
+                    [steps_key(w.wid, k) for k in range(w.steps_read, n_steps)]
+                )
+                w.steps_read = n_steps
+                for item in raw:
+                    self._on_steps(item)
+            if w.status is WorkerStatus.DEAD:
+                w.drained = True
+
+    def _on_event(self, worker: _Worker, event: dict[str, Any]) -> None:
+        kind = WorkerEventType(event["type"])
+        if kind is WorkerEventType.READY:
+            worker.ready_wall_s = float(event["wall_s"])
+            if self._global_batch is None:
+                self._global_batch = int(event["global_batch"])
+                self.target_accuracy = event.get("target_accuracy")
+                self.job_name = event.get("job")
+            if worker.status is WorkerStatus.STARTING:
+                self._set_status(worker, WorkerStatus.STANDBY)
+            return
+        if kind is WorkerEventType.DONE:
+            self._done = True
+            self._metrics = {k: float(v) for k, v in event.get("metrics", {}).items()}
+        elif kind is WorkerEventType.CHECKPOINT:
+            self._last_checkpoint_step = int(event["step"])
+            self._checkpoint_path = str(event["path"])
+        elif kind is WorkerEventType.LEFT:
+            if worker.status is not WorkerStatus.DEAD:
+                if event.get("exit", True):
+                    self._set_status(worker, WorkerStatus.LEAVING)
+                else:  # back in the warm pool: it stands for a node that has booted
+                    worker.kind = None
+                    self._set_status(worker, WorkerStatus.STANDBY)
+        elif kind is WorkerEventType.COLLECTIVE_FAILED:
+            self._failed_collectives.append(event)
+        elif kind is WorkerEventType.ERROR:
+            log.error("worker %s error: %s", worker.wid, event.get("reason"))
+        elif kind is WorkerEventType.FAULT:
+            worker.fault_wall_s = float(event["wall_s"])
+        self._inbox.append(event)
+
+    def _on_steps(self, raw: bytes) -> None:
+        import json
+
+        for t_end, step, world, loss, samples, gen, epoch, total in json.loads(raw):
+            self._step_walls.append(float(t_end))
+            self._steps.append(
+                StepRecord(
+                    self._clock_of(float(t_end)),
+                    int(step),
+                    int(world),
+                    float(loss),
+                    int(samples),
+                    int(gen),
+                    int(epoch),
+                    int(total),
+                )
+            )
+
+    def _wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._pump()
+            if predicate():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(self.settings.poll_interval_s)
+
+    def _take(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        for i, event in enumerate(self._inbox):
+            if match(event):
+                return self._inbox.pop(i)
+        return None
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def held(self) -> tuple[int, int]:
+        """``(spot, on_demand)`` members of the current generation."""
+        return self._kind_counts(self._members)
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        """Worker ids of the current generation, in rank order."""
+        return tuple(self._members)
+
+    def progress(self) -> GroupProgress:
+        """The latest reported training progress."""
+        self._pump()
+        if not self._steps:
+            return GroupProgress(done=self._done, metrics=tuple(self._metrics.items()))
+        last = max(self._steps, key=lambda r: (r.real_s, r.step))
+        return GroupProgress(
+            last.step,
+            last.samples_total,
+            last.loss,
+            self._done,
+            tuple(sorted(self._metrics.items())),
+        )
+
+    def step_records(self) -> tuple[StepRecord, ...]:
+        """Every step rank 0 reported, in order of completion."""
+        self._pump()
+        return tuple(sorted(self._steps, key=lambda r: r.real_s))
+
+    def worker_starts(self) -> tuple[WorkerStart, ...]:
+        """Every worker process started so far, in spawn order (see :class:`WorkerStart`)."""
+        self._pump()
+        return tuple(
+            WorkerStart(
+                w.wid,
+                self._clock_of(w.spawn_wall_s),
+                None if w.ready_wall_s is None else self._clock_of(w.ready_wall_s),
+            )
+            for w in sorted(self._workers.values(), key=lambda w: w.wid)
+        )
+
+    @property
+    def global_batch(self) -> int | None:
+        """Samples per step, once a worker has reported it."""
+        return self._global_batch
+
+    @property
+    def last_checkpoint_step(self) -> int | None:
+        """Step of the newest checkpoint written in this run."""
+        return self._last_checkpoint_step
+
+    @property
+    def done(self) -> bool:
+        """Whether training finished."""
+        return self._done
+
+    # -- standbys and generations ------------------------------------------------------------
+
+    def warm(self, count: int, timeout_s: float | None = None) -> int:
+        """Make sure ``count`` warm standbys are ready (spawning as slots allow).
+
+        Returns how many are ready.  Training continues meanwhile; tests and
+        benchmarks call this so that a following ``apply`` measures the in-place
+        mechanism rather than a cold start.
+        """
+        return len(self._ready_standbys(count, timeout_s or self.settings.ready_timeout_s))
+
+    def _ready_standbys(self, count: int, timeout_s: float) -> list[int]:
+        """Up to ``count`` warm standbys (oldest first), starting more as slots free up."""
+
+        def ready() -> list[int]:
+            return sorted(w.wid for w in self._workers.values() if w.status is WorkerStatus.STANDBY)
+
+        def enough() -> bool:
+            have = ready()
+            starting = sum(1 for w in self._workers.values() if w.status is WorkerStatus.STARTING)
+            while len(have) + starting < count and self._spawn() is not None:
+                starting += 1
+            leaving = any(w.status is WorkerStatus.LEAVING for w in self._workers.values())
+            # slots held by leaving workers free up soon: keep waiting for them
+            hope = starting > 0 or (leaving and len(have) + starting < count)
+            return len(have) >= count or not hope or self._done
+
+        self._wait_until(enough, timeout_s)
+        return ready()[:count]
+
+    def _form(
+        self,
+        members: list[int],
+        *,
+        failure_wall_s: float | None = None,
+        restore: str | None = None,
+    ) -> tuple[list[int], dict[str, Any] | None]:
+        """Publish generations until one with (a subset of) ``members`` trains a step.
+
+        Returns the members that made it and rank 0's ``PAUSE`` payload (None when
+        training was already complete, or when nobody is left).
+        """
+        for _ in range(self.settings.max_attempts):
+            if self._done:  # training finished while we were getting ready
+                return [w for w in self._members if self._alive(w)], None
+            members = [w for w in members if self._alive(w)]
+            if not members:
+                self._members = []
+                return [], None
+            self._gen += 1
+            gen = self._gen
+            for wid in members:
+                self._set_status(self._workers[wid], WorkerStatus.MEMBER)
+            self._members = list(members)
+            self._publish(
+                Command(
+                    CommandOp.JOIN,
+                    gen=gen,
+                    members=tuple(members),
+                    failure_wall_s=failure_wall_s,
+                    restore=restore,
+                )
+            )
+            result: dict[str, Any] = {}
+            settled = functools.partial(self._settled, gen, members, result)
+            ok = self._wait_until(settled, self.settings.change_timeout_s)
+            if ok and "pause" in result:
+                self._inbox = [e for e in self._inbox if e.get("gen", gen) >= gen]
+                self._failed_collectives = [
+                    e for e in self._failed_collectives if e.get("gen", 0) >= gen
+                ]
+                return members, result["pause"]
+            if ok and result.get("done"):
+                return members, None
+            failure_wall_s = self._abandon(gen, members, ok, result, failure_wall_s)
+        raise ExecutorError(f"could not form a group after {self.settings.max_attempts} attempts")
+
+    def _abandon(
+        self,
+        gen: int,
+        members: list[int],
+        ok: bool,
+        result: dict[str, Any],
+        failure_wall_s: float | None,
+    ) -> float | None:
+        """Generation ``gen`` failed: abort it and remove hung members before a retry.
+
+        Returns the failure time the next attempt reports (when a member died and none
+        was known yet, the earliest death).
+        """
+        log.warning(
+            "generation %s failed (%s); retrying",
+            gen,
+            result.get("failed", "a member died" if ok else "timeout"),
+        )
+        self._store.compare_set(gen_go_key(gen), "", GO_ABORT)
+        dead = [w for w in members if not self._alive(w)]
+        if dead and failure_wall_s is None:
+            failure_wall_s = min(
+                self._workers[w].killed_wall_s or self._workers[w].exit_wall_s or time.time()
+                for w in dead
+            )
+        # a member that never reached the barrier is hung: as good as dead
+        arrived = {w for w in members if self._store.check([gen_here_key(gen, w)])}
+        stuck = [w for w in members if w not in arrived and self._alive(w)]
+        timed_out = not ok or "timeout" in str(result.get("failed", "")).lower()
+        if timed_out and stuck:
+            log.warning("workers %s never reached the barrier of generation %s", stuck, gen)
+            for wid in stuck:
+                self._kill(wid, signal.SIGKILL)
+        elif not ok:
+            for wid in members:  # nobody answers at all: start over
+                self._kill(wid, signal.SIGKILL)
+        return failure_wall_s
+
+    def _settled(self, gen: int, members: list[int], result: dict[str, Any]) -> bool:
+        """Whether generation ``gen`` trained a step, finished, or failed."""
+
+        def of(kind: str) -> Callable[[dict[str, Any]], bool]:
+            return lambda e: e["type"] == kind and e["gen"] == gen
+
+        pause = self._take(of("pause"))
+        if pause is not None:
+            result["pause"] = pause
+            return True
+        if self._take(of("done")):
+            result["done"] = True
+            return True
+        failed = self._take(of("join_failed"))
+        if failed is not None:
+            result["failed"] = failed.get("reason")
+            return True
+        return any(not self._alive(w) for w in members)

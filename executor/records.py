@@ -1,0 +1,173 @@
+"""What a worker group reports: events, step records, cold starts, progress.
+
+These are the plain, frozen records that leave :class:`~.group.ProcessWorkerGroup`
+(and :class:`~.fakes.FakeWorkerGroup`) for the controller and the run's tables.  They
+live in their own module, below every part of the group (:mod:`.pool`,
+:mod:`.pauses`, :mod:`.inplace`, :mod:`.restart`), because every part produces some
+of them and none of them depends on how the group works; :mod:`.group` re-exports
+them, so ``from elasim.executor.group import GroupEvent`` keeps working.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from elasim.policies import EventKind, PauseComponents
+
+__all__ = [
+    "ExecutorError",
+    "GroupEvent",
+    "GroupProgress",
+    "StepRecord",
+    "WorkerStart",
+    "split_preempt",
+]
+
+
+class ExecutorError(RuntimeError):
+    """The executor cannot continue (workers keep failing, a timeout expired)."""
+
+
+@dataclass(frozen=True)
+class GroupEvent:
+    """Something the group did, in real seconds (the controller converts to trace time).
+
+    Attributes:
+        kind: shared event vocabulary.
+        real_s: when it started, on the controller's clock.
+        nodes_before: members before.
+        nodes_after: members after.
+        pause: the survivors' pause, by component (real seconds).
+        lost_steps: optimizer steps thrown away.
+        lost_samples: samples thrown away.
+        lost_real_s: training time thrown away (real seconds).
+        interval_s: raw last-step-end-before -> first-step-end-after, when measured.
+        detail: extra facts for logs (tuples so the record stays hashable).
+    """
+
+    kind: EventKind
+    real_s: float
+    nodes_before: int
+    nodes_after: int
+    pause: PauseComponents = PauseComponents()
+    lost_steps: int = 0
+    lost_samples: float = 0.0
+    lost_real_s: float = 0.0
+    interval_s: float | None = None
+    detail: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One committed optimizer step, as rank 0 reported it.
+
+    Attributes:
+        real_s: step end on the controller's clock.
+        step: step number after the step (1-based).
+        world_size: members in the generation.
+        loss: global mean training loss of the step.
+        samples: samples in the global batch.
+        gen: generation number.
+        epoch: sampler epoch of the batch.
+        samples_total: samples consumed by committed steps up to this one.
+    """
+
+    real_s: float
+    step: int
+    world_size: int
+    loss: float
+    samples: int
+    gen: int
+    epoch: int
+    samples_total: int
+
+
+@dataclass(frozen=True)
+class WorkerStart:
+    """One worker process's cold start: spawned, then READY (torch imported, job built).
+
+    The simulator's cold-start model of a measured profile comes from these: when
+    several workers start at once they share the host's cores, so the ready times of
+    a batch are staggered, and a replacement for a killed node joins only when ready.
+
+    Attributes:
+        wid: worker id.
+        spawn_s: when it was spawned, on the controller's clock.
+        ready_s: when it reported READY (None: it never did).
+    """
+
+    wid: int
+    spawn_s: float
+    ready_s: float | None
+
+    @property
+    def start_s(self) -> float | None:
+        """Spawn to READY (None: never ready)."""
+        return None if self.ready_s is None else self.ready_s - self.spawn_s
+
+
+@dataclass(frozen=True)
+class GroupProgress:
+    """Where training stands.
+
+    Attributes:
+        step: last committed step reported.
+        samples: samples consumed by committed steps (up to ``step``).
+        loss: loss of that step (NaN before the first).
+        done: rank 0 reported that ``max_steps`` (or the target) was reached.
+        metrics: final metrics from ``ElasticJob.evaluate`` (when done).
+    """
+
+    step: int = 0
+    samples: int = 0
+    loss: float = math.nan
+    done: bool = False
+    metrics: tuple[tuple[str, float], ...] = ()
+
+
+def split_preempt(events: list[GroupEvent]) -> list[GroupEvent]:
+    """Write a preemption with survivors as the simulator does: two events.
+
+    ``PREEMPT`` carries the nodes taken and the work lost; the ``SCALE_DOWN`` that
+    follows carries the survivors' pause (the simulator's ``_preempt`` then
+    ``_begin_rescale``), so the two event tables join row by row.  A ``RESTORE``
+    reported by the re-formation goes between the two.
+    """
+    out: list[GroupEvent] = []
+    held: list[GroupEvent] = []
+    for ev in events:
+        if ev.kind is EventKind.RESTORE:
+            held.append(ev)
+            continue
+        if ev.kind is not EventKind.PREEMPT or ev.nodes_after == 0:
+            out += held + [ev]
+            held = []
+            continue
+        out.append(
+            GroupEvent(
+                EventKind.PREEMPT,
+                ev.real_s,
+                ev.nodes_before,
+                ev.nodes_after,
+                lost_steps=ev.lost_steps,
+                lost_samples=ev.lost_samples,
+                lost_real_s=ev.lost_real_s,
+                detail=ev.detail,
+            )
+        )
+        out += held
+        held = []
+        out.append(
+            GroupEvent(
+                EventKind.SCALE_DOWN,
+                ev.real_s,
+                ev.nodes_before,
+                ev.nodes_after,
+                ev.pause,
+                interval_s=ev.interval_s,
+                detail=ev.detail,
+            )
+        )
+    return out + held
