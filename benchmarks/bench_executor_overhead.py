@@ -71,16 +71,17 @@ def replay(notice_s: float, steps: int, tmp: Path, *, spares: bool = False) -> d
     result = run_trace(
         RunConfig(
             trace="spot_us_east.csv",
-            trace_start_s=127_500.0,
+            start_offset_trace_s=127_500.0,
             policy="greedy",
             time_scale=1000.0,
-            workers_max=4,
+            max_nodes=4,
             local_slots=6 if spares else 4,
             idle_warmup=spares,
-            notice_s=notice_s,
+            notice_trace_s=notice_s,
             max_steps=steps,
             checkpoint_dir=str(tmp / "ckpt"),
-            max_wall_s=300.0,
+            checkpoint_interval_trace_s=math.inf,  # the overhead of the replay alone
+            max_wall_real_s=300.0,
         )
     )
     spans = _spans(result.steps)

@@ -122,7 +122,7 @@ def _window(
                 run_dir,
                 time_scale=TIME_SCALE,
                 max_steps=steps,
-                trace_start_s=start_s,
+                start_offset_s=start_s,
             )
         row = _row(run_dir / "real", run_dir / "sim")
         rows.append(row)

@@ -231,38 +231,36 @@ def simulate(
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write timeline.png with --out."),
 ) -> None:
     """Replay a trace through the SimPy model with one policy and report the cost."""
+    _simulate(**locals())
+
+
+def _simulate(
+    *,
+    out: Path | None,
+    as_json: bool,
+    plot: bool,
+    on_demand_price: float | None,
+    on_demand_price_old: float | None,
+    spot_price: float | None,
+    **flags: Any,
+) -> None:
+    """The body of ``simulate``: build, run, write, print."""
     from elasim.sim import simulate as run_simulation
 
     if out is not None:
         _run_guarded(ensure_writable_dir, out, "--out")
+    price = _run_guarded(
+        alias,
+        on_demand_price,
+        on_demand_price_old,
+        "--on-demand-price-per-hour",
+        "--on-demand-price",
+    )
     loaded_trace, pol, spec, config = _run_guarded(
-        build_simulation,
-        trace=trace,
-        policy=policy,
-        job=job,
-        max_nodes=max_nodes,
-        min_nodes=min_nodes,
-        deadline_h=deadline_h,
-        checkpoint_interval_s=checkpoint_interval_s,
-        checkpoint_cost_s=checkpoint_cost_s,
-        notice_s=notice_s,
-        rescale=rescale,
-        seed=seed,
-        start_offset_s=start_offset_s,
-        cluster_gpus=cluster_gpus,
-        on_demand_price_per_hour=_run_guarded(
-            alias,
-            on_demand_price,
-            on_demand_price_old,
-            "--on-demand-price-per-hour",
-            "--on-demand-price",
-        ),
-        spot_price_per_hour=spot_price,
-        sets=sets,
-        profile=profile,
-        target_samples=target_samples,
+        build_simulation, **flags, on_demand_price_per_hour=price, spot_price_per_hour=spot_price
     )
     started = time.perf_counter()
+    trace, policy = flags["trace"], flags["policy"]
     result = _run_guarded(
         run_simulation, loaded_trace, pol, spec, config, trace_name=trace, policy_spec=policy
     )

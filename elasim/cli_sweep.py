@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -15,6 +16,7 @@ from .clitools import (
     check_nodes,
     checkpoint_interval_option,
     deadline_s_of,
+    ensure_writable_dir,
     err_console,
     hidden,
     max_nodes_option,
@@ -88,50 +90,72 @@ def sweep(
     methodology) unless --start-offset-s gives one.  --set options go to every policy
     that has them.
     """
+    _sweep(**locals())
+
+
+def _spec(
+    *,
+    traces: str,
+    policies: str,
+    seeds: str,
+    job: str,
+    max_nodes: int | None,
+    deadline_h: float | None,
+    checkpoint_interval_s: str,
+    checkpoint_cost_s: float | None,
+    notice_s: str,
+    rescale: str,
+    start_offset_s: str,
+    on_demand_price: float | None,
+    on_demand_price_old: float | None,
+    sets: list[str] | None,
+    cluster_gpus: int | None,
+) -> Any:
+    """Every flag of ``sweep`` checked and turned into a :class:`~elasim.sweep.SweepSpec`."""
+    from elasim.policies import policy_names
+    from elasim.sweep import SweepSpec
+
+    names = policy_names() if policies.strip() == "all" else split_list(policies, "--policies")
+    check_nodes(max_nodes)
+    deadline_s_of(deadline_h)
+    try:
+        notices = tuple(float(x) for x in split_list(notice_s, "--notice-s"))
+    except ValueError:
+        raise UsageError(f"--notice-s must be seconds, comma-separated, got {notice_s!r}") from None
+    return SweepSpec(
+        traces=tuple(split_list(traces, "--traces")),
+        policies=tuple(names),
+        seeds=tuple(parse_seeds(seeds)),
+        job=job,
+        max_nodes=max_nodes,
+        deadline_h=deadline_h,
+        checkpoint_interval_s=parse_interval(checkpoint_interval_s),
+        checkpoint_cost_s=checkpoint_cost_s,
+        notice_s=notices,
+        rescale=tuple(split_list(rescale, "--rescale")),
+        start_offset_s=parse_offset(start_offset_s),
+        cluster_gpus=cluster_gpus,
+        on_demand_price_per_hour=alias(
+            on_demand_price, on_demand_price_old, "--on-demand-price-per-hour", "--on-demand-price"
+        ),
+        policy_options=tuple(sorted(parse_sets(sets).items())),
+    )
+
+
+def _sweep(
+    *, workers: int, backend: str, address: str | None, out: Path, as_json: bool, **flags: Any
+) -> None:
+    """The body of ``sweep``: check everything, run the grid, write and print."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from elasim.sweep import SweepSpec, plot_pareto, run_sweep
+    from elasim.output import write_parquet
+    from elasim.sweep import BACKENDS, plot_pareto, run_sweep
 
-    def build() -> SweepSpec:
-        from elasim.policies import policy_names
-
-        names = policy_names() if policies.strip() == "all" else split_list(policies, "--policies")
-        check_nodes(max_nodes)
-        deadline_s_of(deadline_h)
-        try:
-            notices = tuple(float(x) for x in split_list(notice_s, "--notice-s"))
-        except ValueError:
-            raise UsageError(
-                f"--notice-s must be seconds, comma-separated, got {notice_s!r}"
-            ) from None
-        return SweepSpec(
-            traces=tuple(split_list(traces, "--traces")),
-            policies=tuple(names),
-            seeds=tuple(parse_seeds(seeds)),
-            job=job,
-            max_nodes=max_nodes,
-            deadline_h=deadline_h,
-            checkpoint_interval_s=parse_interval(checkpoint_interval_s),
-            checkpoint_cost_s=checkpoint_cost_s,
-            notice_s=notices,
-            rescale=tuple(split_list(rescale, "--rescale")),
-            start_offset_s=parse_offset(start_offset_s),
-            cluster_gpus=cluster_gpus,
-            on_demand_price_per_hour=alias(
-                on_demand_price,
-                on_demand_price_old,
-                "--on-demand-price-per-hour",
-                "--on-demand-price",
-            ),
-            policy_options=tuple(sorted(parse_sets(sets).items())),
-        )
-
-    spec = _run_guarded(build)
+    spec = _run_guarded(_spec, **flags)
     _run_guarded(spec.validate)
-    from elasim.sweep import BACKENDS
-
     if backend not in BACKENDS:
         raise _fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    _run_guarded(ensure_writable_dir, out, "--out")
     total = spec.size
     with Progress(
         "[progress.description]{task.description}",
@@ -150,15 +174,18 @@ def sweep(
             backend=backend,
             address=address,
         )
-    from elasim.output import write_parquet
-
-    write_parquet(out / "sweep.parquet", frame)
+    _run_guarded(write_parquet, out / "sweep.parquet", frame)
     plot_pareto(frame, out / "pareto.png")
     if as_json:
         for row in frame.to_dict(orient="records"):
             sys.stdout.write(json.dumps(_json_safe(row)) + "\n")
         return
-    table = Table(title=f"sweep: {total} simulations (medians over seeds)")
+    _print_sweep(frame, spec)
+    out_console.print(f"wrote {out}/sweep.parquet and {out}/pareto.png")
+
+
+def _print_sweep(frame: Any, spec: Any) -> None:
+    table = Table(title=f"sweep: {spec.size} simulations (medians over seeds)")
     for column in ("trace", "policy", "completion_time_h", "cost_usd", "lost_work_h", "rescales"):
         table.add_column(column, justify="left" if column in {"trace", "policy"} else "right")
     grouped = frame.groupby(["trace", "policy"], sort=True)[
@@ -169,7 +196,6 @@ def sweep(
     out_console.print(table)
     offsets = "random per seed" if spec.start_offset_s is None else f"{spec.start_offset_s:g} s"
     out_console.print(f"start offsets in the traces: {offsets}")
-    out_console.print(f"wrote {out}/sweep.parquet and {out}/pareto.png")
 
 
 def register(app: typer.Typer) -> None:

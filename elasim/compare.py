@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from elasim.policies import PAUSE_COMPONENTS
-from elasim.run_identity import RunMismatchError, check_same_run
+from elasim.run_identity import RunMismatchError, check_same_run, recorded_checkpoint_interval
 from elasim.traces.model import CapacityTrace
 
 __all__ = [
@@ -426,7 +426,7 @@ def simulate_run(
         make_policy(policy, dict(inputs.get("policy_options") or {})),
         job,
         SimConfig(
-            checkpoint_interval_s=_checkpoint_interval(inputs.get("checkpoint_interval_s"), scale),
+            checkpoint_interval_s=recorded_checkpoint_interval(inputs, scale),
             notice_s=notice_s / scale,
             trace_scale=scale,
             rescale=RescaleMode(str(inputs.get("rescale", "inplace"))),
@@ -439,19 +439,6 @@ def simulate_run(
     sim = dataclasses.replace(sim, metadata=(*sim.metadata, ("time_scale", scale)))
     write_result(sim, out_dir)
     return Path(out_dir)
-
-
-def _checkpoint_interval(value: Any, scale: float) -> float | None:
-    """A run's recorded checkpoint interval on the compressed trace.
-
-    Runs recorded before ``auto`` became the executor's default wrote ``null`` for
-    "none requested"; since then ``"auto"``, ``"off"`` or trace seconds.
-    """
-    if value is None or value == "off":
-        return math.inf
-    if value == "auto":
-        return None
-    return float(value) / scale
 
 
 def run_and_simulate(

@@ -33,7 +33,13 @@ from dataclasses import dataclass, fields
 from pathlib import PurePath
 from typing import Any
 
-__all__ = ["RunIdentity", "RunMismatchError", "check_same_run", "run_identity"]
+__all__ = [
+    "RunIdentity",
+    "RunMismatchError",
+    "check_same_run",
+    "recorded_checkpoint_interval",
+    "run_identity",
+]
 
 #: ``name (x300)``: a trace compressed by :func:`elasim.compare.scale_trace`.
 _SCALED_NAME_RE = re.compile(r"^(?P<name>.*?) \(x(?P<scale>[0-9.eE+-]+)\)$")
@@ -154,3 +160,17 @@ def check_same_run(
             f"not the same run: {field.name} differs ({names[0]}: {next(shown)}, "
             f"{names[1]}: {next(shown)}); compare anyway with force=True"
         )
+
+
+def recorded_checkpoint_interval(inputs: Mapping[str, Any], scale: float) -> float | None:
+    """A run's recorded checkpoint interval on the compressed trace.
+
+    Runs recorded before ``auto`` became the executor's default wrote ``null`` for
+    "none requested"; since then ``"auto"``, ``"off"`` or trace seconds.
+    """
+    value = inputs.get("checkpoint_interval_s")
+    if value is None or value == "off":
+        return math.inf
+    if value == "auto":
+        return None
+    return float(value) / scale

@@ -239,60 +239,83 @@ def run_command(
     Exits 0 when the job reached its end; 1, with one line saying why, when it did
     not (the run's files are written either way); 2 on bad input.
     """
+    _run(**locals())
+
+
+def _config(
+    *,
+    max_nodes: int | None,
+    workers_max: int | None,
+    start_offset_s: str | None,
+    trace_start_s: float | None,
+    on_demand_price: float | None,
+    on_demand_price_old: float | None,
+    spot_price: float | None,
+    rescale: str,
+    agents: int,
+    agent_port: int | None,
+    sets: list[str] | None,
+    job_sets: list[str] | None,
+    notice_s: float,
+    checkpoint_interval_s: str,
+    checkpoint_dir: Path | None,
+    deadline_h: float | None,
+    max_wall_s: float,
+    collective_timeout_s: float,
+    bind: str,
+    log_dir: Path | None,
+    out: Path | None,
+    **same: Any,
+) -> Any:
+    """Every flag of ``run`` checked (naming the flag) and turned into a ``RunConfig``."""
+    from elasim.executor.run import RunConfig
+
+    one_of(rescale, ("inplace", "restart"), "--rescale")
+    if agents and agent_port is None:
+        raise UsageError("--agents needs --agent-port")
+    nodes = alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4)
+    check_nodes(nodes)
+    if out is not None:
+        ensure_writable_dir(out, "--out")
+    ckpt = checkpoint_dir if checkpoint_dir is not None or out is None else out / "checkpoints"
+    return RunConfig(
+        policy_options=parse_sets(sets, "--set"),
+        start_offset_trace_s=_start_offset(start_offset_s, trace_start_s),
+        max_nodes=nodes,
+        rescale=rescale,  # type: ignore[arg-type]
+        notice_trace_s=nonnegative(notice_s, "--notice-s") or 0.0,
+        checkpoint_interval_trace_s=parse_interval(checkpoint_interval_s),
+        checkpoint_dir=None if ckpt is None else str(ckpt),
+        job_options=_job_options(parse_sets(job_sets, "--job-set")),
+        deadline_trace_s=deadline_s_of(deadline_h),
+        on_demand_price_per_hour=alias(
+            on_demand_price, on_demand_price_old, "--on-demand-price-per-hour", "--on-demand-price"
+        ),
+        spot_price_per_hour=spot_price,
+        max_wall_real_s=max_wall_s,
+        collective_timeout_real_s=collective_timeout_s,
+        bind_host=bind,
+        expect_agents=agents,
+        agent_port=agent_port,
+        log_dir=None if log_dir is None else str(log_dir),
+        **same,
+    )
+
+
+def _run(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -> None:
+    """The body of ``run``: check, run, write, print; exit 1 if the job did not finish."""
+    out = flags["out"]
     try:
         from elasim.executor import require_torch
 
         require_torch()
-        from elasim.executor.run import RunConfig, run_trace, write_run
+        from elasim.executor.run import run_trace, write_run
 
-        one_of(rescale, ("inplace", "restart"), "--rescale")
-        if agents and agent_port is None:
-            raise UsageError("--agents needs --agent-port")
-        nodes = alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4)
-        check_nodes(nodes)
-        offset = _start_offset(start_offset_s, trace_start_s)
-        if out is not None:
-            ensure_writable_dir(out, "--out")
-        ckpt = checkpoint_dir
-        if ckpt is None and out is not None:
-            ckpt = out / "checkpoints"
-        config = RunConfig(
-            trace=trace,
-            policy=policy,
-            policy_options=parse_sets(sets, "--set"),
-            time_scale=time_scale,
-            start_offset_trace_s=offset,
-            max_nodes=nodes,
-            rescale=rescale,  # type: ignore[arg-type]
-            notice_trace_s=nonnegative(notice_s, "--notice-s") or 0.0,
-            checkpoint_interval_trace_s=parse_interval(checkpoint_interval_s),
-            checkpoint_interval_steps=checkpoint_interval_steps,
-            checkpoint_dir=None if ckpt is None else str(ckpt),
-            max_steps=max_steps,
-            seed=seed,
-            job=job,
-            job_options=_job_options(parse_sets(job_sets, "--job-set")),
-            deadline_trace_s=deadline_s_of(deadline_h),
-            on_demand_price_per_hour=alias(
-                on_demand_price,
-                on_demand_price_old,
-                "--on-demand-price-per-hour",
-                "--on-demand-price",
-            ),
-            spot_price_per_hour=spot_price,
-            max_wall_real_s=max_wall_s,
-            collective_timeout_real_s=collective_timeout_s,
-            backend=backend,
-            bind_host=bind,
-            agent_port=agent_port,
-            expect_agents=agents,
-            local_slots=local_slots,
-            log_dir=None if log_dir is None else str(log_dir),
-        )
+        config = _config(**flags)
         if as_json or not sys.stderr.isatty():
             result = run_trace(config)
         else:
-            with _Progress(max_steps, time_scale) as progress:
+            with _Progress(config.max_steps, config.time_scale) as progress:
                 result = run_trace(config, on_turn=progress)
         if out is not None:
             write_run(result, out, plot=plot)
@@ -317,7 +340,7 @@ def run_command(
         why = "gave up at --max-wall-s" if summary.get("gave_up") else "stopped early"
         err_console.print(
             f"[bold red]error:[/] the job did not finish: {why} after "
-            f"{summary['steps']} of {max_steps} steps ({summary['wall_time_s']:.1f} real s)",
+            f"{summary['steps']} of {config.max_steps} steps ({summary['wall_time_s']:.1f} real s)",
             highlight=False,
         )
         raise typer.Exit(code=1)

@@ -301,6 +301,72 @@ def _launchers(config: RunConfig) -> tuple[list[Launcher], Any]:
     return launchers, server
 
 
+def _worker_settings(config: RunConfig, checkpoint_dir: str) -> WorkerSettings:
+    return WorkerSettings(
+        job=config.job,
+        job_options=dict(config.job_options),
+        seed=config.seed,
+        max_steps=config.max_steps,
+        backend=config.backend,
+        collective_timeout_s=config.collective_timeout_real_s,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
+        sample_log_dir=config.sample_log_dir,
+        step_delay_s=config.step_delay_real_s,
+        stop_at_target=config.stop_at_target,
+        eval_every_steps=config.eval_every_steps,
+        faults=config.faults,
+    )
+
+
+def _controller_config(config: RunConfig, slots: int) -> ControllerConfig:
+    return ControllerConfig(
+        time_scale=config.time_scale,
+        max_steps=config.max_steps,
+        min_nodes=1,
+        max_nodes=min(config.max_nodes, slots),
+        rescale=config.rescale,
+        notice_trace_s=config.notice_trace_s,
+        checkpoint_interval_trace_s=config.checkpoint_interval_trace_s,
+        deadline_trace_s=config.deadline_trace_s,
+        start_offset_trace_s=config.start_offset_trace_s or 0.0,
+        on_demand_price_per_hour=config.on_demand_price_per_hour,
+        spot_price_per_hour=config.spot_price_per_hour,
+        throughput_samples_per_s=config.throughput_samples_per_s,
+        max_wall_real_s=config.max_wall_real_s,
+    )
+
+
+def _writable_checkpoint_dir(path: str) -> None:
+    """Fail before any worker starts when checkpoints could not be written.
+
+    Otherwise rank 0 would die at its first checkpoint, over and over.
+    """
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--checkpoint-dir {folder}: exists and is not a directory")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".elasim-probe-"):
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"--checkpoint-dir {folder}: not writable ({exc.strerror or exc})"
+        ) from None
+
+
+def _resolved(config: RunConfig, trace: Any) -> RunConfig:
+    """``random`` start offsets drawn as the simulator draws them for the same seed."""
+    if config.start_offset_trace_s is not None:
+        return config
+    import dataclasses
+
+    import numpy as np
+
+    offset = float(np.random.default_rng(config.seed).uniform(0.0, float(trace.duration_s)))
+    return dataclasses.replace(config, start_offset_trace_s=offset)
+
+
 def run_trace(
     config: RunConfig,
     *,
@@ -316,57 +382,34 @@ def run_trace(
 
     Raises:
         elasim.traces.TraceError: the trace cannot be read.
-        ValueError: a bad policy, option or setting (one-line message).
+        ValueError: a bad policy, option or setting, or a checkpoint folder that
+            cannot be written (one-line message).
         ExecutorError: workers could not be kept running.
     """
     from elasim.policies import make_policy
     from elasim.traces import load_capacity_trace
 
     trace = load_capacity_trace(config.trace)
-    if config.start_offset_trace_s is None:
-        import dataclasses
-
-        import numpy as np
-
-        # the simulator's draw for the same seed, so both runs see the same window
-        offset = float(np.random.default_rng(config.seed).uniform(0.0, float(trace.duration_s)))
-        config = dataclasses.replace(config, start_offset_trace_s=offset)
+    config = _resolved(config, trace)
     policy = make_policy(config.policy, dict(config.policy_options), seed=config.seed)
     tmp: tempfile.TemporaryDirectory[str] | None = None
     checkpoint_dir = config.checkpoint_dir
     if checkpoint_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="elasim-ckpt-")
         checkpoint_dir = tmp.name
-    worker = WorkerSettings(
-        job=config.job,
-        job_options=dict(config.job_options),
-        seed=config.seed,
-        max_steps=config.max_steps,
-        backend=config.backend,
-        collective_timeout_s=config.collective_timeout_real_s,
-        checkpoint_dir=checkpoint_dir,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
-        sample_log_dir=config.sample_log_dir,
-        step_delay_s=config.step_delay_real_s,
-        stop_at_target=config.stop_at_target,
-        eval_every_steps=config.eval_every_steps,
-        faults=config.faults,
-    )
+    _writable_checkpoint_dir(checkpoint_dir)
     launchers, server = _launchers(config)
     if server is not None:
         launchers.extend(server.wait_for_agents(config.expect_agents, timeout_s=120.0))
     if not launchers:
         raise ValueError("no worker slots: give local_slots or expect_agents")
-    group = ProcessWorkerGroup(
-        GroupSettings(
-            mode=config.rescale,
-            worker=worker,
-            bind_host=config.bind_host,
-            idle_warmup=config.idle_warmup,
-        ),
-        launchers,
+    settings = GroupSettings(
+        mode=config.rescale,
+        worker=_worker_settings(config, checkpoint_dir),
+        bind_host=config.bind_host,
+        idle_warmup=config.idle_warmup,
     )
-    clock = RealClock()
+    group = ProcessWorkerGroup(settings, launchers)
     try:
         group.start()
         if on_group is not None:
@@ -375,22 +418,8 @@ def run_trace(
             trace,
             policy,
             group,
-            clock,
-            ControllerConfig(
-                time_scale=config.time_scale,
-                max_steps=config.max_steps,
-                min_nodes=1,
-                max_nodes=min(config.max_nodes, group.slots),
-                rescale=config.rescale,
-                notice_trace_s=config.notice_trace_s,
-                checkpoint_interval_trace_s=config.checkpoint_interval_trace_s,
-                deadline_trace_s=config.deadline_trace_s,
-                start_offset_trace_s=config.start_offset_trace_s or 0.0,
-                on_demand_price_per_hour=config.on_demand_price_per_hour,
-                spot_price_per_hour=config.spot_price_per_hour,
-                throughput_samples_per_s=config.throughput_samples_per_s,
-                max_wall_real_s=config.max_wall_real_s,
-            ),
+            RealClock(),
+            _controller_config(config, group.slots),
             on_turn=on_turn,
         )
         result = controller.run()
@@ -403,13 +432,25 @@ def run_trace(
         if tmp is not None:
             tmp.cleanup()
     t0 = controller._t0  # noqa: SLF001 - the run's origin on the clock
+    return _run_result(config, trace.name, result, group, steps, starts, t0)
+
+
+def _run_result(
+    config: RunConfig,
+    trace_name: str,
+    result: ControllerResult,
+    group: ProcessWorkerGroup,
+    steps: tuple[StepRecord, ...],
+    starts: tuple[WorkerStart, ...],
+    t0: float,
+) -> RunResult:
     steps = tuple(
         StepRecord(
             r.real_s - t0, r.step, r.world_size, r.loss, r.samples, r.gen, r.epoch, r.samples_total
         )
         for r in steps
     )
-    summary = _summary(config, result, steps, trace.name, group.job_name, group.target_accuracy)
+    summary = _summary(config, result, steps, trace_name, group.job_name, group.target_accuracy)
     # in order of occurrence (a checkpoint is stamped when its write began); stable,
     # so a PREEMPT and the SCALE_DOWN it caused stay in that order
     order = sorted(range(len(result.events)), key=lambda i: result.events[i].time_s)

@@ -76,16 +76,16 @@ def test_run_over_a_real_trace_segment_completes_and_reaches_the_target(tmp_path
     # 3 nodes, a drop to 2 at +2,100 s (no notice: SIGKILL), back to 3 at +3,000 s.
     config = RunConfig(
         trace="spot_us_east.csv",
-        trace_start_s=127_500.0,
+        start_offset_trace_s=127_500.0,
         policy="greedy",
         time_scale=1000.0,
-        workers_max=3,
+        max_nodes=3,
         local_slots=4,  # one spare warm standby for the scale-up after the SIGKILL
         max_steps=400,
-        step_delay_s=0.015,
-        checkpoint_interval_s=1500.0,
+        step_delay_real_s=0.015,
+        checkpoint_interval_trace_s=1500.0,
         log_dir=str(tmp_path / "logs"),
-        max_wall_s=90.0,
+        max_wall_real_s=90.0,
     )
     result = run_trace(config)
     summary = result.summary

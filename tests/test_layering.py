@@ -16,6 +16,9 @@ from layering_imports import REPO, imports_in, imports_of, is_stdlib, python_fil
 #: folder -> module prefixes (besides the standard library) its files may import.
 ALLOWED: dict[str, tuple[str, ...]] = {
     "policies": ("elasim.policies",),
+    # the one job model: both shells run it, so it needs neither SimPy nor torch, nor
+    # NumPy or pandas
+    "elasim/jobmodel": ("elasim.jobmodel", "elasim.policies"),
 }
 
 
@@ -65,3 +68,18 @@ def test_the_checker_catches_a_forbidden_import(source: str, caught: str) -> Non
     bad = offences("policies", imports_in(source, "elasim.policies.fake"), "policies/fake.py")
     assert bad and bad[0].endswith(f"imports {caught}"), bad
     assert not offences("policies", imports_in("from ._common import y\n", "elasim.policies.f"), "")
+
+
+def test_no_command_module_imports_the_app() -> None:
+    """``elasim.cli`` imports the command modules, never the reverse: no import cycle."""
+    bad = []
+    for folder in ("elasim", "executor", "traces", "policies"):
+        for path in python_files(folder):
+            if path == REPO / "elasim" / "cli.py":
+                continue
+            bad += [
+                f"{path.relative_to(REPO)}:{line}: imports {name}"
+                for line, name in imports_of(path)
+                if within(name, "elasim.cli")
+            ]
+    assert not bad, "; ".join(bad)

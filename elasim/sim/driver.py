@@ -129,6 +129,43 @@ def _metadata(
     }
 
 
+def _capacity(
+    trace: CapacityTrace | JobTrace, job: JobSpec, config: SimConfig
+) -> tuple[ClusterSource | None, CapacityReplay | None, float, float | None]:
+    """Where capacity comes from: (cluster, replay, start offset, on-demand price)."""
+    rng = np.random.default_rng(config.seed)
+    if isinstance(trace, JobTrace):
+        if config.cluster_gpus is None:
+            raise ValueError("a job (shared-cluster) trace needs --cluster-gpus")
+        period = max(float(np.max(trace.submit_time_s)) if len(trace.submit_time_s) else 0.0, 1.0)
+        offset = config.start_offset_s
+        if offset is None:
+            offset = float(rng.uniform(0.0, period))
+        cluster = ClusterSource(
+            trace,
+            cluster_gpus=config.cluster_gpus,
+            gpus_per_node=job.nodes.gpus_per_node,
+            price_per_hour=config.cluster_price_per_hour,
+            start_offset_s=offset,
+            cap_nodes=job.nodes.max,
+        )
+        return cluster, None, offset, config.on_demand_price_per_hour
+    offset = config.start_offset_s
+    if offset is None:
+        offset = float(rng.uniform(0.0, float(trace.duration_s)))
+    od_price = config.on_demand_price_per_hour
+    if od_price is None:
+        od_price = trace.metadata.on_demand_price_per_hour
+    replay = CapacityReplay.from_trace(
+        trace,
+        start_offset_s=offset,
+        notice_s=config.notice_s,
+        cap_nodes=job.nodes.max,
+        default_price_per_hour=config.spot_price_per_hour or 0.0,
+    )
+    return None, replay, offset, od_price
+
+
 def simulate(
     trace: CapacityTrace | JobTrace,
     policy: Policy,
@@ -150,39 +187,7 @@ def simulate(
     config = config or SimConfig()
     start = time.perf_counter()
     env = simpy.Environment()
-    rng = np.random.default_rng(config.seed)
-    cluster: ClusterSource | None = None
-    replay: CapacityReplay | None = None
-    if isinstance(trace, JobTrace):
-        if config.cluster_gpus is None:
-            raise ValueError("a job (shared-cluster) trace needs --cluster-gpus")
-        period = max(float(np.max(trace.submit_time_s)) if len(trace.submit_time_s) else 0.0, 1.0)
-        offset = config.start_offset_s
-        if offset is None:
-            offset = float(rng.uniform(0.0, period))
-        cluster = ClusterSource(
-            trace,
-            cluster_gpus=config.cluster_gpus,
-            gpus_per_node=job.nodes.gpus_per_node,
-            price_per_hour=config.cluster_price_per_hour,
-            start_offset_s=offset,
-            cap_nodes=job.nodes.max,
-        )
-        od_price = config.on_demand_price_per_hour
-    else:
-        offset = config.start_offset_s
-        if offset is None:
-            offset = float(rng.uniform(0.0, float(trace.duration_s)))
-        od_price = config.on_demand_price_per_hour
-        if od_price is None:
-            od_price = trace.metadata.on_demand_price_per_hour
-        replay = CapacityReplay.from_trace(
-            trace,
-            start_offset_s=offset,
-            notice_s=config.notice_s,
-            cap_nodes=job.nodes.max,
-            default_price_per_hour=config.spot_price_per_hour or 0.0,
-        )
+    cluster, replay, offset, od_price = _capacity(trace, job, config)
     rules = JobRules(
         min_nodes=job.nodes.min,
         max_nodes=job.nodes.max,
