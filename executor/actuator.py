@@ -55,8 +55,9 @@ class GroupActuator:
         self._resumes_real_s: list[float] = []
         self._writes_real_s: list[float] = []
         self._moves: list[tuple[float, Activity]] = []
-        self.event_real_s: list[float] = []
-        self.event_interval_s: list[float | None] = []
+        #: real seconds since the start, and the raw pause interval, of each event it
+        #: reported, by the event's identity (the loop adds notices and DONE itself)
+        self.measured: dict[int, tuple[float, float | None]] = {}
         self.last_pause_s: float | None = None
         self.leave_margin_s = config.graceful_margin_real_s * self.scale
 
@@ -149,8 +150,7 @@ class GroupActuator:
                 lost_steps=ev.lost_steps,
             )
             out.append(record)
-            self.event_real_s.append(real_s)
-            self.event_interval_s.append(ev.interval_s)
+            self.measured[id(record)] = (real_s, ev.interval_s)
             self._measure(record)
             self._follow(record)
         return out

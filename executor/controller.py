@@ -373,13 +373,16 @@ class Controller:
         loop.close(end)
         if loop.done_s is None:
             gave_up = True
-            log.warning("giving up after %.1f real seconds", self.clock.now() - self._t0)
+            log.info("stopped after %.1f real seconds", self.clock.now() - self._t0)
         if hasattr(self.group, "finish"):
             self.group.finish()
         return self._result(end, gave_up)
 
     def _result(self, end: float, gave_up: bool) -> ControllerResult:
         loop, actuator = self.loop, self.actuator
+        measured: dict[int, tuple[float, float | None]] = getattr(actuator, "measured", {})
+        scale = self.config.time_scale
+        real = [measured.get(id(e), (e.time_s / scale, None)) for e in loop.events]
         return ControllerResult(
             summary=summarize(loop, end),
             completion_time_s=loop.done_s,
@@ -387,8 +390,8 @@ class Controller:
             wall_time_s=self.clock.now() - self._t0,
             decisions=tuple(loop.decisions),
             events=tuple(loop.events),
-            event_real_s=tuple(getattr(actuator, "event_real_s", ())),
-            event_interval_s=tuple(getattr(actuator, "event_interval_s", ())),
+            event_real_s=tuple(r for r, _ in real),
+            event_interval_s=tuple(i for _, i in real),
             timeline=tuple(loop.timeline),
             progress=_progress_of(self.group),
             gave_up=gave_up and loop.done_s is None,

@@ -243,3 +243,111 @@ def test_commands_that_need_torch_say_so_in_one_line(args, monkeypatch, tmp_path
     assert len(lines) == 1 and "executor extra" in lines[0], result.stderr
     assert "elasim[executor]" in lines[0]  # printed as written, not eaten as markup
     assert "Traceback" not in result.output
+
+
+# -- one vocabulary across the commands (issue: one job model, two clocks) --------------------
+
+VOCABULARY = (
+    "--max-nodes",
+    "--start-offset-s",
+    "--on-demand-price-per-hour",
+    "--checkpoint-interval-s",
+    "--notice-s",
+    "--set",
+)
+
+
+@pytest.mark.parametrize("command", ["simulate", "run", "compare", "sweep"])
+def test_the_commands_share_one_flag_vocabulary(command):
+    from click import Context
+    from typer.main import get_command
+
+    click_app = get_command(app)
+    sub = click_app.commands[command]  # type: ignore[attr-defined]
+    flags = {opt for param in sub.get_params(Context(sub)) for opt in param.opts}
+    assert set(VOCABULARY) <= flags, sorted(set(VOCABULARY) - flags)
+    hidden = {opt for p in sub.params if getattr(p, "hidden", False) for opt in p.opts}
+    assert hidden <= {"--workers-max", "--trace-start-s", "--on-demand-price"}
+    help_text = invoke(command, "--help").output
+    assert "--workers-max" not in help_text and "--trace-start-s" not in help_text
+
+
+def test_calibrate_takes_max_nodes_and_its_old_name():
+    from click import Context
+    from typer.main import get_command
+
+    sub = get_command(app).commands["calibrate"]  # type: ignore[attr-defined]
+    flags = {opt for param in sub.get_params(Context(sub)) for opt in param.opts}
+    assert {"--max-nodes", "--workers-max"} <= flags
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("--max-nodes", "0"), "--max-nodes must be >= 1"),
+        (("--min-nodes", "0"), "--min-nodes must be >= 1"),
+        (("--min-nodes", "40"), "--min-nodes: need min nodes <= max nodes"),
+        (("--deadline-h", "-1"), "--deadline-h must be > 0"),
+        (("--notice-s", "-3"), "--notice-s must be >= 0"),
+        (("--checkpoint-interval-s", "soon"), "--checkpoint-interval-s must be"),
+    ],
+)
+def test_bad_flags_name_the_flag_not_the_job_preset(args, flag):
+    result = runner.invoke(app, ["simulate", "-t", "spot_us_east.csv", *args])
+    assert result.exit_code == 2
+    assert flag in result.stderr and "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_policy_that_raises_gets_one_line_naming_the_users_file(tmp_path):
+    plugin = tmp_path / "mine.py"
+    plugin.write_text(
+        "from elasim.policies import PolicyBase\n"
+        "class Mine(PolicyBase):\n"
+        "    name = 'mine'\n"
+        "    def decide(self, obs):\n"
+        "        return obs.spot_available / 0\n"
+    )
+    result = runner.invoke(app, ["simulate", "-t", "spot_us_east.csv", "-p", f"{plugin}:Mine"])
+    assert result.exit_code == 2
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in result.output
+    assert f"{plugin}:5" in line.replace("\n", "") and "ZeroDivisionError" in line
+
+
+def test_old_spellings_still_work_and_must_agree():
+    ok = runner.invoke(
+        app, ["simulate", "-t", "spot_us_east.csv", "--on-demand-price", "3.0", "--json"]
+    )
+    assert ok.exit_code == 0, ok.output
+    both = runner.invoke(
+        app,
+        [
+            "simulate",
+            "-t",
+            "spot_us_east.csv",
+            "--on-demand-price",
+            "3.0",
+            "--on-demand-price-per-hour",
+            "4.0",
+        ],
+    )
+    assert both.exit_code == 2 and "disagree" in both.stderr
+
+
+def test_sweep_refuses_backwards_seeds_before_writing_anything(tmp_path):
+    out = tmp_path / "sweep"
+    result = runner.invoke(
+        app, ["sweep", "--traces", "spot_us_east.csv", "--seeds", "4-0", "--out", str(out)]
+    )
+    assert result.exit_code == 2 and "--seeds" in result.stderr
+    assert not (out / "sweep.parquet").exists()
+
+
+def test_an_unwritable_out_fails_first_in_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    for out in (blocker, blocker / "sub"):  # root can write anywhere, but not into a file
+        result = runner.invoke(app, ["simulate", "-t", "spot_us_east.csv", "--out", str(out)])
+        assert result.exit_code == 2 and "--out" in result.stderr, result.output
+        assert len(result.stderr.strip().splitlines()) == 1
