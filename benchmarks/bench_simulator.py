@@ -18,6 +18,7 @@ numbers.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -47,6 +48,7 @@ def measure(philly: Path, cluster_gpus: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
 
     def run(label: str, trace, policy: str, spec, config) -> None:
+        gc.collect()  # each case starts from a clean heap: no earlier case's garbage
         start = time.perf_counter()
         result = simulate(trace, make_policy(policy), spec, config)
         wall = time.perf_counter() - start

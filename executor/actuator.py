@@ -226,6 +226,18 @@ class GroupActuator:
         """Steps committed."""
         return self.group.progress().step
 
+    def view(self) -> tuple[int, int, int, float, str, int]:
+        """A timeline row's worth: paid, members, progress, state, steps."""
+        spot, od = self.paid()
+        return (
+            spot,
+            od,
+            sum(self.group.held()),
+            self.progress(),
+            self._sm.state.value,
+            self.step_count(),
+        )
+
     def throughput_table(self) -> tuple[float, ...]:
         """Given, or measured: ``global_batch / step time`` per world size.
 

@@ -30,7 +30,7 @@ import math
 import statistics
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -517,8 +517,7 @@ def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> d
             "ready_s": [math.nan if w.ready_s is None else w.ready_s for w in result.worker_starts],
         }
     ).astype({"wid": "int64", "spawn_s": "float64", "ready_s": "float64"})
-    rows = [asdict(r) for r in result.timeline]
-    timeline = pd.DataFrame(rows, columns=[f for f in TimelineRow.__dataclass_fields__])
+    timeline = pd.DataFrame(list(result.timeline), columns=list(TimelineRow._fields))
     timeline["nodes_held"] = timeline["spot_held"] + timeline["on_demand_held"]
     paths = {
         "summary": write_json(out / "summary.json", dict(result.summary)),

@@ -18,6 +18,7 @@ __all__ = ["Accounting", "Activity", "JobStateMachine", "RESCALE_KINDS"]
 
 #: Events that re-form the group (the first start included; ``rescales`` excludes it).
 RESCALE_KINDS = frozenset({EventKind.SCALE_UP, EventKind.SCALE_DOWN, EventKind.RESUME})
+_SCALE_UP, _SCALE_DOWN, _RESUME = EventKind.SCALE_UP, EventKind.SCALE_DOWN, EventKind.RESUME
 
 
 class Activity(str, enum.Enum):
@@ -91,7 +92,9 @@ class Accounting:
     def count(self, event: EventRecord) -> None:
         """Tally an event: the counts in the summary are counts of event rows."""
         kind = event.kind
-        if kind in RESCALE_KINDS:
+        # identity tests, not set membership: an enum's hash is a Python-level call,
+        # and the simulator counts every event
+        if kind is _SCALE_UP or kind is _SCALE_DOWN or kind is _RESUME:
             self.rescale_events += 1
         elif kind is EventKind.PREEMPT:
             self.preemptions += 1

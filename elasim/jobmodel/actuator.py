@@ -96,3 +96,10 @@ class Actuator(Protocol):
 
     def step_count(self) -> int:
         """Training steps committed so far (0 where steps are not simulated)."""
+
+    def view(self) -> tuple[int, int, int, float, str, int]:
+        """One timeline row's worth in one call.
+
+        Returns:
+            Spot and on-demand nodes paid for, group size, progress, state value, steps.
+        """

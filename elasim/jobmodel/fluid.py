@@ -106,6 +106,8 @@ class FluidJob:
     """
 
     leave_margin_s = 0.0
+    #: nothing happens in the model without being asked: the loop need not poll it
+    polls = False
 
     def __init__(self, job: Any, rules: JobRules, *, checkpoint_cost_s: float | None = None):
         self.job = job
@@ -121,6 +123,9 @@ class FluidJob:
         self.ckpt_cost_s = job.checkpoint.write_s if cost is None else cost
         self.books = Accounting()
         self._sm = JobStateMachine()
+        #: whether the group trains now (an attribute, not a property: the loop reads
+        #: it several times a turn); kept in step with the state by :meth:`_to`
+        self.training = False
         self.now = 0.0
         self._last_s = 0.0
         # holdings: nodes paid for; group: nodes training; booting: [ready, spot, od, asked]
@@ -169,11 +174,6 @@ class FluidJob:
         """Nodes in the training group."""
         return self.group_spot + self.group_od
 
-    @property
-    def training(self) -> bool:
-        """Whether the group trains now."""
-        return self._sm.state is JobState.RUNNING
-
     def paid(self) -> tuple[int, int]:
         """Nodes paid for, booting ones included."""
         return self.spot_held, self.od_held
@@ -218,6 +218,18 @@ class FluidJob:
         """Steps are not simulated."""
         return 0
 
+    def view(self) -> tuple[int, int, int, float, str, int]:
+        """A timeline row's worth (one call per turn: the simulator's hot path)."""
+        progress = self.progress_samples / self.target_samples
+        return (
+            self.spot_held,
+            self.od_held,
+            self.group_spot + self.group_od,
+            progress if progress < 1.0 else 1.0,
+            self._sm.state._value_,
+            0,
+        )
+
     def _planned_rescale_estimate(self) -> float:
         n = self.max_nodes
         write = self.ckpt_cost_s if self.mode is RescaleMode.RESTART else 0.0
@@ -249,7 +261,7 @@ class FluidJob:
             rate = self._training_rate(now_s - dt)
             self._starting = [t for t in self._starting if t > now_s + _EPS]
         if state is JobState.RUNNING:
-            n = self.group
+            n = self.group_spot + self.group_od
             self.progress_samples += self._good[n] * rate * dt
             books.raw_samples += self._thr[n] * rate * dt
             self.unsaved_run_s += dt
@@ -282,7 +294,8 @@ class FluidJob:
         if state is JobState.RUNNING:
             remaining = self.target_samples - self.progress_samples
             rate = self._training_rate(now_s) if self._starting else 1.0
-            best = now_s + max(remaining, 0.0) / (self._good[self.group] * rate)
+            n = self.group_spot + self.group_od
+            best = now_s + max(remaining, 0.0) / (self._good[n] * rate)
         elif state is JobState.RESCALING or state is JobState.CHECKPOINTING:
             best = self.pause_end_s
         for batch in self.booting:
@@ -296,15 +309,14 @@ class FluidJob:
 
     def finished(self, now_s: float) -> bool:
         """Reach DONE if the target is met (before anything else at the same instant)."""
-        state = self._sm.state
-        if state is not JobState.RUNNING:
-            return state is JobState.DONE
+        if not self.training:
+            return self._sm.state is JobState.DONE
         remaining = self.target_samples - self.progress_samples
-        good = self._good[self.group]
+        good = self._good[self.group_spot + self.group_od]
         if remaining > _EPS * max(self.target_samples, 1.0) and remaining / good >= 1e-6:
             return False
         self.progress_samples = self.target_samples
-        self._sm.to(JobState.DONE)
+        self._to(JobState.DONE)
         return True
 
     # -- events ---------------------------------------------------------------------------
@@ -342,8 +354,10 @@ class FluidJob:
         )
 
     def _to(self, new: JobState) -> None:
-        if self._sm.to(new) and new is JobState.RUNNING:
-            self.running_since_s = self.now
+        if self._sm.to(new):
+            self.training = new is JobState.RUNNING
+            if self.training:
+                self.running_since_s = self.now
 
     # -- what the loop asks for ------------------------------------------------------------
 

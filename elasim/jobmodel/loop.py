@@ -32,8 +32,7 @@ from __future__ import annotations
 import inspect
 import math
 import traceback
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from elasim.policies import (
     Decision,
@@ -85,9 +84,11 @@ def _policy_error(policy: Policy, exc: BaseException | None, detail: str) -> Pol
     return PolicyError(f"policy {name!r}{where}: {detail}")
 
 
-@dataclass(frozen=True)
-class TimelineRow:
+class TimelineRow(NamedTuple):
     """The world at one moment (trace seconds), for ``timeline.parquet``.
+
+    A named tuple rather than a frozen dataclass: the simulator makes one per turn,
+    and a tuple is several times cheaper to build.
 
     Attributes:
         time_s: trace time.
@@ -119,8 +120,9 @@ class JobLoop:
         policy: the scaling policy.
         actuator: the environment's side of the job.
         rules: the job's rules (trace seconds).
-        replay: the capacity trace, or None when capacity is pushed
-            (:meth:`push_capacity`, a shared cluster's leftovers).
+        replay: where capacity comes from: the capacity trace, or anything with the
+            same ``initial`` / ``prior_mtbf_s`` / ``next_time_s`` / ``pop_due`` (the
+            simulator's shared cluster); None for a constant ``initial``.
         initial: ``(available, price)`` at the start without a replay.
         prior_mtbf_s: the capacity source's mean time between drops without a replay.
         timeline_every_s: least trace time between two timeline rows that differ only
@@ -151,9 +153,8 @@ class JobLoop:
         self._od_price = rules.on_demand_price_per_hour
         self.decisions: list[DecisionRecord] = []
         self.events: list[EventRecord] = []
-        self.timeline: list[TimelineRow] = []
+        self._rows: list[tuple[Any, ...]] = []  # TimelineRow fields, as plain tuples
         self._recent: list[ObservedEvent] = []
-        self._pushed: list[ReplayItem] = []
         self._leaves: list[tuple[float, float, int]] = []  # (leave at, drop at, available)
         self._caps: list[tuple[float, int]] = []  # (drop at, available): no taking back
         self.target = Decision(0, 0)
@@ -161,6 +162,10 @@ class JobLoop:
         self._fresh = True
         self.wake_at_s = math.inf
         self._last_s = 0.0
+        self._replay_next_s = -math.inf  # the trace's next item (cached between pops)
+        self._replay_due_s = -math.inf  # ... less the tolerance of pop_due
+        self._polls = getattr(actuator, "polls", True)
+        self._horizon_s = rules.horizon_s
         self._since_checkpoint_s = 0.0
         self.checkpoint_interval_s = self.schedule.current_interval_s(
             actuator.checkpoint_write_s(), 0.0, 0
@@ -171,92 +176,129 @@ class JobLoop:
         self._timeline_every_s = timeline_every_s
         self._record_timeline = record_timeline
 
-    # -- inputs from outside the trace ----------------------------------------------------
-
-    def push_capacity(self, time_s: float, available: int, price_per_hour: float) -> None:
-        """Capacity or price changed (a shared cluster's leftovers): handled next turn."""
-        self._pushed.append(ReplayItem(time_s, False, int(available), float(price_per_hour)))
-
     # -- the turn -------------------------------------------------------------------------
 
     def turn(self, now_s: float) -> float:
         """Do everything due at ``now_s``; return when the loop next has work (trace s).
 
-        Returns ``inf`` when only an outside event (a pushed capacity change, a worker
-        report) can make more work, and after the job has finished (:attr:`finished`).
+        Returns ``inf`` when only an outside event (a worker's report) can make more
+        work, and after the job has finished (:attr:`finished`).
         """
         self.turns += 1
         if self.finished:
             return math.inf
-        if self._inputs(now_s) or self._poll(now_s):
-            return math.inf
         actuator = self.actuator
+        if self._leaves or now_s >= self._replay_due_s:
+            if self._inputs(now_s):
+                return math.inf
+        elif self._advance_to(now_s):  # the common case: only time has passed
+            return math.inf
+        if self._polls and self._poll(now_s):
+            return math.inf
         while True:
             if self.decision_due:
                 self._decide(now_s)
             self._reconcile(now_s)
-            self._record(actuator.settle(now_s))
-            if self._check_done(now_s):
-                return math.inf
-            self._checkpoint_if_due(now_s)
-            self._record(actuator.admit(now_s))
+            settled = actuator.settle(now_s)
+            if settled:  # (progress moves only with time: done is checked on advancing)
+                self._record(settled)
+                if actuator.finished(now_s):
+                    self._done(now_s)
+                    return math.inf
+            if actuator.training and self._since_checkpoint_s >= self.checkpoint_interval_s - 1e-6:
+                self._checkpoint(now_s)
+            admitted = actuator.admit(now_s)
+            if admitted:
+                self._record(admitted)
             if now_s >= self.wake_at_s - _EPS:
                 self.wake_at_s = math.inf
                 self.decision_due = True
             if not self.decision_due:
                 break
         self._snapshot(now_s, every=True)
-        if now_s >= self.rules.horizon_s - _EPS:
+        if now_s >= self._horizon_s - _EPS:
             self.finished = True
             return math.inf
-        return self._next_wake(now_s)
+        # the next time the loop has work: a wake-up, the trace, a leave, the actuator,
+        # the checkpoint timer
+        best = min(self.wake_at_s, self._horizon_s, actuator.next_due_s(now_s))
+        if self.replay is not None:
+            if self._replay_next_s == -math.inf:
+                self._set_replay_next(self.replay.next_time_s())
+            if self._replay_next_s < best:
+                best = self._replay_next_s
+        if self._leaves and self._leaves[0][0] < best:
+            best = self._leaves[0][0]
+        interval = self.checkpoint_interval_s
+        if actuator.training and interval < math.inf:
+            due = now_s + max(interval - self._since_checkpoint_s, 0.0)
+            if due < best:
+                best = due
+        return best
 
     def _inputs(self, now_s: float) -> bool:
         """Trace items and leaves due by ``now_s``, each at its own time; True: done."""
-        items = self.replay.pop_due(now_s) if self.replay is not None else []
-        if self._pushed:
-            items += self._pushed
-            self._pushed = []
+        replay = self.replay
+        items = []
+        if replay is not None and now_s >= self._replay_due_s:
+            items = replay.pop_due(now_s)
+            self._set_replay_next(replay.next_time_s())
+        leaves = self._leaves
         for item in items:
-            t = max(item.time_s, self._last_s)
-            if self._leaves_due(t) or self._advance_to(t):
+            t = item.time_s if item.time_s > self._last_s else self._last_s
+            if leaves and self._leaves_due(t):
+                return True
+            if t > self._last_s and self._advance_to(t):
                 return True
             if item.notice:
                 self._on_notice(item, t)
             else:
                 self._on_capacity(item, t)
-        return self._leaves_due(now_s) or self._advance_to(now_s)
+        if leaves and self._leaves_due(now_s):
+            return True
+        return now_s > self._last_s and self._advance_to(now_s)
 
     def _poll(self, now_s: float) -> bool:
         polled = self.actuator.poll(now_s)
-        if polled:
-            self._record(polled)
-            self.decision_due = self._fresh = True
+        if not polled:
+            return False
+        self._record(polled)
+        self.decision_due = self._fresh = True
         return self._check_done(now_s)
 
     def _advance_to(self, t: float) -> bool:
         """Bill and integrate up to ``t``; True if the job finished meanwhile."""
         dt = t - self._last_s
-        if dt > 0:
-            self._last_s = t
-            actuator = self.actuator
-            spot, od = actuator.paid()
-            self.books.bill(dt, spot, od, self.price, self._od_price)
-            if actuator.training:
-                self._since_checkpoint_s += dt
-            actuator.advance(t, self.books)
-        return self._check_done(t)
+        if dt <= 0:
+            return self.done_s is not None
+        self._last_s = t
+        actuator = self.actuator
+        spot, od = actuator.paid()
+        self.books.bill(dt, spot, od, self.price, self._od_price)
+        if actuator.training:
+            self._since_checkpoint_s += dt
+        actuator.advance(t, self.books)
+        if actuator.finished(t):
+            self._done(t)
+            return True
+        return False
 
     def _check_done(self, t: float) -> bool:
         if self.done_s is not None:
             return True
         if not self.actuator.finished(t):
             return False
+        self._done(t)
+        return True
+
+    def _done(self, t: float) -> None:
+        """The target was reached at ``t``: the last event, and no more turns."""
+        if self.done_s is not None:
+            return
         spot, od = self.actuator.members()
         self.finished = True
         self.done_s = t
         self._record([EventRecord(t, EventKind.DONE, spot + od, spot + od)])
-        return True
 
     # -- trace items ----------------------------------------------------------------------
 
@@ -371,12 +413,14 @@ class JobLoop:
         if self._caps:
             spot = int(min(spot, self._cap(now_s)))
         fresh, self._fresh = self._fresh, False
-        self._record(self.actuator.apply(spot, target.on_demand_nodes, now_s, fresh))
+        applied = self.actuator.apply(spot, target.on_demand_nodes, now_s, fresh)
+        if applied:
+            self._record(applied)
 
-    def _checkpoint_if_due(self, now_s: float) -> None:
-        if self.actuator.training and self._since_checkpoint_s >= self.checkpoint_interval_s - 1e-6:
-            self._record(self.actuator.checkpoint(now_s))
-            self._since_checkpoint_s = 0.0
+    def _checkpoint(self, now_s: float) -> None:
+        """A periodic checkpoint is due (the timer restarts even if none was written)."""
+        self._record(self.actuator.checkpoint(now_s))
+        self._since_checkpoint_s = 0.0
 
     # -- records --------------------------------------------------------------------------
 
@@ -398,45 +442,30 @@ class JobLoop:
     def _snapshot(self, t: float, every: bool = False) -> None:
         if not self._record_timeline:
             return
-        actuator = self.actuator
-        spot, od = actuator.paid()
-        group_spot, group_od = actuator.members()
-        row = TimelineRow(
-            t,
-            self.available,
-            spot,
-            od,
-            group_spot + group_od,
-            self.price,
-            actuator.progress(),
-            actuator.state.value,
-            actuator.step_count(),
-        )
-        timeline = self.timeline
-        if every and self._timeline_every_s > 0 and timeline:
-            last = timeline[-1]
-            same = (
-                last.spot_available,
-                last.spot_held,
-                last.on_demand_held,
-                last.group_nodes,
-                last.price_per_hour,
-                last.state,
-            ) == (row.spot_available, spot, od, row.group_nodes, row.price_per_hour, row.state)
-            if same and t - last.time_s < self._timeline_every_s:
+        spot, od, group, progress, state, step = self.actuator.view()
+        row = (t, self.available, spot, od, group, self.price, progress, state, step)
+        rows = self._rows
+        if every and self._timeline_every_s > 0 and rows:
+            last = rows[-1]
+            if last[1:6] == row[1:6] and last[7] == state and t - last[0] < self._timeline_every_s:
                 return
-        timeline.append(row)
+        rows.append(row)
 
-    def _next_wake(self, now_s: float) -> float:
-        best = min(self.wake_at_s, self.rules.horizon_s, self.actuator.next_due_s(now_s))
-        if self.replay is not None:
-            best = min(best, self.replay.next_time_s())
-        if self._leaves:
-            best = min(best, self._leaves[0][0])
-        interval = self.checkpoint_interval_s
-        if self.actuator.training and math.isfinite(interval):
-            best = min(best, now_s + max(interval - self._since_checkpoint_s, 0.0))
-        return best
+    @property
+    def timeline(self) -> list[TimelineRow]:
+        """The rows recorded so far (kept as plain tuples while running: they are many)."""
+        return [TimelineRow._make(row) for row in self._rows]
+
+    def timeline_columns(self) -> list[tuple[Any, ...]]:
+        """The rows as columns, in :class:`TimelineRow`'s field order."""
+        from operator import itemgetter
+
+        rows = self._rows
+        return [tuple(map(itemgetter(i), rows)) for i in range(len(TimelineRow._fields))]
+
+    def _set_replay_next(self, next_s: float) -> None:
+        self._replay_next_s = next_s
+        self._replay_due_s = next_s - 1e-9 * max(1.0, abs(next_s)) if next_s < math.inf else next_s
 
     def close(self, now_s: float) -> None:
         """Bring the books up to ``now_s`` (the end of the run) and record the last row."""

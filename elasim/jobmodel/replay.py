@@ -20,17 +20,15 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["CapacityReplay", "ReplayItem"]
 
 _NOTICE, _ROW = 0, 1
 
 
-@dataclass(frozen=True)
-class ReplayItem:
-    """One thing the trace does to the job.
+class ReplayItem(NamedTuple):
+    """One thing the trace does to the job (a named tuple: there can be very many).
 
     Attributes:
         time_s: when it happens (trace seconds since the job's start).

@@ -67,6 +67,14 @@ class CheckpointSchedule:
     prior_mtbf_s: float = math.inf
     scale: float = 1.0
 
+    def __post_init__(self) -> None:
+        # the constants of ``auto``, computed once (this runs after every checkpoint)
+        prior = self.prior_mtbf_s
+        if math.isinf(prior):
+            prior = DEFAULT_PRIOR_MTBF_S / self.scale
+        object.__setattr__(self, "_prior_s", prior)
+        object.__setattr__(self, "_floor_s", MIN_AUTO_INTERVAL_S / self.scale)
+
     @property
     def auto(self) -> bool:
         """Whether the interval follows Young/Daly."""
@@ -76,12 +84,8 @@ class CheckpointSchedule:
         """The interval to use from now on (trace seconds; ``inf``: never)."""
         if self.interval_s is not None:
             return self.interval_s
-        prior = self.prior_mtbf_s
-        if math.isinf(prior):
-            prior = DEFAULT_PRIOR_MTBF_S / self.scale
-        mtbf = (prior + now_s) / (1 + preemptions)
-        floor = MIN_AUTO_INTERVAL_S / self.scale
-        return max(young_daly_interval_s(checkpoint_cost_s, mtbf), floor)
+        mtbf = (self._prior_s + now_s) / (1 + preemptions)  # type: ignore[attr-defined]
+        return max(young_daly_interval_s(checkpoint_cost_s, mtbf), self._floor_s)  # type: ignore[attr-defined]
 
 
 def leave_lead_s(

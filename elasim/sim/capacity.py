@@ -2,12 +2,16 @@
 
 Spot traces are replayed by the job model itself
 (:class:`elasim.jobmodel.CapacityReplay`, shared with the executor).  A shared
-cluster is different: its leftover capacity comes out of a simulation of the other
-tenants, so it is a SimPy process that pushes every change of the nodes obtainable by
-the elastic job into the job loop (``sink.on_capacity(available, price)``).  It caps
-what it reports at the job's ``max_nodes``: capacity the job can never use is not a
-change the job (or its policy) needs to hear about, and skipping those changes is what
-keeps the full Philly trace fast.
+cluster's leftover capacity comes out of a simulation of the other tenants instead.
+The elastic job never changes what they do (it only takes what they leave), so that
+simulation is a stream computed ahead of the job: :class:`ClusterCapacity` offers the
+same ``initial`` / ``next_time_s`` / ``pop_due`` as the replay, and the job loop reads
+it the same way.  Its own events (arrivals, completions) are ordered as a SimPy
+process would order them: by time, then by when they were scheduled.
+
+It caps what it reports at the job's ``max_nodes``: capacity the job can never use is
+not a change the job (or its policy) needs to hear about, and skipping those changes
+is what keeps the full Philly trace fast.
 
 Assumptions (also in the README):
 
@@ -21,27 +25,21 @@ Assumptions (also in the README):
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 from collections import deque
 from collections.abc import Iterator
-from typing import Protocol
 
 import numpy as np
-import simpy
 
+from elasim.jobmodel import ReplayItem
 from elasim.traces.model import JobTrace
 
-__all__ = ["CapacitySink", "ClusterSource"]
+__all__ = ["ClusterCapacity"]
 
 
-class CapacitySink(Protocol):
-    """What a capacity source talks to (the simulator's shell around the job loop)."""
-
-    def on_capacity(self, available: int, price_per_hour: float) -> None:
-        """Obtainable nodes or their price changed."""
-
-
-class ClusterSource:
+class ClusterCapacity:
     """A shared GPU cluster running a job trace FIFO; the elastic job gets the leftovers."""
 
     def __init__(
@@ -75,61 +73,90 @@ class ClusterSource:
         self.running_jobs = 0
         self.started_jobs = 0
         self._queue: deque[tuple[float, int]] = deque()
-        self._env: simpy.Environment | None = None
-        self._sink: CapacitySink | None = None
+        #: (time, order, kind, payload): 0 = an arrival wake-up, 1 = a job's end
+        self._events: list[tuple[float, int, int, int]] = []
+        self._order = 0
         self._last_available = self._available()
+        self.initial = (self._last_available, self.price_per_hour)
+        self._changes: deque[ReplayItem] = deque()
+        self._arrivals = self._arrival_iter()
+        self._schedule_arrivals(0.0)
 
     @property
     def prior_mtbf_s(self) -> float:
         """No a-priori failure rate for a cluster: the job learns it online."""
         return math.inf
 
-    def initial(self) -> tuple[int, float]:
-        """The cluster starts empty of background work."""
-        return self._available(), self.price_per_hour
-
     def _available(self) -> int:
         return min((self.cluster_gpus - self.used_gpus) // self.gpus_per_node, self.cap_nodes)
 
-    def _publish(self) -> None:
-        available = self._available()
-        if available != self._last_available and self._sink is not None:
-            self._last_available = available
-            self._sink.on_capacity(available, self.price_per_hour)
+    def _push(self, time_s: float, kind: int, payload: int) -> None:
+        self._order += 1
+        heapq.heappush(self._events, (time_s, self._order, kind, payload))
 
-    def _finish(self, gpus: int) -> None:
-        self.used_gpus -= gpus
-        self.running_jobs -= 1
-        self._start_queued()
-        self._publish()
+    def _arrival_iter(self) -> Iterator[tuple[float, int]]:
+        """(job time, index) of every arrival after the offset, across repetitions."""
+        submit = self._submit
+        if not submit:
+            return
+        first = bisect.bisect_left(submit, self.start_offset_s)
+        cycle = 0
+        while True:
+            base = cycle * self.period_s - self.start_offset_s
+            for i in range(first if cycle == 0 else 0, len(submit)):
+                yield base + submit[i], i
+            cycle += 1
 
-    def _start_queued(self) -> None:
-        env = self._env
-        assert env is not None
+    def _schedule_arrivals(self, now_s: float) -> None:
+        """Admit every arrival due by ``now_s``; schedule a wake-up for the next one."""
+        for time_s, index in self._arrivals:
+            if time_s - now_s > 0:
+                self._push(time_s, 0, index)
+                return
+            self._queue.append((self._duration[index], self._gpus[index]))
+            self._start_queued(now_s)
+            self._publish(now_s)
+
+    def _start_queued(self, now_s: float) -> None:
         queue = self._queue
         while queue and queue[0][1] <= self.cluster_gpus - self.used_gpus:
             duration_s, gpus = queue.popleft()
             self.used_gpus += gpus
             self.running_jobs += 1
             self.started_jobs += 1
-            done = env.timeout(duration_s)
-            done.callbacks.append(lambda _ev, g=gpus: self._finish(g))
+            self._push(now_s + duration_s, 1, gpus)
 
-    def process(self, env: simpy.Environment, sink: CapacitySink) -> Iterator[simpy.Event]:
-        """Arrivals: queue each job, start what fits, publish leftover capacity."""
-        self._env, self._sink = env, sink
-        submit, duration, gpus = self._submit, self._duration, self._gpus
-        if not submit:
-            return
-        first = int(np.searchsorted(submit, self.start_offset_s, side="left"))
-        cycle = 0
-        while True:
-            base = cycle * self.period_s - self.start_offset_s
-            for i in range(first if cycle == 0 else 0, len(submit)):
-                delay = base + submit[i] - env.now
-                if delay > 0:
-                    yield env.timeout(delay)
-                self._queue.append((duration[i], gpus[i]))
-                self._start_queued()
-                self._publish()
-            cycle += 1
+    def _publish(self, now_s: float) -> None:
+        available = self._available()
+        if available != self._last_available:
+            self._last_available = available
+            self._changes.append(ReplayItem(now_s, False, available, self.price_per_hour))
+
+    def _step(self) -> None:
+        """Process the cluster's next event."""
+        time_s, _, kind, payload = heapq.heappop(self._events)
+        if kind == 0:
+            index = payload
+            self._queue.append((self._duration[index], self._gpus[index]))
+            self._start_queued(time_s)
+            self._publish(time_s)
+            self._schedule_arrivals(time_s)
+        else:
+            self.used_gpus -= payload
+            self.running_jobs -= 1
+            self._start_queued(time_s)
+            self._publish(time_s)
+
+    def next_time_s(self) -> float:
+        """Job time of the next change of the leftovers (``inf``: none)."""
+        while not self._changes and self._events:
+            self._step()
+        return self._changes[0].time_s if self._changes else math.inf
+
+    def pop_due(self, now_s: float) -> list[ReplayItem]:
+        """Every change due by ``now_s``, in order."""
+        out: list[ReplayItem] = []
+        limit = now_s + 1e-9 * max(1.0, abs(now_s))
+        while self.next_time_s() <= limit:
+            out.append(self._changes.popleft())
+        return out

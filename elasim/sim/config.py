@@ -94,20 +94,6 @@ class Timeline:
     progress: tuple[float, ...] = ()
     state: tuple[str, ...] = ()
 
-    @classmethod
-    def from_rows(cls, rows: Any) -> Timeline:
-        """Columns from the job loop's :class:`~elasim.jobmodel.TimelineRow` values."""
-        return cls(
-            time_s=tuple(r.time_s for r in rows),
-            spot_available=tuple(r.spot_available for r in rows),
-            spot_held=tuple(r.spot_held for r in rows),
-            on_demand_held=tuple(r.on_demand_held for r in rows),
-            group_nodes=tuple(r.group_nodes for r in rows),
-            price_per_hour=tuple(r.price_per_hour for r in rows),
-            progress=tuple(r.progress for r in rows),
-            state=tuple(r.state for r in rows),
-        )
-
     def as_columns(self) -> dict[str, tuple[Any, ...]]:
         """``{column: values}`` for a DataFrame."""
         return {

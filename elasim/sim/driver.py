@@ -5,8 +5,7 @@ notices, the graceful-leave rule, the checkpoint schedule and the books, lives i
 :class:`~elasim.jobmodel.JobLoop`; the fluid progress model in
 :class:`~elasim.jobmodel.FluidJob`.  The executor runs the same two objects (the loop
 always, the fluid model in its parity test).  This module only supplies the clock:
-a SimPy process calls :meth:`JobLoop.turn` and sleeps until the time it returns, or
-until a shared cluster's background jobs change the capacity.
+a SimPy process calls :meth:`JobLoop.turn` and sleeps until the time it returns.
 
 The model's assumptions are stated in :mod:`elasim.jobmodel.fluid` and the README.
 """
@@ -34,7 +33,7 @@ from elasim.jobmodel import (
 from elasim.policies import Policy
 from elasim.traces.model import CapacityTrace, JobTrace
 
-from .capacity import ClusterSource
+from .capacity import ClusterCapacity
 from .config import SimConfig, SimResult, Timeline
 
 __all__ = ["SimShell", "pause_for", "simulate"]
@@ -45,52 +44,25 @@ _DEFAULT_HORIZON_S = 400 * 86400.0
 
 
 class SimShell:
-    """SimPy's clock around one job loop: sleep until the loop's next time, or a poke.
+    """SimPy's clock around one job loop: sleep until the loop's next time, turn, repeat.
 
-    The timer is reused while the loop keeps asking for the same instant (a capacity
-    change pokes the loop without moving its next wake-up), which keeps the number of
-    SimPy events, and so the run time, low.
+    Every capacity source (a spot trace, a shared cluster's leftovers) is a stream the
+    loop reads itself, so only the loop's own next time can wake it: a plain timeout.
     """
 
     def __init__(self, env: simpy.Environment, loop: JobLoop) -> None:
         self.env = env
         self.loop = loop
-        self._wake: simpy.Event | None = None
-        self._timer_at_s = math.inf
-        self._token = 0
         self.done_event = env.event()
-
-    def on_capacity(self, available: int, price_per_hour: float) -> None:
-        """A shared cluster's leftovers changed: hand it to the loop and wake it."""
-        self.loop.push_capacity(self.env.now, available, price_per_hour)
-        wake = self._wake
-        if wake is not None and not wake.triggered:
-            wake.succeed()
-
-    def _on_timer(self, token: int) -> None:
-        if token == self._token:
-            self._timer_at_s = math.inf
-            wake = self._wake
-            if wake is not None and not wake.triggered:
-                wake.succeed()
 
     def process(self) -> Iterator[simpy.Event]:
         """The SimPy process: one loop turn per wake-up."""
         env, loop = self.env, self.loop
         while True:
             deadline = loop.turn(env.now)
-            if loop.finished:
+            if loop.finished or not math.isfinite(deadline):
                 break
-            wake = self._wake = env.event()
-            if deadline != self._timer_at_s:
-                # a timer for the same instant is still pending: keep it, else replace it
-                self._token += 1
-                self._timer_at_s = deadline
-                if math.isfinite(deadline):
-                    timer = env.timeout(max(deadline - env.now, 0.0))
-                    timer.callbacks.append(lambda _ev, tok=self._token: self._on_timer(tok))
-            yield wake
-            self._wake = None
+            yield env.timeout(max(deadline - env.now, 0.0))
         loop.close(env.now)
         self.done_event.succeed()
 
@@ -131,7 +103,7 @@ def _metadata(
 
 def _capacity(
     trace: CapacityTrace | JobTrace, job: JobSpec, config: SimConfig
-) -> tuple[ClusterSource | None, CapacityReplay | None, float, float | None]:
+) -> tuple[ClusterCapacity | None, CapacityReplay | None, float, float | None]:
     """Where capacity comes from: (cluster, replay, start offset, on-demand price)."""
     rng = np.random.default_rng(config.seed)
     if isinstance(trace, JobTrace):
@@ -141,7 +113,7 @@ def _capacity(
         offset = config.start_offset_s
         if offset is None:
             offset = float(rng.uniform(0.0, period))
-        cluster = ClusterSource(
+        cluster = ClusterCapacity(
             trace,
             cluster_gpus=config.cluster_gpus,
             gpus_per_node=job.nodes.gpus_per_node,
@@ -204,15 +176,11 @@ def simulate(
         policy,
         fluid,
         rules,
-        replay=replay,
-        initial=cluster.initial() if cluster is not None else (0, 0.0),
-        prior_mtbf_s=cluster.prior_mtbf_s if cluster is not None else math.inf,
+        replay=cluster if cluster is not None else replay,  # type: ignore[arg-type]
         record_timeline=config.record_timeline,
     )
     shell = SimShell(env, loop)
     env.process(shell.process())
-    if cluster is not None:
-        env.process(cluster.process(env, shell))
     env.run(until=shell.done_event)
     metadata = _metadata(
         trace,
@@ -230,7 +198,7 @@ def simulate(
         **summarize(loop, env.now),
         events=tuple(loop.events),
         decisions=tuple(loop.decisions),
-        timeline=Timeline.from_rows(loop.timeline),
+        timeline=Timeline(*loop.timeline_columns()[:8]),
         metadata=tuple(metadata.items()),
     )
     log.debug("simulated %s in %.3f s", metadata["trace"], time.perf_counter() - start)
