@@ -192,6 +192,15 @@ class Observation:
         min_nodes: the job cannot run on fewer nodes than this.
         max_nodes: nor on more.
         recent_events: events since the previous decision, oldest first.
+        spent_usd: money spent on nodes so far (spot and on-demand, booting nodes
+            included), as the job's books have it when the policy is asked.  A policy
+            that must stay within a budget (``deadline`` keeps its cost below the
+            cheapest on-demand plan) needs it and cannot see it otherwise.
+        checkpoint_interval_s: running time between periodic checkpoints now (the
+            ``auto`` schedule's current value; ``inf``: none).
+        checkpoint_write_s: what one checkpoint write takes (estimated or measured).
+            With the interval it gives :attr:`training_share`, which a policy that
+            plans to the minute (``deadline``) must not leave out.
     """
 
     now_s: float
@@ -210,6 +219,9 @@ class Observation:
     max_nodes: int
     recent_events: tuple[ObservedEvent, ...] = ()
     resume_cost_s: float | None = None
+    spent_usd: float = 0.0
+    checkpoint_interval_s: float = math.inf
+    checkpoint_write_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.min_nodes < 1 or self.max_nodes < self.min_nodes:
@@ -235,6 +247,12 @@ class Observation:
             math.isfinite(self.resume_cost_s) and self.resume_cost_s >= 0
         ):
             raise ValueError("resume_cost_s must be a finite number >= 0 or None")
+        if not (math.isfinite(self.spent_usd) and self.spent_usd >= 0):
+            raise ValueError("spent_usd must be a finite number >= 0")
+        if not self.checkpoint_interval_s > 0:
+            raise ValueError("checkpoint_interval_s must be > 0 (inf: no checkpoints)")
+        if not (math.isfinite(self.checkpoint_write_s) and self.checkpoint_write_s >= 0):
+            raise ValueError("checkpoint_write_s must be a finite number >= 0")
 
     @property
     def nodes_held(self) -> int:
@@ -245,6 +263,14 @@ class Observation:
     def time_left_s(self) -> float | None:
         """Seconds to the deadline (may be negative), or None without a deadline."""
         return None if self.deadline_s is None else self.deadline_s - self.now_s
+
+    @property
+    def training_share(self) -> float:
+        """Share of running time that trains: the rest writes periodic checkpoints."""
+        interval = self.checkpoint_interval_s
+        if math.isinf(interval):
+            return 1.0
+        return interval / (interval + self.checkpoint_write_s)
 
     @property
     def worst_pause_s(self) -> float:

@@ -171,6 +171,8 @@ class JobLoop:
             actuator.checkpoint_write_s(), 0.0, 0
         )
         self.turns = 0
+        #: what the policy saw at the start (the summary's ``deadline_feasible``)
+        self.first_observation: Observation | None = None
         self.finished = False
         self.done_s: float | None = None
         self._timeline_every_s = timeline_every_s
@@ -373,10 +375,15 @@ class JobLoop:
             min_nodes=rules.min_nodes,
             max_nodes=rules.max_nodes,
             recent_events=tuple(self._recent),
+            spent_usd=self.books.spot_cost_usd + self.books.on_demand_cost_usd,
+            checkpoint_interval_s=self.checkpoint_interval_s,
+            checkpoint_write_s=actuator.checkpoint_write_s(),
         )
 
     def _decide(self, now_s: float) -> None:
         obs = self.observe(now_s)
+        if self.first_observation is None:
+            self.first_observation = obs
         self._recent.clear()
         policy = self.policy
         try:
