@@ -301,3 +301,27 @@ def test_killed_worker_slots_need_a_cold_start_before_replacements_join(tiny_job
     plain = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config)
     (resume,) = [e for e in plain.events if e.kind is EventKind.RESUME]
     assert resume.time_s == pytest.approx(15.0)
+
+
+def test_releasing_every_node_while_the_group_reforms_keeps_the_work_with_a_notice():
+    """``fixed`` gives up its survivors right after a warned leave, while they re-form.
+
+    They hold the state in memory, so a final checkpoint saves it (the executor's group
+    does the same when it stops); before, the unsaved work (all of it here: periodic
+    checkpoints are off) was rolled back.
+    """
+    from elasim.job import load_job
+    from elasim.policies import make_policy
+
+    trace = capacity([0, 5000], [4, 3], [1.0, 1.0], duration_s=40000, od_price=3.0)
+    job = load_job("resnet50_v100").with_nodes(1, 4)
+    config = SimConfig(notice_s=120, checkpoint_interval_s=math.inf, max_sim_time_s=20000)
+    result = simulate(trace, make_policy("fixed"), job, config)
+    leave = next(e for e in result.events if e.kind is EventKind.SCALE_DOWN)
+    pause = next(e for e in result.events if e.kind is EventKind.PAUSE)
+    saved = next(e for e in result.events if e.kind is EventKind.CHECKPOINT)
+    assert leave.time_s < pause.time_s == 5000.0  # released during the re-formation
+    assert saved.time_s == pytest.approx(pause.time_s - saved.pause_s)
+    assert pause.lost_work_h == 0.0 and result.lost_work_h == 0.0
+    parts = result.running_h + result.rescale_overhead_h + result.checkpoint_overhead_h
+    assert parts + result.idle_h == pytest.approx(result.sim_time_h)

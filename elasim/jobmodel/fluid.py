@@ -19,7 +19,9 @@ Model assumptions (also in the README):
 * Preemption without (enough) notice: in-place survivors lose the step in flight;
   restart mode, or losing every node, rolls back to the last checkpoint.  A graceful
   leave (the loop's :func:`~elasim.jobmodel.rules.leave_lead_s` rule) loses nothing;
-  when nobody survives it writes a final checkpoint first.
+  when nobody survives it writes a final checkpoint first.  So does releasing every
+  node on purpose, also while the group re-forms in place (the survivors hold the
+  state).
 * Periodic checkpoints (the loop's schedule) pause training for the checkpoint cost;
   a preemption during a write voids it.
 """
@@ -139,6 +141,8 @@ class FluidJob:
         self._shared_host = job.rescale.shared_host_cores > 0
         self.pause_end_s = math.inf
         self.pause_ckpt_until_s = -math.inf  # part of a pause that is a checkpoint write
+        self.pause_start_s = 0.0  # when the current re-formation began
+        self._pause_from_nodes = 0  # the group that trained before it
         self.started = False
         self.running_since_s = 0.0
         self.progress_samples = 0.0
@@ -584,7 +588,8 @@ class FluidJob:
 
         The job spent its last ``ckpt_cost_s`` writing instead of training, so that
         much progress is taken back and booked as checkpoint time.  A write needs a
-        running job and a running period at least as long as the write; otherwise the
+        running job and a running period at least as long as the write, or a group
+        re-forming in place (:meth:`_final_checkpoint_in_pause`); otherwise the
         unsaved progress cannot be saved and the caller rolls it back.
 
         Returns:
@@ -601,6 +606,8 @@ class FluidJob:
             self.unsaved_run_s = 0.0
             self._ckpt_pending_run_s = 0.0
             return True
+        if state is JobState.RESCALING:
+            return self._final_checkpoint_in_pause(nodes)
         if state is not JobState.RUNNING:
             return False
         cost = self.ckpt_cost_s
@@ -622,6 +629,45 @@ class FluidJob:
         self.has_checkpoint = True
         state_pause = PauseComponents(state_s=cost)
         self._event(EventKind.CHECKPOINT, nodes, nodes, state_pause, time_s=self.now - cost)
+        return True
+
+    def _final_checkpoint_in_pause(self, nodes: int) -> bool:
+        """Final checkpoint when every node is released while the group re-forms.
+
+        Unsaved work during a re-formation exists only in place, where the survivors
+        keep their processes and the full state in memory (a restart, a resume and a
+        restore all start from a checkpoint).  So they can write it, as the executor's
+        group does when it stops after a re-formation.  As for a release while
+        training, the write is placed just before the release: over the pause so far
+        (booked as checkpoint instead of rescale time, no work to take back) and, for
+        what the pause was too short to hold, over the training before the pause,
+        whose work is taken back.  Without enough of either, nothing can be saved.
+        """
+        cost = self.ckpt_cost_s
+        now = self.now
+        in_pause = min(cost, max(now - self.pause_start_s, 0.0))
+        rest = cost - in_pause
+        trained = max(self.pause_start_s - self.running_since_s, 0.0)
+        if rest > _EPS and trained < rest - _EPS:
+            return False
+        books = self.books
+        books.rescale_s -= in_pause
+        books.checkpoint_s += cost
+        if rest > _EPS:
+            before = self._pause_from_nodes
+            undo = min(self._good[before] * rest, self.progress_samples - self.ckpt_progress)
+            self.progress_samples -= undo
+            books.running_s -= rest
+            books.raw_samples -= min(books.raw_samples, self._thr[before] * rest)
+            books.convergence_s -= min(books.convergence_s, (1 - self._eff[before]) * rest)
+        else:
+            books.checkpoint_s -= rest
+        self.ckpt_progress = self.progress_samples
+        self.has_checkpoint = True
+        self.unsaved_run_s = 0.0
+        self._ckpt_pending_run_s = 0.0
+        state_pause = PauseComponents(state_s=cost)
+        self._event(EventKind.CHECKPOINT, nodes, nodes, state_pause, time_s=now - cost)
         return True
 
     def _begin_rescale(
@@ -681,6 +727,8 @@ class FluidJob:
         self.started = True
         # a boot that nobody trained through has already elapsed (in WAITING)
         now = self.now
+        self.pause_start_s = now
+        self._pause_from_nodes = before
         self.pause_end_s = now + pause.pause_s - pause.acquire_s
         self._next_due_s = min(self._next_due_s, self.pause_end_s)
         self.pause_ckpt_until_s = now + write_s if write_s else -math.inf
