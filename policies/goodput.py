@@ -56,7 +56,8 @@ class GoodputPolicy(PolicyBase):
     ``cost_t``).  It switches only if that improves the time (objective
     ``goodput``) or the money (``goodput_per_usd``) by a factor of at least
     ``1 + min_speedup``.  A configuration that can no longer be held (preempted
-    nodes, or too few to run) is always replaced.  Stateless.
+    nodes, or too few to run) is always replaced.  When both ways cost nothing (spot
+    on a trace without prices), the time decides.  Stateless.
     """
 
     name: ClassVar[str] = "goodput"
@@ -122,6 +123,10 @@ class GoodputPolicy(PolicyBase):
             return _ratio(time_c, time_t)
         usd_c = cost_per_hour(obs, *current) * time_c
         usd_t = cost_per_hour(obs, *target) * time_t
+        if usd_c == 0.0 and usd_t == 0.0:
+            # free nodes (a trace without prices): money cannot tell the two apart, so
+            # time does; without this, a job cut down by a preemption never grew back
+            return _ratio(time_c, time_t)
         return _ratio(usd_c, usd_t)
 
     def decide(self, obs: Observation) -> Decision:
