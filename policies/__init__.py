@@ -3,11 +3,14 @@
 Standard library only.  See :mod:`elasim.policies.base` for the shared types and
 :mod:`elasim.policies.registry` for finding policies by name, file, module or entry
 point.  Importing this package registers the built-in policies: ``fixed``, ``greedy``,
-``hysteresis``, ``price``, ``deadline`` and ``goodput``.
+``hysteresis``, ``price``, ``deadline``, ``goodput`` and ``on_demand``, and the oracle
+``optimal`` (the offline optimum, which only the simulator can run: see
+:func:`~elasim.policies.registry.is_oracle`).
 """
 
 from __future__ import annotations
 
+from ._ondemand import OnDemandPlan, deadline_feasible, job_plan
 from .base import (
     EVENT_COLUMNS,
     PAUSE_COMPONENTS,
@@ -30,6 +33,8 @@ from .fixed import FixedPolicy
 from .goodput import GoodputPolicy
 from .greedy import GreedyPolicy
 from .hysteresis import HysteresisPolicy
+from .ondemand import OnDemandPolicy
+from .optimal import OptimalPolicy, Plan
 from .price import PricePolicy
 from .registry import (
     ENTRY_POINT_GROUP,
@@ -39,7 +44,9 @@ from .registry import (
     PolicyLoadError,
     describe_policies,
     get_policy_class,
+    is_oracle,
     make_policy,
+    oracle_names,
     policy_names,
     register,
 )
@@ -60,8 +67,12 @@ __all__ = [
     "JobState",
     "Observation",
     "ObservedEvent",
+    "OnDemandPlan",
+    "OnDemandPolicy",
+    "OptimalPolicy",
     "OptionInfo",
     "PauseComponents",
+    "Plan",
     "Policy",
     "PolicyBase",
     "PolicyConfigError",
@@ -69,9 +80,13 @@ __all__ = [
     "PolicyLoadError",
     "PricePolicy",
     "clamp",
+    "deadline_feasible",
     "describe_policies",
     "get_policy_class",
+    "is_oracle",
+    "job_plan",
     "make_policy",
+    "oracle_names",
     "policy_names",
     "register",
 ]

@@ -1,4 +1,4 @@
-"""``deadline``: Can't Be Late's Uniform Progress, generalised to N nodes."""
+"""``deadline``: meet a deadline on spot, never paying more than on-demand alone would."""
 
 from __future__ import annotations
 
@@ -6,64 +6,68 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ._common import (
-    HOLD_NOTHING,
-    TIME_EPS_S,
-    all_usable_spot,
-    check_float,
-    check_int,
-    usable_spot,
-    wake_after,
+from ._common import HOLD_NOTHING, TIME_EPS_S, all_usable_spot, check_float, usable_spot, wake_after
+from ._ondemand import (
+    DEFAULT_OVERHEAD_FRACTION,
+    DEFAULT_SAFETY_MARGIN_S,
+    OnDemandPlan,
+    cost_effective_spot,
+    job_plan,
+    job_samples,
+    training_rate,
 )
 from .base import Decision, Observation, PolicyBase
 from .registry import register
 
-#: Default release lead, in rescale pauses.  Without spot the policy cycles: idle
-#: while the lead lasts, add on-demand nodes (one pause ``C``), catch up to the
-#: release lead ``L``, release.  The pause is about ``C / (L + 2C)`` of the on-demand
-#: time when catching up at roughly twice the schedule's pace; ``L = 10 C`` keeps it
-#: near 8 %.  Two pauses (the bare break-even) cycled so often that, in a toy replay
-#: with pauses, the overhead ate the margin.
-_DEFAULT_RELEASE_LEAD_RESCALES = 10.0
-
 
 @register
 class DeadlinePolicy(PolicyBase):
-    """Meet a deadline cheaply: spot while on schedule, on-demand top-up when behind.
+    """Meet a deadline cheaply: spot while it pays, on-demand from the last safe moment.
 
-    Can't Be Late (Wu et al., NSDI'24) shows that for a single-node job with a
-    deadline, the *Uniform Progress* rule is a strong, simple policy: the job should
-    have done at least the fraction ``t / D`` of its work at time ``t``; while it is
-    ahead of that line it uses spot only (or idles when there is none), and while
-    it is behind it uses on-demand.  This policy generalises the rule to N nodes:
+    The yardstick is the cheapest pure on-demand plan that meets the deadline:
+    ``k0`` on-demand nodes run straight from the start (see
+    :func:`~elasim.policies._ondemand.job_plan`), costing ``usd_per_sample`` per
+    effective sample.  Can't Be Late (Wu et al., NSDI'24) decides between spot,
+    on-demand and idling for one node; this is its N-node version, built so that
+    it cannot lose to that plan by more than a small, stated bet:
 
-    * **Schedule.**  The plan is to finish ``margin_s = safety_margin_s +
-      obs.worst_pause_s`` before the deadline, so that one more pause (a
-      preemption at the worst moment, or a resume from no nodes) still fits.
-      With ``D' = deadline_s - margin_s`` the schedule line is
-      ``progress = now_s / D'`` and the job's *lead* is
-      ``lead_s = progress * D' - now_s`` seconds (> 0: ahead).
-    * **Ahead** (``lead_s > 0``): hold all usable spot nodes and no on-demand.
-    * **Behind** (``lead_s <= 0``): hold all usable spot nodes plus the fewest
-      on-demand nodes (at most ``max_on_demand``) whose goodput meets the rate
-      that finishes on time, ``remaining_samples / (deadline_s - margin_s -
-      now_s)``.  If no count reaches it, the count with the most goodput
-      (best effort).  Being behind the line implies this rate exceeds the
-      line's slope, so the job catches up.
-    * **Hysteresis.**  On-demand nodes, once added, are not reduced while catching
-      up, and are released (all at once) only when the lead reaches
-      ``release_lead_s`` (default ``10 * obs.rescale_cost_s``, so that the pauses
-      of releasing and re-adding stay a small part of the on-demand time).
-      Without it the job would flap between the two modes at every decision
-      near the line.
+    * **Slack.**  ``slack_s = time left - (pause + remaining / rate(k0))``: how long
+      the job can still wait before it must run on ``k0`` on-demand nodes to the end
+      (``rate`` is goodput less the periodic checkpoints).  The policy keeps
+      ``margin = safety_margin_s + obs.worst_pause_s`` of it in reserve for what spot
+      can do wrong (work rolled back, estimates off), and spends the rest.
+    * **Budget.**  ``budget = risk_fraction x plan cost + usd_per_sample x done -
+      obs.spent_usd``: what the work done so far would have cost on the plan,
+      minus what was spent on it.  Spot that makes progress cheaper than the plan
+      raises it; boots, pauses and lost work lower it.
+    * **While the slack exceeds the margin**: hold spot only, as many nodes as each
+      add samples cheaper than the plan (sub-linear scaling makes the 16th node's
+      samples dearer than on-demand ones: see
+      :func:`~elasim.policies._ondemand.cost_effective_spot`), or nothing when
+      there is no such spot.  New spot nodes are only added while the budget covers
+      their boot and pause; when it is spent, the policy holds nothing.
+    * **At the last safe moment** (slack down to the margin): commit: the fewest
+      on-demand nodes that finish in time (``k0``, unless spot lost more than the
+      margin), plus the spot nodes that make the remaining samples cheaper still.
+      On-demand nodes are never reduced while committed: each change would cost a
+      pause.  Committing to ``k0`` at any time costs what the plan costs.
+    * **Back to spot** only when spot capacity goes unused and the slack, counted
+      as if the on-demand nodes were released now, exceeds the margin by
+      ``release_lead_s`` (default ``payback_factor x (obs.worst_pause_s +
+      obs.rescale_cost_s)``): the on-demand nodes then stay off for at least that
+      long, enough to pay back switching them off and on again.  With no spot at
+      all the slack never grows on on-demand alone, so the policy cannot flap.
 
-    The decision's ``wake_after_s`` is the time at which, at the chosen goodput,
-    the lead will cross the next threshold (zero when ahead on spot only, the
-    release lead when catching up); capacity changes wake the policy anyway.
+    Cost: while it follows these rules, the policy pays at most the plan's cost plus
+    ``risk_fraction`` of it (the budget counts progress at the plan's price).  A
+    policy that bet nothing would never try spot: the first spot nodes are paid
+    before anyone knows whether they will survive their boot.
 
-    Without a deadline in the observation, it behaves like ``greedy``.  The policy is
-    stateless: its mode follows from the observation (the lead and the on-demand
-    nodes held), so a restarted controller picks up where it left off.
+    Without a deadline it behaves like ``greedy``; without on-demand nodes it holds
+    every usable spot node; when no on-demand count can meet the deadline it runs
+    as fast as it can (every usable spot node and on-demand nodes up to
+    ``max_nodes``).  Stateless: everything follows from the observation (spend,
+    progress, nodes held), so a restarted controller picks up where it left off.
     """
 
     name: ClassVar[str] = "deadline"
@@ -73,102 +77,169 @@ class DeadlinePolicy(PolicyBase):
         """Options of the ``deadline`` policy.
 
         Attributes:
-            safety_margin_s: seconds of slack kept before the deadline on top of
-                one pause (``obs.worst_pause_s``: the larger of a planned rescale and a
-                resume from no nodes).  It absorbs what the goodput table and the
-                pause estimates leave out: failure detection, rolled-back work and
-                checkpoint time.
-            max_on_demand: most on-demand nodes to add when behind; None means up to
-                the job's ``max_nodes``.
-            release_lead_s: lead over the schedule, in seconds, at which on-demand
-                nodes are released; None means ten times ``obs.rescale_cost_s``.
+            safety_margin_s: seconds of slack, on top of one pause
+                (``obs.worst_pause_s``), that spot may not use: it absorbs work
+                rolled back by a preemption and the estimates' errors.
+            overhead_fraction: share of running time assumed lost beyond the
+                periodic checkpoints the observation reports, for time estimates.
+            risk_fraction: the most, as a share of the on-demand plan's cost, that
+                the policy bets on spot before spot has earned it.
+            payback_factor: on-demand nodes are released only with this many
+                switch costs of slack, so that turning them off pays back.
+            release_lead_s: slack, in seconds, at which committed on-demand nodes
+                may be released for spot; None means ``payback_factor`` times one
+                switch (a start from nothing plus a rescale).
         """
 
-        safety_margin_s: float = 600.0
-        max_on_demand: int | None = None
+        safety_margin_s: float = DEFAULT_SAFETY_MARGIN_S
+        overhead_fraction: float = DEFAULT_OVERHEAD_FRACTION
+        risk_fraction: float = 0.005
+        payback_factor: float = 4.0
         release_lead_s: float | None = None
 
         def __post_init__(self) -> None:
             check_float("safety_margin_s", self.safety_margin_s)
-            check_int("max_on_demand", self.max_on_demand, minimum=0, optional=True)
+            check_float("overhead_fraction", self.overhead_fraction)
+            if self.overhead_fraction >= 1.0:
+                raise ValueError(f"overhead_fraction must be < 1, got {self.overhead_fraction!r}")
+            check_float("risk_fraction", self.risk_fraction)
+            check_float("payback_factor", self.payback_factor)
             check_float("release_lead_s", self.release_lead_s, optional=True)
 
     config: Config
 
+    # -- the quantities --------------------------------------------------------------
+
     def margin_s(self, obs: Observation) -> float:
-        """Seconds before the deadline by which the schedule plans to finish."""
+        """Slack, in seconds, that spot may not use."""
         return self.config.safety_margin_s + obs.worst_pause_s
 
+    def plan(self, obs: Observation) -> OnDemandPlan | None:
+        """The cheapest pure on-demand plan for the whole job (None: there is none)."""
+        return job_plan(obs, overhead_fraction=self.config.overhead_fraction)
+
     def release_lead_s(self, obs: Observation) -> float:
-        """Lead over the schedule at which on-demand nodes are released."""
+        """Slack beyond the margin at which committed on-demand nodes may go."""
         if self.config.release_lead_s is not None:
             return self.config.release_lead_s
-        return _DEFAULT_RELEASE_LEAD_RESCALES * obs.rescale_cost_s
+        return self.config.payback_factor * (obs.worst_pause_s + obs.rescale_cost_s)
+
+    def _rate(self, obs: Observation, nodes: int) -> float:
+        """Goodput on ``nodes`` nodes, checkpoints and the assumed overhead taken off."""
+        return training_rate(obs, nodes, self.config.overhead_fraction)
+
+    def finish_s(self, obs: Observation, on_demand: int) -> float:
+        """Seconds to finish on ``on_demand`` on-demand nodes alone from now."""
+        rate = self._rate(obs, on_demand)
+        if rate <= 0.0:
+            return math.inf
+        switch = 0.0 if obs.on_demand_held == on_demand else obs.worst_pause_s
+        return switch + obs.remaining_samples / rate
+
+    def slack_s(self, obs: Observation, on_demand: int) -> float:
+        """How long the job could still wait before ``on_demand`` nodes must take over."""
+        assert obs.deadline_s is not None
+        return obs.deadline_s - obs.now_s - self.finish_s(obs, on_demand)
+
+    def budget_usd(self, obs: Observation, plan: OnDemandPlan) -> float:
+        """The plan's price of the work done, plus the bet, minus the money spent."""
+        done = job_samples(obs) - obs.remaining_samples
+        return (
+            self.config.risk_fraction * plan.cost_usd + plan.usd_per_sample * done - obs.spent_usd
+        )
+
+    def venture_usd(self, obs: Observation, nodes: int, new: int, usd_per_sample: float) -> float:
+        """What adding ``new`` spot nodes (to reach ``nodes``) costs before it pays."""
+        if new <= 0:
+            return 0.0
+        boot_usd = new * obs.spot_price_per_hour * obs.worst_pause_s / 3600.0
+        pause_usd = usd_per_sample * obs.goodput(nodes) * obs.rescale_cost_s
+        return boot_usd + pause_usd
+
+    # -- the decision -----------------------------------------------------------------
 
     def decide(self, obs: Observation) -> Decision:
-        """Spot only when on schedule; spot plus enough on-demand when behind."""
+        """Spot while there is slack and budget; on-demand from the last safe moment."""
         if obs.deadline_s is None:
             return all_usable_spot(obs)
         if obs.progress >= 1.0 or obs.remaining_samples <= 0.0:
             return HOLD_NOTHING
-        total_samples = obs.remaining_samples / (1.0 - obs.progress)
-        end_s = obs.deadline_s - self.margin_s(obs)  # D'
-        lead_s = obs.progress * end_s - obs.now_s if end_s > 0.0 else -math.inf
-        release_s = self.release_lead_s(obs)
-        spot = usable_spot(obs)
+        if not math.isfinite(obs.on_demand_price_per_hour):
+            return all_usable_spot(obs)  # spot is all there is
+        plan = self.plan(obs)
+        if plan is None:  # not even max_nodes on-demand nodes make it: run flat out
+            spot = usable_spot(obs)
+            return Decision(spot, obs.max_nodes - spot, None)
+        budget = self.budget_usd(obs, plan)
+        if obs.on_demand_held > 0:
+            return self._committed(obs, plan, budget)
+        spare = self.slack_s(obs, plan.nodes) - self.margin_s(obs)
+        if spare <= TIME_EPS_S:
+            return self._commit(obs, plan, budget)
+        spot = self._spot_alone(obs, plan, budget)
+        return Decision(spot, 0, self._wake(obs, plan, spot, spare))
 
-        # Exactly on the line counts as behind: a wake-up scheduled for the crossing
-        # arrives with a lead of +-1 ulp, and idling there would never wake again.
-        ahead = lead_s > TIME_EPS_S
-        if ahead and (obs.on_demand_held == 0 or lead_s >= release_s - TIME_EPS_S):
-            decision = all_usable_spot(obs)
-            # Falling behind on spot only: wake when the lead reaches zero.
-            slope = self._lead_slope(obs, decision.total_nodes, end_s, total_samples)
-            wake = lead_s / -slope if slope < 0.0 and lead_s > 0.0 else math.inf
-            return Decision(decision.spot_nodes, 0, self._wake(obs, decision.total_nodes, wake))
+    def _spot_alone(self, obs: Observation, plan: OnDemandPlan, budget: float) -> int:
+        """Spot nodes to hold before the last safe moment (0: hold nothing)."""
+        spot = cost_effective_spot(obs, 0, plan.usd_per_sample)
+        held = obs.spot_held
+        if spot > held and budget < self.venture_usd(obs, spot, spot - held, plan.usd_per_sample):
+            spot = held if budget >= 0.0 else 0  # no money to add nodes
+        elif budget < 0.0:
+            spot = 0  # spot lost money: stop spending until the last safe moment
+        return spot if spot >= obs.min_nodes else 0
 
-        on_demand = self._on_demand_needed(obs, spot, end_s)
-        if spot + on_demand < obs.min_nodes:
-            return HOLD_NOTHING  # max_on_demand too small to reach min_nodes
-        # Catching up: wake when the lead reaches the release threshold.
-        slope = self._lead_slope(obs, spot + on_demand, end_s, total_samples)
-        wake = (release_s - lead_s) / slope if slope > 0.0 and end_s > 0.0 else math.inf
-        return Decision(spot, on_demand, self._wake(obs, spot + on_demand, wake))
+    def _on_demand_needed(self, obs: Observation, least: int) -> int:
+        """Fewest on-demand nodes, at least ``least``, that finish in time (else the fastest)."""
+        high = obs.max_nodes
+        least = min(max(least, obs.min_nodes), high)
+        for nodes in range(least, high + 1):
+            if self.slack_s(obs, nodes) >= 0.0:
+                return nodes
+        return max(range(least, high + 1), key=lambda n: (obs.goodput(n), -n))
 
-    def _on_demand_needed(self, obs: Observation, spot: int, end_s: float) -> int:
-        """Fewest on-demand nodes meeting the on-time rate, never fewer than held.
+    def _top_up(self, obs: Observation, on_demand: int, budget: float) -> int:
+        """Spot nodes next to ``on_demand`` committed ones that make samples cheaper."""
+        price = obs.on_demand_price_per_hour / 3600.0
+        per_sample = on_demand * price / obs.goodput(on_demand) if obs.goodput(on_demand) else 0.0
+        spot = cost_effective_spot(obs, on_demand, per_sample) if per_sample else 0
+        held = obs.spot_held
+        if spot > held and budget < self.venture_usd(
+            obs, on_demand + spot, spot - held, per_sample
+        ):
+            spot = min(held, spot)
+        return spot
 
-        Never fewer than already held: each change is a rescale, and a job that is
-        behind schedule cannot afford pauses.  The release happens in one step, at
-        the release lead.
-        """
-        cap = obs.max_nodes if self.config.max_on_demand is None else self.config.max_on_demand
-        high = min(cap, obs.max_nodes - spot)
-        low = min(obs.on_demand_held, high)
-        time_left_s = end_s - obs.now_s
-        rate = obs.remaining_samples / time_left_s if time_left_s > 0.0 else math.inf
-        best_k, best_g = low, -math.inf
-        for k in range(low, high + 1):
-            g = obs.goodput(spot + k)
-            if g >= rate:
-                return k
-            if g > best_g:
-                best_k, best_g = k, g
-        return best_k
+    def _commit(self, obs: Observation, plan: OnDemandPlan, budget: float) -> Decision:
+        """The last safe moment: on-demand nodes to the end, spot on top where it pays."""
+        on_demand = self._on_demand_needed(obs, plan.nodes)
+        return Decision(self._top_up(obs, on_demand, budget), on_demand, None)
 
-    @staticmethod
-    def _wake(obs: Observation, nodes: int, crossing_s: float) -> float | None:
-        """``crossing_s`` as a wake-up, unless the job finishes first on ``nodes`` nodes.
+    def _committed(self, obs: Observation, plan: OnDemandPlan, budget: float) -> Decision:
+        """Holding on-demand nodes: keep them, unless spot can carry the job again."""
+        spot = cost_effective_spot(obs, 0, plan.usd_per_sample)
+        unused = usable_spot(obs) > obs.spot_held
+        if unused and spot >= obs.min_nodes and budget >= 0.0:
+            spare = self.slack_s(obs, plan.nodes) - self.margin_s(obs)
+            if obs.on_demand_held == plan.nodes:  # taking them back later costs a start
+                spare -= obs.worst_pause_s
+            new = max(spot - obs.spot_held, 0)
+            if spare >= self.release_lead_s(obs) and budget >= self.venture_usd(
+                obs, spot, new, plan.usd_per_sample
+            ):
+                return Decision(spot, 0, self._wake(obs, plan, spot, spare))
+        on_demand = self._on_demand_needed(obs, obs.on_demand_held)
+        return Decision(self._top_up(obs, on_demand, budget), on_demand, None)
 
-        The lead grows linearly only until the work is done, so a crossing projected
-        past the end of the job (say, the release lead after the deadline) never comes.
-        """
-        goodput = obs.goodput(nodes)
-        if goodput > 0.0 and crossing_s >= obs.remaining_samples / goodput:
+    def _wake(
+        self, obs: Observation, plan: OnDemandPlan, spot: int, slack_s: float
+    ) -> float | None:
+        """When the slack, shrinking on ``spot`` spot nodes, reaches zero (None: never)."""
+        fall = 1.0 - self._rate(obs, spot) / self._rate(obs, plan.nodes)
+        if fall <= 0.0:
             return None
-        return wake_after(crossing_s)
-
-    @staticmethod
-    def _lead_slope(obs: Observation, nodes: int, end_s: float, total_samples: float) -> float:
-        """d(lead_s)/dt on ``nodes`` nodes: ``goodput * D' / total - 1``."""
-        return obs.goodput(nodes) * end_s / total_samples - 1.0
+        seconds = slack_s / fall
+        rate = self._rate(obs, spot)
+        if rate > 0.0 and seconds >= obs.remaining_samples / rate:
+            return None  # done on spot before the last safe moment comes
+        return wake_after(seconds)

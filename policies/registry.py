@@ -55,7 +55,9 @@ __all__ = [
     "PolicyLoadError",
     "describe_policies",
     "get_policy_class",
+    "is_oracle",
     "make_policy",
+    "oracle_names",
     "policy_names",
     "register",
 ]
@@ -265,10 +267,32 @@ def _load_all_entry_points() -> None:
 # ------------------------------------------------------------------------ look-ups
 
 
-def policy_names() -> list[str]:
-    """Sorted names of all registered policies, including loadable entry points."""
+def is_oracle(policy: object) -> bool:
+    """Whether a policy (class or instance) is an oracle: it needs the whole trace in advance.
+
+    An oracle (``oracle = True`` on the class, like ``optimal``) is a yardstick, not a
+    policy anyone can run live: sweeps and reports run it, live runs refuse it.
+    """
+    return bool(getattr(policy, "oracle", False))
+
+
+def policy_names(*, include_oracles: bool = False) -> list[str]:
+    """Sorted names of the registered policies, including loadable entry points.
+
+    Args:
+        include_oracles: also list oracles (see :func:`is_oracle`).  Off by default:
+            "every policy" means every policy a user can run, live or simulated.
+    """
     _load_all_entry_points()
-    return sorted(_state.policies)
+    return sorted(
+        name for name, cls in _state.policies.items() if include_oracles or not is_oracle(cls)
+    )
+
+
+def oracle_names() -> list[str]:
+    """Sorted names of the registered oracles (``optimal``)."""
+    _load_all_entry_points()
+    return sorted(name for name, cls in _state.policies.items() if is_oracle(cls))
 
 
 def get_policy_class(spec: str) -> type:
@@ -552,6 +576,8 @@ def _describe(name: str, cls: type) -> PolicyInfo:
     """Build the :class:`PolicyInfo` of one class."""
     doc = inspect.getdoc(cls) or ""
     summary = doc.strip().splitlines()[0].strip() if doc.strip() else ""
+    if is_oracle(cls) and not summary.startswith("Offline"):
+        summary = f"(oracle, not live) {summary}"
     config_cls = getattr(cls, "Config", None)
     options: list[OptionInfo] = []
     if config_cls is not None and dataclasses.is_dataclass(config_cls):

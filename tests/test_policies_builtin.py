@@ -19,6 +19,7 @@ from elasim.policies import (
     Observation,
     PricePolicy,
     clamp,
+    deadline_feasible,
     make_policy,
 )
 from elasim.policies.hysteresis import breakeven_dwell_s
@@ -196,96 +197,112 @@ def make_obs_like(obs: Observation, **changes: Any) -> Observation:
 
 # -------------------------------------------------------------------------- deadline
 
-# Deadline 10 000 s, rescale 100 s, no extra margin: the schedule ends at D' = 9 900 s.
-# At now = 4 950 s the schedule requires progress 0.5; total work is 1e6 samples.
+# 1e6 samples at 100/s per node, deadline 10 000 s, 60 s per pause (no resume estimate,
+# so the start pause and the worst pause are 60 s too), no checkpoints, on-demand
+# 3 USD/h, spot 1 USD/h.  k on-demand nodes take 60 + 10 000 / k s, so the cheapest
+# plan that meets the deadline is k0 = 2 (5 060 s, 8.43 USD; 3 nodes cost 8.48).
+# A sample on the plan costs 2 * 3 / 3600 / 200 USD.  The policy keeps a margin of
+# its safety margin (0 here) plus one pause (60 s) that spot may not use.
+
+PLAN_USD_PER_SAMPLE = 2 * 3.0 / 3600.0 / 200.0
 
 
 def deadline_policy(**config: Any) -> DeadlinePolicy:
-    """The policy without its default safety margin, to keep the arithmetic simple."""
+    """The policy without margin or overhead, to keep the arithmetic simple."""
     config.setdefault("safety_margin_s", 0.0)
+    config.setdefault("overhead_fraction", 0.0)
     return DeadlinePolicy(DeadlinePolicy.Config(**config))
 
 
-def deadline_obs(progress: float, **overrides: Any) -> Observation:
+def deadline_obs(progress: float = 0.0, **overrides: Any) -> Observation:
     fields: dict[str, Any] = dict(
-        now_s=4950.0,
+        now_s=0.0,
         deadline_s=10_000.0,
-        rescale_cost_s=100.0,
+        rescale_cost_s=60.0,
         progress=progress,
         remaining_samples=1e6 * (1.0 - progress),
-        spot_available=1,
+        spot_available=0,
     )
     fields.update(overrides)
     return make_obs(**fields)
 
 
-def test_deadline_adds_on_demand_to_meet_the_on_time_rate_when_behind() -> None:
+def test_deadline_on_demand_plan() -> None:
+    plan = deadline_policy().plan(deadline_obs())
+    assert plan is not None
+    assert plan.nodes == 2
+    assert plan.finish_s == pytest.approx(5060.0)
+    assert plan.cost_usd == pytest.approx(2 * 3.0 * 5060.0 / 3600.0)
+    assert plan.usd_per_sample == pytest.approx(PLAN_USD_PER_SAMPLE)
+
+
+def test_deadline_waits_without_spot_until_the_last_safe_moment() -> None:
+    # slack = 10 000 - 0 - (60 + 1e6 / 200) = 4 940 s, of which 4 880 s beyond the margin
+    idle = deadline_policy().decide(deadline_obs())
+    assert (idle.total_nodes, idle.wake_after_s) == (0, pytest.approx(4880.0))
+    # at the last safe moment: the plan's two on-demand nodes, to the end
+    woken = deadline_policy().decide(deadline_obs(now_s=4880.0))
+    assert woken == Decision(0, 2, None)
+
+
+def test_deadline_never_flaps_on_demand_without_spot() -> None:
+    """Once on on-demand with no spot, it stays, however far ahead it gets."""
     policy = deadline_policy()
-    # Behind (0.4 < 0.5): rate 6e5 / 4950 = 121.2/s -> 1 spot + 1 on-demand (200/s).
-    decision = policy.decide(deadline_obs(0.4))
-    assert (decision.spot_nodes, decision.on_demand_nodes) == (1, 1)
-    # lead = 0.4 * 9900 - 4950 = -990 s, slope = 200 * 9900 / 1e6 - 1 = 0.98,
-    # release lead 10 * 100 = 1000 s -> wake after (1000 + 990) / 0.98 s.
-    assert decision.wake_after_s == pytest.approx(1990.0 / 0.98)
-    # Further behind (0.0): rate 1e6 / 4950 = 202/s -> 3 nodes in total.
-    assert policy.decide(deadline_obs(0.0)).on_demand_nodes == 2
+    for progress, now_s in [(0.0, 4880.0), (0.5, 6000.0), (0.9, 6500.0), (0.99, 9000.0)]:
+        decision = policy.decide(deadline_obs(progress, now_s=now_s, on_demand_held=2))
+        assert decision == Decision(0, 2, None)
 
 
-def test_deadline_uses_spot_only_when_ahead() -> None:
-    decision = deadline_policy().decide(deadline_obs(0.6))
-    assert decision == Decision(1, 0, None)
-    # lead 990 s, shrinking at 1 - 100 * 9900 / 1e6 = 0.01 s/s: behind only after
-    # 99 000 s, but done after 4e5 / 100 = 4 000 s -> no wake-up needed.
-    slow = deadline_policy().decide(deadline_obs(0.6, per_node=50.0))
-    # At 50/s the lead shrinks at 0.505 s/s: behind after 990 / 0.505 s (< 8 000 s).
-    assert (slow.spot_nodes, slow.on_demand_nodes) == (1, 0)
-    assert slow.wake_after_s == pytest.approx(990.0 / 0.505)
+def test_deadline_takes_spot_only_while_the_bet_covers_its_start() -> None:
+    # the budget at the start is the bet: risk_fraction x 8.43 USD; starting 8 spot
+    # nodes costs 8 x 60 s of spot and 60 s of 800 samples/s at the plan's price
+    start_usd = 8 * 1.0 * 60 / 3600 + PLAN_USD_PER_SAMPLE * 800 * 60
+    assert start_usd == pytest.approx(0.5333, abs=1e-4)
+    timid = deadline_policy(risk_fraction=0.005).decide(deadline_obs(spot_available=8))
+    assert timid.total_nodes == 0  # 0.042 USD cannot pay it
+    bold = deadline_policy(risk_fraction=0.1).decide(deadline_obs(spot_available=8))
+    assert bold == Decision(8, 0, None)  # 8 spot nodes are faster than 2 on-demand: no wake
 
 
-def test_deadline_releases_on_demand_only_past_the_release_lead() -> None:
-    policy = deadline_policy()
-    # Release lead 10 * 100 s.  lead = 0.6 * 9900 - 4950 = 990 s < 1000 s: keep it.
-    kept = policy.decide(deadline_obs(0.6, on_demand_held=1))
-    assert (kept.spot_nodes, kept.on_demand_nodes) == (1, 1)
-    # lead = 0.7 * 9900 - 4950 = 1980 s >= 1000 s: release it.
-    released = policy.decide(deadline_obs(0.7, on_demand_held=1))
-    assert (released.spot_nodes, released.on_demand_nodes) == (1, 0)
-    # An explicit release lead of 900 s releases at 990 s already.
-    early = deadline_policy(release_lead_s=900.0)
-    assert early.decide(deadline_obs(0.6, on_demand_held=1)).on_demand_nodes == 0
+def test_deadline_never_buys_spot_dearer_than_the_plan() -> None:
+    dear = deadline_obs(spot_available=8, spot_price_per_hour=4.0)
+    assert deadline_policy(risk_fraction=1.0).decide(dear).total_nodes == 0
 
 
-def test_deadline_never_reduces_on_demand_while_catching_up() -> None:
-    decision = deadline_policy().decide(deadline_obs(0.4, on_demand_held=3))
-    assert (decision.spot_nodes, decision.on_demand_nodes) == (1, 3)
+def test_deadline_stops_spot_when_it_lost_money() -> None:
+    # 10 % done (worth 0.83 USD at the plan's price) but 10 USD spent: budget < 0
+    obs = deadline_obs(0.1, now_s=1000.0, spot_available=8, spot_held=8, spent_usd=10.0)
+    decision = deadline_policy(risk_fraction=0.1).decide(obs)
+    assert decision.total_nodes == 0 and decision.wake_after_s is not None
 
 
-def test_deadline_safety_margin_moves_the_schedule() -> None:
-    # Margin 900 + 100 s: D' = 9 000 s, the schedule needs 0.55 at 4 950 s.
-    policy = deadline_policy(safety_margin_s=900.0)
-    assert policy.decide(deadline_obs(0.52)).on_demand_nodes >= 1
-    assert deadline_policy().decide(deadline_obs(0.52)).on_demand_nodes == 0
+def test_deadline_gives_on_demand_back_only_with_enough_slack() -> None:
+    policy = deadline_policy(risk_fraction=0.1)
+    # release lead 4 x (60 + 60) = 480 s.  At 3 000 s with 30 % done, released now the
+    # job could still wait 10 000 - 3 000 - (60 + 3 500) = 3 440 s, 3 380 s beyond the
+    # margin: give them back.
+    ahead = deadline_obs(0.3, now_s=3000.0, spot_available=8, on_demand_held=2, spent_usd=1.0)
+    assert policy.decide(ahead) == Decision(8, 0, None)
+    # At 4 500 s with nothing done it could wait 440 - 60 = 380 s < 480 s: keep them, and add the
+    # spot nodes whose samples are cheaper than the on-demand ones (6 fit beside 2).
+    behind = deadline_obs(0.0, now_s=4500.0, spot_available=8, on_demand_held=2)
+    assert policy.decide(behind) == Decision(6, 2, None)
+    # An explicit lead of 300 s gives them back at 380 s already.
+    assert deadline_policy(risk_fraction=0.1, release_lead_s=300.0).decide(behind) == Decision(8)
 
 
-def test_deadline_max_on_demand_and_best_effort() -> None:
-    capped = deadline_policy(max_on_demand=0)
-    assert capped.decide(deadline_obs(0.0)).total_nodes == 1
-    assert capped.decide(deadline_obs(0.0, spot_available=0)) == Decision(0)
-    # Past the deadline the rate is infinite: everything, best effort.
-    late = deadline_policy().decide(deadline_obs(0.5, now_s=20_000.0))
-    assert (late.spot_nodes, late.on_demand_nodes, late.wake_after_s) == (1, 7, None)
+def test_deadline_runs_flat_out_when_no_plan_meets_the_deadline() -> None:
+    # 1 000 s: even 8 nodes take 60 + 1 250 s
+    late = deadline_obs(deadline_s=1000.0, spot_available=1)
+    assert deadline_feasible(late) is False
+    assert deadline_policy().decide(late) == Decision(1, 7, None)
+    assert deadline_feasible(deadline_obs()) is True
+    assert deadline_feasible(make_obs()) is None
 
 
-def test_deadline_on_the_line_counts_as_behind() -> None:
-    # lead = 0.5 * 9900 - 4950 = 0 and no spot: on-demand starts now, at the on-time
-    # rate 5e5 / 4950 = 101/s -> 2 nodes.
-    assert deadline_policy().decide(deadline_obs(0.5, spot_available=0)).on_demand_nodes == 2
-    # Ahead by 990 s with no spot: idle, and wake when the lead is used up...
-    idle = deadline_policy().decide(deadline_obs(0.6, spot_available=0))
-    assert (idle.total_nodes, idle.wake_after_s) == (0, pytest.approx(990.0))
-    # ...when the lead is zero up to rounding, and on-demand starts.
-    woken = deadline_obs(0.6, spot_available=0, now_s=4950.0 + idle.wake_after_s)
-    assert deadline_policy().decide(woken).on_demand_nodes > 0
+def test_deadline_without_on_demand_holds_all_spot() -> None:
+    obs = deadline_obs(spot_available=3, on_demand_price_per_hour=math.inf)
+    assert deadline_policy().decide(obs) == Decision(3)
 
 
 @settings(max_examples=100, deadline=None)
@@ -296,6 +313,7 @@ def test_deadline_on_the_line_counts_as_behind() -> None:
     on_demand_held=st.integers(0, 8),
     per_node=st.floats(1.0, 1000.0),
     rescale_cost_s=st.floats(0.0, 600.0),
+    spent_usd=st.floats(0.0, 100.0),
 )
 def test_deadline_never_idles_without_a_wake_up(
     progress: float,
@@ -304,6 +322,7 @@ def test_deadline_never_idles_without_a_wake_up(
     on_demand_held: int,
     per_node: float,
     rescale_cost_s: float,
+    spent_usd: float,
 ) -> None:
     """With a deadline, holding nothing is only safe with a wake-up at the crossing."""
     obs = deadline_obs(
@@ -313,6 +332,7 @@ def test_deadline_never_idles_without_a_wake_up(
         on_demand_held=on_demand_held,
         per_node=per_node,
         rescale_cost_s=rescale_cost_s,
+        spent_usd=spent_usd,
     )
     decision = DeadlinePolicy().decide(obs)
     assert decision.total_nodes > 0 or decision.wake_after_s is not None
@@ -323,15 +343,19 @@ def test_deadline_without_deadline_is_greedy() -> None:
     assert DeadlinePolicy().decide(obs) == GreedyPolicy().decide(obs) == Decision(5)
 
 
-def replay_deadline(spot_available: list[int], step_s: float = 10.0) -> tuple[float, float]:
+def replay_deadline(
+    spot_available: list[int], step_s: float = 10.0, risk_fraction: float = 0.005
+) -> tuple[float, float]:
     """A tiny driver: 1e6 samples, 100/s per node, deadline 5 000 s, 30 s per rescale.
 
     Every change of the nodes held (when some remain) pauses progress for 30 s, as
     the simulator would.  Capacity comes from ``spot_available``, one entry per
-    5 minutes, repeated.  Returns (finish time, on-demand node-seconds).
+    5 minutes, repeated.  Spot costs 1 USD/h, on-demand 3.  Returns (finish time,
+    USD spent).  The toy's pauses are long for its length (30 s in a 1-hour job), so
+    starting 8 spot nodes costs 3 % of its on-demand plan.
     """
-    policy = DeadlinePolicy()
-    done, now_s, held, pause_s, on_demand_s = 0.0, 0.0, (0, 0), 0.0, 0.0
+    policy = DeadlinePolicy(DeadlinePolicy.Config(risk_fraction=risk_fraction))
+    done, now_s, held, pause_s, spent = 0.0, 0.0, (0, 0), 0.0, 0.0
     while done < 1e6 and now_s < 10_000.0:
         available = spot_available[int(now_s // 300) % len(spot_available)]
         held = (min(held[0], available), held[1])
@@ -344,6 +368,7 @@ def replay_deadline(spot_available: list[int], step_s: float = 10.0) -> tuple[fl
             remaining_samples=1e6 - done,
             deadline_s=5000.0,
             rescale_cost_s=30.0,
+            spent_usd=spent,
         )
         decision = clamp(policy.decide(obs), obs)
         if (decision.spot_nodes, decision.on_demand_nodes) != held and decision.total_nodes:
@@ -352,26 +377,52 @@ def replay_deadline(spot_available: list[int], step_s: float = 10.0) -> tuple[fl
         paused = min(pause_s, step_s)
         pause_s -= paused
         done += obs.goodput(decision.total_nodes) * (step_s - paused)
-        on_demand_s += decision.on_demand_nodes * step_s
+        spent += (held[0] * 1.0 + held[1] * 3.0) * step_s / 3600.0
         now_s += step_s
-    return now_s, on_demand_s
+    return now_s, spent
+
+
+#: The toy's on-demand plan: 3 nodes (30 + 10 000 / 3 s within 5 000 - 600 - 30 s).
+TOY_PLAN_USD = 3 * 3.0 * (30.0 + 10_000.0 / 3) / 3600.0
 
 
 @pytest.mark.parametrize(
     "spot_available", [[0], [1], [0, 8, 0, 0, 2, 4, 0, 8, 8, 0]], ids=["none", "one", "bursty"]
 )
-def test_deadline_meets_a_feasible_deadline(spot_available: list[int]) -> None:
-    finish_s, on_demand_s = replay_deadline(spot_available)
+@pytest.mark.parametrize("risk_fraction", [0.005, 0.05])
+def test_deadline_meets_a_feasible_deadline_within_the_plan_cost(
+    spot_available: list[int], risk_fraction: float
+) -> None:
+    finish_s, spent = replay_deadline(spot_available, risk_fraction=risk_fraction)
     assert finish_s <= 5000.0
-    # Uniform progress, not a sprint: 1e6 samples need 10 000 node-seconds, and the
-    # policy pays on-demand for at most that plus a modest rescale overhead.
-    assert on_demand_s <= 1.25 * 10_000.0
+    assert spent <= TOY_PLAN_USD * (1 + risk_fraction) + 0.01
 
 
-def test_deadline_uses_less_on_demand_when_spot_comes_and_goes() -> None:
-    _, without_spot = replay_deadline([0])
-    _, with_spot = replay_deadline([0, 8, 0, 0, 2, 4, 0, 8, 8, 0])
-    assert with_spot < 0.5 * without_spot
+def test_deadline_saves_when_spot_comes_and_goes() -> None:
+    _, without_spot = replay_deadline([0], risk_fraction=0.05)
+    _, with_spot = replay_deadline([0, 8, 0, 0, 2, 4, 0, 8, 8, 0], risk_fraction=0.05)
+    assert without_spot == pytest.approx(TOY_PLAN_USD, rel=0.01)
+    assert with_spot < 0.8 * without_spot
+
+
+# ----------------------------------------------------------- greedy with fallback
+
+
+def test_greedy_with_fallback_is_greedy_until_the_last_safe_moment() -> None:
+    policy = GreedyPolicy(GreedyPolicy.Config(deadline_fallback=True))
+    # the plan: 2 on-demand nodes (60 + 5 000 s); the deadline policy's default margin,
+    # 600 s and one pause, is kept in reserve
+    early = policy.decide(deadline_obs(spot_available=3))
+    assert early == Decision(3, 0, None)  # 3 spot nodes are faster than the plan
+    spare = 10_000 - 5060 - 660
+    idle = policy.decide(deadline_obs())
+    assert (idle.total_nodes, idle.wake_after_s) == (0, pytest.approx(spare))
+    late = policy.decide(deadline_obs(now_s=spare + 1, spot_available=1))
+    assert late == Decision(1, 2, None)  # the plan's nodes, and the spot there is
+    later = policy.decide(deadline_obs(now_s=5000.0, spot_available=1))
+    assert later == Decision(1, 3, None)  # 2 nodes no longer make it: 3
+    kept = policy.decide(deadline_obs(0.95, now_s=9000.0, spot_available=8, on_demand_held=3))
+    assert kept == Decision(5, 3, None)  # never gives on-demand back; spot fills the rest
 
 
 # --------------------------------------------------------------------------- goodput
@@ -407,6 +458,15 @@ def test_goodput_per_usd_picks_the_cheapest_samples() -> None:
 
 def test_goodput_free_spot_takes_the_most_goodput() -> None:
     assert goodput_policy().decide(make_obs(**TABLE, spot_price_per_hour=0.0)) == Decision(4)
+
+
+def test_goodput_on_free_spot_scales_back_up_after_a_preemption() -> None:
+    """Free nodes cost nothing either way: the faster configuration wins (time decides)."""
+    cut = make_obs(**TABLE, spot_price_per_hour=0.0, spot_held=1, spot_available=4)
+    assert goodput_policy().decide(cut) == Decision(4)
+    # a gain below min_speedup still keeps what is held
+    near = make_obs(**TABLE, spot_price_per_hour=0.0, spot_held=3, spot_available=4)
+    assert goodput_policy(min_speedup=0.5).decide(near) == Decision(3)
 
 
 def test_goodput_skips_a_rescale_that_does_not_pay() -> None:
@@ -461,7 +521,8 @@ def test_goodput_holds_nothing_when_nothing_runs() -> None:
         ("price", {"cap_fraction_of_on_demand": 0.0}, "cap_fraction_of_on_demand must be > 0"),
         ("goodput", {"objective": "speed"}, "objective must be one of"),
         ("fixed", {"n_nodes": 0}, "n_nodes must be >= 1"),
-        ("deadline", {"max_on_demand": -2}, "max_on_demand must be >= 0"),
+        ("deadline", {"risk_fraction": -2.0}, "risk_fraction must be >= 0"),
+        ("deadline", {"overhead_fraction": 1.0}, "overhead_fraction must be < 1"),
     ],
 )
 def test_config_errors_are_clear(name: str, options: dict[str, Any], fragment: str) -> None:

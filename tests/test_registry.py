@@ -369,7 +369,7 @@ def test_make_policy_builtin_options() -> None:
     policy = make_policy("hysteresis", {"payback_factor": "2.5"})
     assert isinstance(policy, HysteresisPolicy)
     assert policy.config.payback_factor == 2.5
-    assert make_policy("deadline", {"max_on_demand": "None"}).config.max_on_demand is None
+    assert make_policy("deadline", {"release_lead_s": "None"}).config.release_lead_s is None
     with pytest.raises(PolicyConfigError, match="policy 'price': max_price_per_hour must be > 0"):
         make_policy("price", {"max_price_per_hour": "-1"})
     with pytest.raises(PolicyConfigError, match="payback_factor must be finite"):

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+from elasim.policies import deadline_feasible
+
 from .loop import JobLoop
 
 __all__ = ["RunSummary", "summarize"]
@@ -46,6 +48,10 @@ class RunSummary:
         convergence_cost_samples: the matching extra raw samples.
         raw_samples: samples processed (including later-lost ones).
         deadline_met: None without a deadline.
+        deadline_feasible: whether the deadline could be met at all, with ``max_nodes``
+            nodes from the start and nothing going wrong (None without a deadline);
+            False means no policy could have met it (see
+            :func:`elasim.policies.deadline_feasible`).
         loop_turns: turns of the job loop (the same loop on both sides).
         sim_time_h: trace time at the end of the run.
     """
@@ -70,6 +76,7 @@ class RunSummary:
     convergence_cost_samples: float
     raw_samples: float
     deadline_met: bool | None
+    deadline_feasible: bool | None
     loop_turns: int
     sim_time_h: float
 
@@ -121,6 +128,9 @@ def summarize(loop: JobLoop, end_s: float) -> dict[str, Any]:
         "deadline_met": None
         if deadline is None
         else bool(completed and done_s is not None and done_s <= deadline + _EPS),
+        "deadline_feasible": None
+        if deadline is None or loop.first_observation is None
+        else deadline_feasible(loop.first_observation),
         "loop_turns": loop.turns,
         "sim_time_h": end_s / 3600.0,
     }
