@@ -386,12 +386,17 @@ def run_trace(
             cannot be written (one-line message).
         ExecutorError: workers could not be kept running.
     """
-    from elasim.policies import make_policy
+    from elasim.policies import is_oracle, make_policy
     from elasim.traces import load_capacity_trace
 
     trace = load_capacity_trace(config.trace)
     config = _resolved(config, trace)
     policy = make_policy(config.policy, dict(config.policy_options), seed=config.seed)
+    if is_oracle(policy):
+        raise ValueError(
+            f"policy {config.policy!r} is an oracle (it needs the whole trace in advance): "
+            "simulate it (elasim simulate, elasim sweep), it cannot run live"
+        )
     tmp: tempfile.TemporaryDirectory[str] | None = None
     checkpoint_dir = config.checkpoint_dir
     if checkpoint_dir is None:

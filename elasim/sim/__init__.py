@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from .config import RescaleMode, SimConfig, SimResult, Timeline, young_daly_interval_s
-from .driver import pause_for, simulate
+from .driver import capacity_for, fastest_finish_h, pause_for, simulate
 from .results import timeline_frame, write_result
 
 __all__ = [
@@ -16,6 +16,8 @@ __all__ = [
     "SimConfig",
     "SimResult",
     "Timeline",
+    "capacity_for",
+    "fastest_finish_h",
     "pause_for",
     "simulate",
     "timeline_frame",

@@ -30,13 +30,14 @@ from elasim.jobmodel import (
     pause_for,
     summarize,
 )
-from elasim.policies import Policy
+from elasim.policies import Observation, Policy, is_oracle
+from elasim.policies._ondemand import fastest_finish_s
 from elasim.traces.model import CapacityTrace, JobTrace
 
 from .capacity import ClusterCapacity
 from .config import SimConfig, SimResult, Timeline
 
-__all__ = ["SimShell", "pause_for", "simulate"]
+__all__ = ["SimShell", "capacity_for", "fastest_finish_h", "pause_for", "simulate"]
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +102,14 @@ def _metadata(
     }
 
 
-def _capacity(
+def capacity_for(
     trace: CapacityTrace | JobTrace, job: JobSpec, config: SimConfig
 ) -> tuple[ClusterCapacity | None, CapacityReplay | None, float, float | None]:
-    """Where capacity comes from: (cluster, replay, start offset, on-demand price)."""
+    """Where capacity comes from: (cluster, replay, start offset, on-demand price).
+
+    Public because the offline planner (:mod:`elasim.optimal`) must see the very
+    window, cap and prices that :func:`simulate` will replay.
+    """
     rng = np.random.default_rng(config.seed)
     if isinstance(trace, JobTrace):
         if config.cluster_gpus is None:
@@ -152,14 +157,23 @@ def simulate(
     Same inputs and seed give the same result, bit for bit: nothing here reads the
     clock (wall time is measured by the caller) and all randomness comes from ``seed``.
 
+    An oracle policy (``optimal``) without a plan gets one first, computed from the
+    whole trace window (:mod:`elasim.optimal`); its plan's report goes into the
+    metadata as ``oracle_plan``.
+
     Raises:
         ValueError: a job trace without ``cluster_gpus``, or an impossible setting.
         elasim.jobmodel.PolicyError: the policy raised or returned a non-``Decision``.
     """
     config = config or SimConfig()
     start = time.perf_counter()
+    oracle_report = None
+    if is_oracle(policy) and getattr(policy, "plan", None) is None:
+        from elasim.optimal import prepare_oracle
+
+        policy, oracle_report = prepare_oracle(policy, trace, job, config)
     env = simpy.Environment()
-    cluster, replay, offset, od_price = _capacity(trace, job, config)
+    cluster, replay, offset, od_price = capacity_for(trace, job, config)
     rules = JobRules(
         min_nodes=job.nodes.min,
         max_nodes=job.nodes.max,
@@ -194,6 +208,8 @@ def simulate(
     )
     if cluster is not None:
         metadata["skipped_background_jobs"] = cluster.skipped_jobs
+    if oracle_report is not None:
+        metadata["oracle_plan"] = oracle_report.as_dict()
     result = SimResult(
         **summarize(loop, env.now),
         events=tuple(loop.events),
@@ -203,3 +219,32 @@ def simulate(
     )
     log.debug("simulated %s in %.3f s", metadata["trace"], time.perf_counter() - start)
     return result
+
+
+def fastest_finish_h(job: JobSpec, config: SimConfig) -> float:
+    """Hours the job needs on its fastest node count from the start, nothing going wrong.
+
+    The bound behind ``deadline_feasible``: a deadline shorter than this cannot be
+    met by any policy, so the CLI says so before the run.  It uses the estimates the
+    policies see at the start (the fluid model's tables and resume pause).
+    """
+    rules = JobRules(min_nodes=job.nodes.min, max_nodes=job.nodes.max, rescale=config.rescale)
+    fluid = FluidJob(job, rules, checkpoint_cost_s=config.checkpoint_cost_s)
+    obs = Observation(
+        now_s=0.0,
+        spot_available=0,
+        spot_held=0,
+        on_demand_held=0,
+        spot_price_per_hour=0.0,
+        on_demand_price_per_hour=math.inf,
+        progress=0.0,
+        remaining_samples=fluid.remaining_samples(),
+        throughput_samples_per_s=fluid.throughput_table(),
+        statistical_efficiency=fluid.efficiency_table(),
+        rescale_cost_s=fluid.rescale_cost_s(),
+        resume_cost_s=fluid.resume_cost_s(),
+        deadline_s=config.deadline_s,
+        min_nodes=job.nodes.min,
+        max_nodes=job.nodes.max,
+    )
+    return fastest_finish_s(obs, obs.remaining_samples) / 3600.0

@@ -1,0 +1,156 @@
+"""The offline optimum: the cheapest schedule for a trace known in advance.
+
+:func:`plan_optimal` computes, for one job on one trace window with a deadline, the
+cheapest schedule of spot and on-demand node counts that meets the deadline under
+the job model (pauses, boots, checkpoints, preemptions, notice: see
+:mod:`.problem`), with the dynamic program of :mod:`.solve`.  The schedule is a
+:class:`~elasim.policies.Plan`; the oracle policy ``optimal``
+(:class:`~elasim.policies.OptimalPolicy`) replays it through the ordinary simulator,
+so the optimum's cost is measured by the same ``simulate()`` as every policy's, and
+"no policy beats the optimum" is checked on the simulator's numbers.
+
+How close to the true optimum: the planner decides only at segment starts (every
+``step_s`` and every change of the trace), prices the job model's pauses exactly but
+periodic checkpoints as an average overhead and unannounced total losses as a whole
+checkpoint interval, and reports a lower bound (weak duality) next to its own cost.
+The README quotes both gaps for the bundled traces (``benchmarks/bench_policies.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from elasim.policies import OptimalPolicy, Plan
+
+from .problem import PlanningProblem, build_problem
+from .solve import Solution, solve
+
+__all__ = ["PlanReport", "PlanningProblem", "Solution", "plan_optimal", "prepare_oracle"]
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """What the planner knows about its plan (goes into ``summary.json``'s inputs).
+
+    Attributes:
+        step_s: decision grid, seconds.
+        segments: segments of the grid within the horizon.
+        configurations: (spot, on-demand) configurations considered per segment.
+        horizon_s: the planned finish, job seconds.
+        feasible: whether any schedule on the grid meets the deadline.
+        model_cost_usd: the plan's cost in the planner's model.
+        lower_bound_usd: no schedule on the grid costs less (None: infeasible).
+        checkpoint_interval_s: periodic checkpoint interval assumed.
+    """
+
+    step_s: float
+    segments: int
+    configurations: int
+    horizon_s: float
+    feasible: bool
+    model_cost_usd: float
+    lower_bound_usd: float | None
+    checkpoint_interval_s: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain, rounded values (deterministic bytes in ``summary.json``)."""
+        out = asdict(self)
+        for key, value in out.items():
+            if isinstance(value, float):
+                out[key] = None if not math.isfinite(value) else round(value, 9)
+        return out
+
+
+def plan_optimal(
+    trace: Any,
+    job: Any,
+    config: Any,
+    *,
+    step_s: float = 300.0,
+    safety_margin_s: float = 60.0,
+) -> tuple[Plan, PlanReport]:
+    """The cheapest plan that meets ``config.deadline_s`` on ``trace`` (see the module).
+
+    ``config`` is the :class:`~elasim.sim.SimConfig` the plan will be replayed with:
+    the same window (``start_offset_s`` or the seed's draw), notice, mechanism,
+    checkpoint settings and prices.  When not even the fastest schedule meets the
+    deadline, the plan is to run as fast as possible from the start.
+
+    Raises:
+        ValueError: no deadline, or a shared-cluster job trace (only capacity traces).
+    """
+    from elasim.sim.driver import capacity_for
+
+    if config.deadline_s is None:
+        raise ValueError("the offline optimum 'optimal' needs a deadline (--deadline-h)")
+    _, replay, _, od_price = capacity_for(trace, job, config)
+    if replay is None:
+        raise ValueError("the offline optimum 'optimal' needs a capacity (spot) trace")
+    horizon = config.deadline_s - safety_margin_s
+    hurry = (job.nodes.max, job.nodes.max if od_price is not None else 0)
+    if horizon <= step_s:
+        plan = Plan((0.0,), (hurry[0],), (hurry[1],))
+        report = PlanReport(step_s, 0, 0, max(horizon, 0.0), False, math.nan, None, math.nan)
+        return plan, report
+    problem = build_problem(
+        replay,
+        job,
+        mode=config.rescale,
+        notice_s=config.notice_s,
+        horizon_s=horizon,
+        step_s=step_s,
+        on_demand_price_per_hour=od_price,
+        checkpoint_interval_s=config.checkpoint_interval_s,
+        checkpoint_cost_s=config.checkpoint_cost_s,
+    )
+    solution = solve(problem)
+    report = PlanReport(
+        step_s=float(step_s),
+        segments=problem.segments,
+        configurations=len(problem.configs),
+        horizon_s=float(horizon),
+        feasible=solution.feasible,
+        model_cost_usd=solution.cost_usd if solution.feasible else math.nan,
+        lower_bound_usd=solution.lower_bound_usd if solution.feasible else None,
+        checkpoint_interval_s=problem.checkpoint_interval_s,
+    )
+    if not solution.feasible:
+        return Plan((0.0,), (hurry[0],), (hurry[1],)), report
+    return _plan_of(problem, solution, hurry), report
+
+
+def _plan_of(problem: PlanningProblem, solution: Solution, hurry: tuple[int, int]) -> Plan:
+    """The solution as plan rows: one row per change of configuration, then hurry."""
+    starts: list[float] = []
+    spot: list[int] = []
+    on_demand: list[int] = []
+    progress: list[float] = []
+    last = None
+    for k, config in enumerate(solution.path):
+        pair = (int(problem.configs[config, 0]), int(problem.configs[config, 1]))
+        if pair == last:
+            continue
+        starts.append(float(problem.start_s[k]))
+        spot.append(pair[0])
+        on_demand.append(pair[1])
+        progress.append(round(float(solution.progress[k]), 9))
+        last = pair
+    # past the planned finish, a job that is behind runs as fast as it can
+    starts.append(problem.horizon_s)
+    spot.append(hurry[0])
+    on_demand.append(hurry[1])
+    progress.append(1.0)
+    return Plan(tuple(starts), tuple(spot), tuple(on_demand), tuple(progress))
+
+
+def prepare_oracle(policy: Any, trace: Any, job: Any, config: Any) -> tuple[Any, PlanReport]:
+    """``policy`` (an :class:`~elasim.policies.OptimalPolicy`) with its plan for this run."""
+    if not isinstance(policy, OptimalPolicy):
+        raise ValueError(f"no planner for the oracle {type(policy).__name__}")
+    options = policy.config
+    plan, report = plan_optimal(
+        trace, job, config, step_s=options.step_s, safety_margin_s=options.safety_margin_s
+    )
+    return policy.with_plan(plan), report

@@ -1,0 +1,153 @@
+"""Yardsticks for a policy's cost: the obvious plan, the naive baseline, the offline optimum.
+
+A cost alone says little: 80 USD is good if running on on-demand nodes costs 120 and
+bad if the best possible plan for that trace costs 30.  Every report with a deadline
+and an on-demand price therefore puts each run next to three reference runs of the
+*same* job, trace window, notice and mechanism, all measured by :func:`simulate`:
+
+* **on-demand plan**: the cheapest pure on-demand plan that meets the deadline
+  (``on_demand`` at its own node count and the neighbouring ones; the cheapest run
+  that met the deadline);
+* **greedy with fallback**: ``greedy --set deadline_fallback=true``, Can't Be Late's
+  "Greedy" in N-node form: every usable spot node until the last safe moment, then
+  on-demand nodes (at least the on-demand plan's count) until done;
+* **optimal**: the offline optimum (:mod:`elasim.optimal`), replayed.
+
+and reports two ratios, as Can't Be Late does:
+
+* ``cost_vs_on_demand = cost / on-demand plan cost``;
+* ``gap_closed = (greedy-with-fallback cost - cost) / (greedy-with-fallback cost -
+  optimal cost)``: 0 is no better than the naive baseline, 1 is as good as the
+  optimum.  None when the run missed its deadline (cheap because late is not
+  better), or when the baseline is already within 0.5 % of the optimum (no gap).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+__all__ = ["GREEDY_FALLBACK", "Yardstick", "compute_yardstick", "on_demand_baseline"]
+
+#: The naive baseline of ``gap_closed``: a policy spec and its options.
+GREEDY_FALLBACK: tuple[str, dict[str, str]] = ("greedy", {"deadline_fallback": "true"})
+#: A gap smaller than this share of the on-demand plan's cost is no gap.
+_MIN_GAP = 0.005
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """The reference costs of one job on one trace window (USD; None: not available).
+
+    Attributes:
+        on_demand_cost_usd: the cheapest pure on-demand plan that met the deadline.
+        on_demand_nodes: its node count.
+        greedy_fallback_cost_usd: greedy with fallback's cost.
+        greedy_fallback_met: whether it met the deadline.
+        optimal_cost_usd: the replayed offline optimum's cost.
+        optimal_met: whether it met the deadline.
+        optimal_lower_bound_usd: the planner's lower bound on its grid.
+    """
+
+    on_demand_cost_usd: float | None
+    on_demand_nodes: int | None
+    greedy_fallback_cost_usd: float | None
+    greedy_fallback_met: bool | None
+    optimal_cost_usd: float | None
+    optimal_met: bool | None
+    optimal_lower_bound_usd: float | None = None
+
+    def cost_vs_on_demand(self, cost_usd: float) -> float | None:
+        """``cost / on-demand plan cost`` (None without an on-demand plan)."""
+        base = self.on_demand_cost_usd
+        return None if not base else cost_usd / base
+
+    def gap_closed(self, cost_usd: float, deadline_met: bool | None) -> float | None:
+        """Share of the greedy-with-fallback to optimal gap that a run closes."""
+        greedy, best = self.greedy_fallback_cost_usd, self.optimal_cost_usd
+        if greedy is None or best is None or not deadline_met:
+            return None
+        scale = self.on_demand_cost_usd or greedy
+        if greedy - best <= _MIN_GAP * scale:
+            return None
+        return (greedy - cost_usd) / (greedy - best)
+
+    def columns(self, cost_usd: float, deadline_met: bool | None) -> dict[str, Any]:
+        """The report's columns for one run."""
+        return {
+            "cost_vs_on_demand": self.cost_vs_on_demand(cost_usd),
+            "gap_closed": self.gap_closed(cost_usd, deadline_met),
+            "on_demand_plan_usd": self.on_demand_cost_usd,
+            "greedy_fallback_usd": self.greedy_fallback_cost_usd,
+            "optimal_usd": self.optimal_cost_usd,
+        }
+
+
+def _run(trace: Any, policy: Any, job: Any, config: Any) -> Any:
+    from elasim.sim import simulate
+
+    return simulate(trace, policy, job, replace(config, record_timeline=False))
+
+
+def on_demand_baseline(trace: Any, job: Any, config: Any) -> tuple[float, int] | None:
+    """``(cost, nodes)`` of the cheapest pure on-demand run that met the deadline.
+
+    Starts from the ``on_demand`` policy's own count and walks down while a smaller
+    count still meets the deadline (cheaper samples), or up until one does.  None
+    without a deadline, without on-demand nodes, or when no count meets it.
+    """
+    from elasim.policies import OnDemandPolicy
+
+    if config.deadline_s is None:
+        return None
+    first = _run(trace, OnDemandPolicy(), job, config)
+    if not first.decisions or first.decisions[0].decision.on_demand_nodes == 0:
+        return None
+    start = first.decisions[0].decision.on_demand_nodes
+    runs = {start: first}
+
+    def run(nodes: int) -> Any:
+        if nodes not in runs:
+            runs[nodes] = _run(trace, OnDemandPolicy(OnDemandPolicy.Config(nodes)), job, config)
+        return runs[nodes]
+
+    nodes = start
+    if run(nodes).deadline_met:
+        while nodes > job.nodes.min and run(nodes - 1).deadline_met:
+            nodes -= 1
+    else:
+        while nodes < job.nodes.max and not run(nodes).deadline_met:
+            nodes += 1
+    met = [(r.cost_usd, n) for n, r in runs.items() if r.deadline_met]
+    return min(met) if met else None
+
+
+def compute_yardstick(trace: Any, job: Any, config: Any) -> Yardstick | None:
+    """The three reference runs for ``job`` on ``trace`` under ``config`` (see the module).
+
+    None without a deadline or on-demand nodes, or on a shared-cluster job trace.
+    """
+    from elasim.policies import OptimalPolicy, make_policy
+    from elasim.traces.model import CapacityTrace
+
+    if config.deadline_s is None or not isinstance(trace, CapacityTrace):
+        return None
+    if config.on_demand_price_per_hour is None and trace.metadata.on_demand_price_per_hour is None:
+        return None
+    baseline = on_demand_baseline(trace, job, config)
+    spec, options = GREEDY_FALLBACK
+    greedy = _run(trace, make_policy(spec, options), job, config)
+    best = _run(trace, OptimalPolicy(), job, config)
+    bound = dict(best.metadata).get("oracle_plan", {}).get("lower_bound_usd")
+    return Yardstick(
+        on_demand_cost_usd=None if baseline is None else baseline[0],
+        on_demand_nodes=None if baseline is None else baseline[1],
+        greedy_fallback_cost_usd=greedy.cost_usd if greedy.completed else None,
+        greedy_fallback_met=greedy.deadline_met,
+        optimal_cost_usd=best.cost_usd if best.completed else None,
+        optimal_met=best.deadline_met,
+        optimal_lower_bound_usd=bound
+        if isinstance(bound, float) and math.isfinite(bound)
+        else None,
+    )
