@@ -126,14 +126,18 @@ def _segments(replay: Any, horizon_s: float, step_s: float) -> tuple[np.ndarray,
     before = drops - _RELEASE_LEAD_S
     starts = np.unique(np.concatenate([times, grid, before[before > 0]]))
     starts = starts[starts < horizon_s]
+    # a boundary within a microsecond of the next one (rounding in the replay's job
+    # times) is not a segment: the next one starts there instead
+    keep = np.diff(np.append(starts, horizon_s)) > 1e-6
+    starts = starts[keep]
     index = np.searchsorted(np.asarray(rows_t), starts, side="right") - 1
+    starts[0] = 0.0
     lengths = np.diff(np.append(starts, horizon_s))
-    keep = lengths > 1e-6
     return (
-        starts[keep],
-        lengths[keep],
-        np.asarray(rows_a, dtype=np.int64)[index][keep],
-        np.asarray(rows_p, dtype=float)[index][keep],
+        starts,
+        lengths,
+        np.asarray(rows_a, dtype=np.int64)[index],
+        np.asarray(rows_p, dtype=float)[index],
     )
 
 

@@ -35,11 +35,11 @@ __all__ = ["Solution", "solve"]
 _NEG = -np.inf
 #: Values of lam per pass, and at most this many passes narrowing the bracket.
 _PER_PASS = 12
-_PASSES = 18
-#: The bracket is narrowed to this relative width: fine enough to find the very
-#: segment at which the schedule's work crosses the target (the tie-break spreads
-#: the segments' switches over a relative ``1e-9`` of lam).
-_PRECISION = 1e-13
+_PASSES = 12
+#: The bracket is narrowed to this relative width.  It need not isolate the segment
+#: at which the work crosses the target: the splices of the two bracketing schedules
+#: (see :func:`solve`) cover what lies between them.
+_PRECISION = 1e-4
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ _FRESH, _OLD = 0, 1
 
 
 def _forward(
-    problem: PlanningProblem, lams: np.ndarray, *, keep: bool
+    problem: PlanningProblem, lams: np.ndarray, drops: list[_Drop | None], *, keep: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray | None]]:
     """One pass for every ``lam``: the best value, work and cost ending in each state.
 
@@ -95,35 +95,60 @@ def _forward(
     cols = np.arange(size)
     first = problem.loss.copy()
     first[0] = problem.first_loss  # the very first start loads no checkpoint
-    # a change either restarts the group (fresh) or not (old): +inf bars the other
-    bar_fresh = np.where(problem.restarts, 0.0, np.inf)
+    # a change either restarts the group (fresh) or not (old).  Few changes restart
+    # it (from nothing, or to nodes of the other market only), so the fresh ones are
+    # gathered per target (padded with the target itself, barred) instead of a C x C
+    # table; the old ones are the rest, the restarts barred by +inf.
     bar_old = np.where(problem.restarts, np.inf, 0.0)
+    sources_of = [np.flatnonzero(problem.restarts[:, c]) for c in range(size)]
+    width = max(1, max(len(found) for found in sources_of))
+    fresh_from = np.tile(cols[:, None], (1, width))  # (target, slot) -> source
+    for c, found in enumerate(sources_of):
+        fresh_from[c, : len(found)] = found
+    fresh_bar = np.where(problem.restarts[fresh_from, cols[:, None]], 0.0, np.inf)
+    # lam x loss of the old (non-restarting) changes, the same in most segments
+    priced_old = lam[:, :, None] * (problem.loss + bar_old)[None, :, :]
     for k in range(count):
-        forced = problem.forced[k]
+        drop = drops[k]
         source = None
-        if forced is not None:
-            value, work, cost, source = _preempt(forced, value, work, cost, lam, keep)
+        if drop is not None:
+            value, work, cost, source = _preempt(drop, value, work, cost, lam, keep)
         loss = first if k == 0 else problem.loss
         if problem.length_s[k] < problem.min_add_s:
             loss = np.where(problem.adds, np.inf, loss)  # too short to boot nodes in
-        loss = np.tile(loss, (2, 1))
-        base = value[:, :, None] - lam[:, :, None] * loss[None, :, :]
+        # a planned change costs the same from either age: start from the better one
+        older = value[:, size:] >= value[:, :size]
+        best_value = np.where(older, value[:, size:], value[:, :size])
+        best_work = np.where(older, work[:, size:], work[:, :size])
+        best_cost = np.where(older, cost[:, size:], cost[:, :size])
+        state = np.where(older, size + cols, cols)
+        if k == 0 or problem.length_s[k] < problem.min_add_s:
+            table = best_value[:, :, None] - lam[:, :, None] * (loss + bar_old)[None, :, :]
+        else:
+            table = best_value[:, :, None] - priced_old
         length = problem.length_s[k]
         gain = goodput * length
         paid = problem.hold_usd_per_s(k) * length
         tie = 1.0 + 1e-9 * (count - k) / count
         feasible = spot <= problem.available[k]
+        fresh = (
+            best_value[:, fresh_from]
+            - lam[:, :, None] * loss[fresh_from, cols[:, None]][None]
+            - fresh_bar[None]
+        )
+        slot = fresh.argmax(axis=2)
+        fresh_arg = fresh_from[cols, slot]
+        fresh_best = np.take_along_axis(fresh, slot[:, :, None], axis=2)[:, :, 0]
+        old_arg = table.argmax(axis=1)
+        old_best = np.take_along_axis(table, old_arg[:, None, :], axis=1)[:, 0, :]
         parts = []
-        for bar in (bar_fresh, bar_old):
-            table = base - np.tile(bar, (2, 1))[None, :, :]
-            arg = table.argmax(axis=1)
-            best = np.take_along_axis(table, arg[:, None, :], axis=1)[:, 0, :]
+        for arg, best in ((fresh_arg, fresh_best), (old_arg, old_best)):
             parts.append(
                 (
                     np.where(feasible, best + lam * gain * tie - paid, _NEG),
-                    np.take_along_axis(work, arg, axis=1) - loss[arg, cols] + gain,
-                    np.take_along_axis(cost, arg, axis=1) + paid,
-                    arg,
+                    np.take_along_axis(best_work, arg, axis=1) - loss[arg, cols] + gain,
+                    np.take_along_axis(best_cost, arg, axis=1) + paid,
+                    np.take_along_axis(state, arg, axis=1),
                 )
             )
         value = np.concatenate([parts[0][0], parts[1][0]], axis=1)
@@ -135,8 +160,56 @@ def _forward(
     return value, work, cost, choices, sources
 
 
+@dataclass(frozen=True)
+class _Drop:
+    """A capacity drop as a gather: each landing state picks its best candidate.
+
+    Attributes:
+        gone: flat states (both ages) of the configurations the drop takes nodes from.
+        land: flat states (old age) where the survivors land.
+        come: ``(land, slot)``: candidate flat states (the landing state itself when it
+            survives the drop, and every state the drop takes to it).
+        lost: ``(land, slot)``: the work each candidate loses (``inf``: padding).
+    """
+
+    gone: np.ndarray
+    land: np.ndarray
+    come: np.ndarray
+    lost: np.ndarray
+
+
+def _drops(problem: PlanningProblem) -> list[_Drop | None]:
+    """The drops of every segment as gathers (built once per problem)."""
+    size = len(problem.configs)
+    out: list[_Drop | None] = []
+    for forced in problem.forced:
+        if forced is None:
+            out.append(None)
+            continue
+        rows, targets, old_losses, fresh_losses = forced
+        taken = set(rows.tolist())
+        lists: dict[int, list[tuple[int, float]]] = {}
+        for row, target, old, fresh in zip(rows, targets, old_losses, fresh_losses, strict=True):
+            entry = lists.setdefault(int(target), [])
+            entry.append((_FRESH * size + int(row), float(fresh)))
+            entry.append((_OLD * size + int(row), float(old)))
+        for target, entry in lists.items():
+            if target not in taken:
+                entry.append((_OLD * size + target, 0.0))
+        width = max(len(entry) for entry in lists.values())
+        land = np.asarray([_OLD * size + t for t in lists], dtype=np.int64)
+        come = np.tile(land[:, None], (1, width))
+        lost = np.full((len(land), width), np.inf)
+        for i, entry in enumerate(lists.values()):
+            come[i, : len(entry)] = [state for state, _ in entry]
+            lost[i, : len(entry)] = [loss for _, loss in entry]
+        gone = np.concatenate([_FRESH * size + rows, _OLD * size + rows])
+        out.append(_Drop(gone, land, come, lost))
+    return out
+
+
 def _preempt(
-    forced: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    drop: _Drop,
     value: np.ndarray,
     work: np.ndarray,
     cost: np.ndarray,
@@ -144,29 +217,27 @@ def _preempt(
     keep: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Configurations above the new availability lose their spot nodes (either age)."""
-    rows, targets, old_losses, fresh_losses = forced
-    size = value.shape[1] // 2
+    candidates = value[:, drop.come] - lam[:, :, None] * drop.lost[None]
+    slot = candidates.argmax(axis=2)
+    picked = drop.come[np.arange(len(drop.land)), slot]  # (lams, land)
+    pick_lost = np.take_along_axis(drop.lost[None], slot[:, :, None], axis=2)[:, :, 0]
     new_value, new_work, new_cost = value.copy(), work.copy(), cost.copy()
-    new_value[:, rows] = _NEG
-    new_value[:, size + rows] = _NEG
-    source = np.arange(value.shape[1]) if keep else None
-    for age, losses in ((_FRESH, fresh_losses), (_OLD, old_losses)):
-        for row, target, lost in zip(rows, targets, losses, strict=True):
-            come = age * size + row
-            land = _OLD * size + target  # survivors go on; nobody left: nothing held
-            candidate = value[:, come] - lam[:, 0] * lost
-            better = candidate > new_value[:, land]
-            new_value[:, land] = np.where(better, candidate, new_value[:, land])
-            new_work[:, land] = np.where(better, work[:, come] - lost, new_work[:, land])
-            new_cost[:, land] = np.where(better, cost[:, come], new_cost[:, land])
-            if source is not None and better[0]:
-                source[land] = come
+    new_value[:, drop.gone] = _NEG
+    new_value[:, drop.land] = np.take_along_axis(candidates, slot[:, :, None], axis=2)[:, :, 0]
+    new_work[:, drop.land] = np.take_along_axis(work, picked, axis=1) - pick_lost
+    new_cost[:, drop.land] = np.take_along_axis(cost, picked, axis=1)
+    source = None
+    if keep:
+        source = np.arange(value.shape[1])
+        source[drop.land] = picked[0]
     return new_value, new_work, new_cost, source
 
 
-def _outcomes(problem: PlanningProblem, lams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _outcomes(
+    problem: PlanningProblem, lams: np.ndarray, drops: list[_Drop | None]
+) -> tuple[np.ndarray, np.ndarray]:
     """Work and cost of the best schedule for each ``lam``."""
-    value, work, cost, _, _ = _forward(problem, lams, keep=False)
+    value, work, cost, _, _ = _forward(problem, lams, drops, keep=False)
     best = value.argmax(axis=1)
     rows = np.arange(len(lams))
     return work[rows, best], cost[rows, best]
@@ -179,42 +250,44 @@ def _bracket(problem: PlanningProblem) -> tuple[float, float]:
         prices.append(problem.on_demand_price_per_hour)
     per_node = float(problem.goodput[problem.goodput > 0].min(initial=1.0))
     base = max(max(prices) / 3600.0 / per_node, 1e-12)
-    return base * 1e-4, base * 1e4
+    return base * 1e-2, base * 1e2
 
 
-def _search(problem: PlanningProblem) -> tuple[float, float, float, bool]:
+def _search(
+    problem: PlanningProblem, drops: list[_Drop | None]
+) -> tuple[float, float, float, bool]:
     """The bracket ``(low, high)`` of lam around the target's work, the bound, feasibility."""
     target = problem.work_samples
     low, high = _bracket(problem)
     bound = 0.0
     found = False
-    for _ in range(6):  # widen until the top of the range does the work
-        works, costs = _outcomes(problem, np.asarray([high]))
+    for _ in range(8):  # widen until the top of the range does the work
+        works, costs = _outcomes(problem, np.asarray([high]), drops)
         bound = max(bound, float(costs[0] + high * (target - works[0])))
         if works[0] >= target:
             found = True
             break
-        high *= 1e4
+        low, high = high, high * 1e2
     if not found:
         return low, high, bound, False
     for _ in range(_PASSES):
         if high / low - 1.0 < _PRECISION:
             break
         lams = np.geomspace(low, high, _PER_PASS)
-        works, costs = _outcomes(problem, lams)
+        works, costs = _outcomes(problem, lams, drops)
         bound = max(bound, float(np.max(costs + lams * (target - works))))
         enough = np.flatnonzero(works >= target)
         if len(enough) == 0:  # pragma: no cover - the top was checked above
             break
         first = int(enough[0])
         high = float(lams[first])
-        low = float(lams[first - 1]) if first > 0 else low / 1e4
+        low = float(lams[first - 1]) if first > 0 else low / 1e2
     return low, high, bound, True
 
 
-def _path(problem: PlanningProblem, lam: float) -> np.ndarray:
+def _path(problem: PlanningProblem, lam: float, drops: list[_Drop | None]) -> np.ndarray:
     """The best schedule for one ``lam``."""
-    value, _, _, choices, sources = _forward(problem, np.asarray([lam]), keep=True)
+    value, _, _, choices, sources = _forward(problem, np.asarray([lam]), drops, keep=True)
     return _backtrack(int(value[0].argmax()), choices, sources)
 
 
@@ -228,12 +301,13 @@ def solve(problem: PlanningProblem) -> Solution:
     schedule and every splice of the two at a segment boundary, each evaluated as
     the replay runs it: it stops paying when the work is done.
     """
-    low, high, bound, found = _search(problem)
-    top = _path(problem, high)
+    drops = _drops(problem)
+    low, high, bound, found = _search(problem, drops)
+    top = _path(problem, high, drops)
     tables = _tables(problem)
     candidates = [top]
     if found and low < high:
-        candidates += _splices(problem, tables, top, _path(problem, low))
+        candidates += _splices(problem, tables, top, _path(problem, low, drops))
     best = None
     for path in candidates:
         reached, cost, progress = _evaluate(problem, tables, path)
