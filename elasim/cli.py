@@ -101,6 +101,12 @@ _SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
     ("idle_h", "idle, no nodes (h)"),
     ("convergence_cost_h", "convergence cost (h)"),
     ("deadline_met", "deadline met"),
+    ("deadline_feasible", "deadline feasible"),
+    ("cost_vs_on_demand", "cost / on-demand plan"),
+    ("gap_closed", "greedy-to-optimal gap closed"),
+    ("on_demand_plan_usd", "on-demand plan (USD)"),
+    ("greedy_fallback_usd", "greedy with fallback (USD)"),
+    ("optimal_usd", "offline optimum (USD)"),
     ("loop_turns", "job-loop turns"),
     ("wall_time_s", "wall time (s)"),
 )
@@ -229,9 +235,42 @@ def simulate(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write timeline.png with --out."),
+    yardstick: bool = typer.Option(
+        True,
+        "--yardstick/--no-yardstick",
+        help="With a deadline and an on-demand price, also run the on-demand plan, "
+        "greedy with fallback and the offline optimum, and report cost_vs_on_demand "
+        "and gap_closed.",
+    ),
 ) -> None:
     """Replay a trace through the SimPy model with one policy and report the cost."""
     _simulate(**locals())
+
+
+def _warn_if_infeasible(spec: Any, config: Any) -> None:
+    """One line before the run when no policy can meet the deadline."""
+    from elasim.sim import fastest_finish_h
+
+    if config.deadline_s is None:
+        return
+    fastest_h = _run_guarded(fastest_finish_h, spec, config)
+    deadline_h = config.deadline_s / 3600.0
+    if fastest_h > deadline_h:
+        err_console.print(
+            f"[yellow]warning: the deadline ({deadline_h:g} h) cannot be met: even "
+            f"{spec.nodes.max} nodes from the start, never preempted, take {fastest_h:.1f} h[/]",
+            soft_wrap=True,
+        )
+
+
+def _yardstick_columns(loaded_trace: Any, spec: Any, config: Any, result: Any) -> dict[str, Any]:
+    """``cost_vs_on_demand``, ``gap_closed`` and the reference costs (empty if none)."""
+    from elasim.yardstick import compute_yardstick
+
+    reference = _run_guarded(compute_yardstick, loaded_trace, spec, config)
+    if reference is None:
+        return {}
+    return reference.columns(result.cost_usd, result.deadline_met)
 
 
 def _simulate(
@@ -239,6 +278,7 @@ def _simulate(
     out: Path | None,
     as_json: bool,
     plot: bool,
+    yardstick: bool,
     on_demand_price: float | None,
     on_demand_price_old: float | None,
     spot_price: float | None,
@@ -259,6 +299,7 @@ def _simulate(
     loaded_trace, pol, spec, config = _run_guarded(
         build_simulation, **flags, on_demand_price_per_hour=price, spot_price_per_hour=spot_price
     )
+    _warn_if_infeasible(spec, config)
     started = time.perf_counter()
     trace, policy = flags["trace"], flags["policy"]
     result = _run_guarded(
@@ -266,8 +307,10 @@ def _simulate(
     )
     summary = result.summary()
     summary["wall_time_s"] = round(time.perf_counter() - started, 6)
+    extra = _yardstick_columns(loaded_trace, spec, config, result) if yardstick else {}
+    summary.update(extra)
     if out is not None:
-        _write_simulation(result, out, plot, summary["wall_time_s"])
+        _write_simulation(result, out, plot, summary["wall_time_s"], extra)
     if as_json:
         sys.stdout.write(json.dumps(_json_safe(summary)) + "\n")
         return
@@ -283,11 +326,13 @@ def _simulate(
         )
 
 
-def _write_simulation(result: Any, out: Path, plot: bool, wall_time_s: float) -> None:
+def _write_simulation(
+    result: Any, out: Path, plot: bool, wall_time_s: float, extra: dict[str, Any]
+) -> None:
     from elasim.output import write_json
     from elasim.sim import write_result
 
-    _run_guarded(write_result, result, out, plot=plot)
+    _run_guarded(write_result, result, out, plot=plot, extra=extra)
     info = {"wall_time_s": wall_time_s, "elasim_version": __version__, "argv": sys.argv[1:]}
     _run_guarded(write_json, out / "run_info.json", info)
 
@@ -297,7 +342,8 @@ def _print_simulation(summary: dict[str, Any], title: str) -> None:
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, label in _SUMMARY_ROWS:
-        table.add_row(label, _fmt(summary.get(key)))
+        if key in summary:
+            table.add_row(label, _fmt(summary.get(key)))
     out_console.print(table)
     if not summary["inputs"].get("priced", True):
         err_console.print(

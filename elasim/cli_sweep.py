@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,10 +113,13 @@ def _spec(
     cluster_gpus: int | None,
 ) -> Any:
     """Every flag of ``sweep`` checked and turned into a :class:`~elasim.sweep.SweepSpec`."""
-    from elasim.policies import policy_names
+    from elasim.policies import oracle_names, policy_names
     from elasim.sweep import SweepSpec
 
-    names = policy_names() if policies.strip() == "all" else split_list(policies, "--policies")
+    if policies.strip() == "all":  # the oracles need a deadline
+        names = policy_names() + (oracle_names() if deadline_h is not None else [])
+    else:
+        names = split_list(policies, "--policies")
     check_nodes(max_nodes)
     deadline_s_of(deadline_h)
     try:
@@ -156,7 +160,6 @@ def _sweep(
     if backend not in BACKENDS:
         raise _fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     _run_guarded(ensure_writable_dir, out, "--out")
-    total = spec.size
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
@@ -165,7 +168,7 @@ def _sweep(
         console=err_console,
         disable=as_json,
     ) as progress:
-        task = progress.add_task("simulating", total=total)
+        task = progress.add_task("simulating", total=spec.total_points)
         frame = _run_guarded(
             run_sweep,
             spec,
@@ -186,16 +189,25 @@ def _sweep(
 
 def _print_sweep(frame: Any, spec: Any) -> None:
     table = Table(title=f"sweep: {spec.size} simulations (medians over seeds)")
-    for column in ("trace", "policy", "completion_time_h", "cost_usd", "lost_work_h", "rescales"):
+    figures = ["completion_time_h", "cost_usd", "lost_work_h", "rescales"]
+    if "cost_vs_on_demand" in frame:
+        figures += ["cost_vs_on_demand", "gap_closed"]
+    for column in ("trace", "policy", *figures):
         table.add_column(column, justify="left" if column in {"trace", "policy"} else "right")
-    grouped = frame.groupby(["trace", "policy"], sort=True)[
-        ["completion_time_h", "cost_usd", "lost_work_h", "rescales"]
-    ].median()
+    grouped = frame.groupby(["trace", "policy"], sort=True)[figures].median()
     for (trace_name, policy_name), row in grouped.iterrows():
-        table.add_row(str(trace_name), str(policy_name), *(_fmt(float(v)) for v in row.to_numpy()))
+        cells = (_fmt(None if math.isnan(float(v)) else float(v)) for v in row.to_numpy())
+        table.add_row(str(trace_name), str(policy_name), *cells)
     out_console.print(table)
     offsets = "random per seed" if spec.start_offset_s is None else f"{spec.start_offset_s:g} s"
     out_console.print(f"start offsets in the traces: {offsets}")
+    if "cost_vs_on_demand" in frame:
+        out_console.print(
+            "cost_vs_on_demand: cost / cheapest pure on-demand plan that meets the deadline; "
+            "gap_closed: share of the gap between greedy with fallback "
+            "(greedy --set deadline_fallback=true) and the offline optimum closed "
+            "(1: optimal; '-': deadline missed or no gap)"
+        )
 
 
 def register(app: typer.Typer) -> None:

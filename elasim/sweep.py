@@ -28,7 +28,16 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["BACKENDS", "SweepPoint", "SweepSpec", "plot_pareto", "run_point", "run_sweep"]
+__all__ = [
+    "BACKENDS",
+    "YARDSTICK",
+    "YARDSTICK_COLUMNS",
+    "SweepPoint",
+    "SweepSpec",
+    "plot_pareto",
+    "run_point",
+    "run_sweep",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +45,19 @@ logger = logging.getLogger(__name__)
 BACKENDS = ("local", "ray")
 
 _RAY_MISSING = "the ray backend needs the 'ray' extra: pip install 'elasim[ray]'"
+
+#: The ``policy`` of a grid point that computes the yardstick of its group, not a run.
+YARDSTICK = "@yardstick"
+#: Columns the yardstick adds to every row (None where it does not apply).
+YARDSTICK_COLUMNS = (
+    "cost_vs_on_demand",
+    "gap_closed",
+    "on_demand_plan_usd",
+    "greedy_fallback_usd",
+    "optimal_usd",
+)
+#: What a row and its yardstick have in common.
+_GROUP = ("trace", "seed", "notice_s", "rescale")
 
 #: Batches per worker slot: enough that the last batches still balance the load.
 _BATCHES_PER_SLOT = 8
@@ -84,6 +106,12 @@ class SweepSpec:
     policy_options: tuple[tuple[str, str], ...] = ()
 
     @property
+    def total_points(self) -> int:
+        """Grid points including the yardstick's (what progress counts)."""
+        references = len(self.traces) * len(self.seeds) * len(self.notice_s) * len(self.rescale)
+        return self.size + (references if self.yardstick else 0)
+
+    @property
     def size(self) -> int:
         """Number of simulations."""
         return (
@@ -94,27 +122,49 @@ class SweepSpec:
             * len(self.rescale)
         )
 
+    @property
+    def yardstick(self) -> bool:
+        """Whether the grid gets ``cost_vs_on_demand`` and ``gap_closed`` (it has a deadline)."""
+        return self.deadline_h is not None
+
+    def reference_points(self) -> Iterator[SweepPoint]:
+        """One yardstick point per trace, seed, notice and mechanism (none without a deadline).
+
+        Each computes the on-demand plan, greedy with fallback and the offline optimum
+        for its group (:mod:`elasim.yardstick`); the table's two yardstick columns come
+        from them.  Traces without an on-demand price get empty columns.
+        """
+        if not self.yardstick:
+            return
+        for trace, seed, notice, mode in itertools.product(
+            self.traces, self.seeds, self.notice_s, self.rescale
+        ):
+            yield self._point(trace, YARDSTICK, seed, notice, mode)
+
     def points(self) -> Iterator[SweepPoint]:
         """Grid points in a fixed order (the order of the output table)."""
         for trace, policy, seed, notice, mode in itertools.product(
             self.traces, self.policies, self.seeds, self.notice_s, self.rescale
         ):
-            yield SweepPoint(
-                trace=trace,
-                policy=policy,
-                seed=seed,
-                notice_s=notice,
-                rescale=mode,
-                job=self.job,
-                max_nodes=self.max_nodes,
-                deadline_h=self.deadline_h,
-                checkpoint_interval_s=self.checkpoint_interval_s,
-                checkpoint_cost_s=self.checkpoint_cost_s,
-                start_offset_s=self.start_offset_s,
-                cluster_gpus=self.cluster_gpus,
-                policy_options=_options_for(policy, self.policy_options),
-                on_demand_price_per_hour=self.on_demand_price_per_hour,
-            )
+            yield self._point(trace, policy, seed, notice, mode)
+
+    def _point(self, trace: str, policy: str, seed: int, notice: float, mode: str) -> SweepPoint:
+        return SweepPoint(
+            trace=trace,
+            policy=policy,
+            seed=seed,
+            notice_s=notice,
+            rescale=mode,
+            job=self.job,
+            max_nodes=self.max_nodes,
+            deadline_h=self.deadline_h,
+            checkpoint_interval_s=self.checkpoint_interval_s,
+            checkpoint_cost_s=self.checkpoint_cost_s,
+            start_offset_s=self.start_offset_s,
+            cluster_gpus=self.cluster_gpus,
+            policy_options=() if policy == YARDSTICK else _options_for(policy, self.policy_options),
+            on_demand_price_per_hour=self.on_demand_price_per_hour,
+        )
 
     def validate(self) -> None:
         """Load every trace, policy and the job once, so bad input fails before the pool starts."""
@@ -178,12 +228,11 @@ def run_point(point: SweepPoint) -> dict[str, Any]:
     return _simulate_point(point, _load_trace(point.trace), _load_job(point.job, point.max_nodes))
 
 
-def _simulate_point(point: SweepPoint, trace: Any, job: Any) -> dict[str, Any]:
-    """Simulate ``point`` on an already loaded trace and job (shared by both backends)."""
-    from elasim.policies import make_policy
-    from elasim.sim import RescaleMode, SimConfig, simulate
+def _config(point: SweepPoint) -> Any:
+    """The simulation settings of ``point``."""
+    from elasim.sim import RescaleMode, SimConfig
 
-    config = SimConfig(
+    return SimConfig(
         checkpoint_interval_s=point.checkpoint_interval_s,
         checkpoint_cost_s=point.checkpoint_cost_s,
         notice_s=point.notice_s,
@@ -195,6 +244,16 @@ def _simulate_point(point: SweepPoint, trace: Any, job: Any) -> dict[str, Any]:
         on_demand_price_per_hour=point.on_demand_price_per_hour,
         record_timeline=False,
     )
+
+
+def _simulate_point(point: SweepPoint, trace: Any, job: Any) -> dict[str, Any]:
+    """Simulate ``point`` on an already loaded trace and job (shared by both backends)."""
+    from elasim.policies import make_policy
+    from elasim.sim import simulate
+
+    config = _config(point)
+    if point.policy == YARDSTICK:
+        return _yardstick_row(point, trace, job, config)
     policy = make_policy(point.policy, dict(point.policy_options), seed=point.seed)
     result = simulate(
         trace,
@@ -217,6 +276,43 @@ def _simulate_point(point: SweepPoint, trace: Any, job: Any) -> dict[str, Any]:
     row.update(summary)
     row["start_offset_s"] = dict(result.metadata)["start_offset_s"]
     return row
+
+
+def _yardstick_row(point: SweepPoint, trace: Any, job: Any, config: Any) -> dict[str, Any]:
+    """The reference costs of ``point``'s group (the yardstick point's row)."""
+    import dataclasses
+
+    from elasim.yardstick import compute_yardstick
+
+    row: dict[str, Any] = {key: getattr(point, key) for key in _GROUP}
+    reference = compute_yardstick(trace, job, config)
+    row["yardstick"] = None if reference is None else dataclasses.asdict(reference)
+    return row
+
+
+def _with_yardstick(frame: pd.DataFrame, references: list[dict[str, Any]]) -> pd.DataFrame:
+    """Add :data:`YARDSTICK_COLUMNS` to every row from its group's reference costs."""
+    from elasim.yardstick import Yardstick
+
+    by_group = {
+        tuple(ref[key] for key in _GROUP): None
+        if ref["yardstick"] is None
+        else Yardstick(**ref["yardstick"])
+        for ref in references
+    }
+    columns: dict[str, list[Any]] = {name: [] for name in YARDSTICK_COLUMNS}
+    for row in frame.to_dict(orient="records"):
+        reference = by_group.get(tuple(row[key] for key in _GROUP))
+        values = (
+            reference.columns(row["cost_usd"], row["deadline_met"])
+            if reference is not None and row["completed"]
+            else dict.fromkeys(YARDSTICK_COLUMNS)
+        )
+        for name in YARDSTICK_COLUMNS:
+            columns[name].append(values[name])
+    for name, values in columns.items():
+        frame[name] = pd.Series(values, index=frame.index, dtype="float64")
+    return frame
 
 
 def run_sweep(
@@ -278,7 +374,8 @@ def run_sweep(
         address: Ray cluster address; only with ``backend="ray"``.
 
     Returns:
-        One row per grid point, in grid order, with the summary keys as columns.
+        One row per grid point, in grid order, with the summary keys as columns
+        (and :data:`YARDSTICK_COLUMNS` with a deadline).
 
     Raises:
         ValueError: an unknown backend, ``address`` without the ray backend, a
@@ -291,12 +388,19 @@ def run_sweep(
         raise ValueError(f"a cluster address is only used by the ray backend, not {backend!r}")
     if workers is not None and workers < 0:
         raise ValueError(f"workers must be >= 0 (0: one per core), got {workers}")
-    points = list(spec.points())
+    points = [*spec.points(), *spec.reference_points()]
     if backend == "ray":
         rows = _run_ray(spec, points, workers=workers or None, on_done=on_done, address=address)
     else:
         rows = _run_local(points, workers=workers or os.cpu_count() or 1, on_done=on_done)
-    return _frame(rows)
+    return _table(spec, rows)
+
+
+def _table(spec: SweepSpec, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The grid's rows as a table, with the yardstick's columns when it has a deadline."""
+    grid = spec.size
+    frame = _frame(rows[:grid])
+    return _with_yardstick(frame, rows[grid:]) if spec.yardstick else frame
 
 
 def _batches(points: list[SweepPoint], slots: int) -> list[tuple[int, ...]]:
@@ -517,34 +621,61 @@ def pareto_front(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_pareto(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Cost vs completion time, one colour per policy, Pareto front of the medians drawn."""
+    """Cost vs completion time: one colour per policy, one marker per trace, medians and front.
+
+    A policy's runs and its median (the large, black-edged marker) share its colour,
+    the same in every plot (:func:`elasim.analysis.plots.policy_colors`); each trace
+    has its own marker, so the runs of two traces are told apart.
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
+    from elasim.analysis.plots import policy_colors
     from elasim.output import atomic_write
 
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
     done = frame.dropna(subset=["completion_time_h"])
+    colors = policy_colors(sorted(done["policy"].unique()))
+    traces = sorted(done["trace"].unique())
+    markers = dict(zip(traces, itertools.cycle("os^vPXDph*"), strict=False))
+    for (policy, trace), rows in done.groupby(["policy", "trace"], sort=True):
+        ax.scatter(
+            rows["completion_time_h"],
+            rows["cost_usd"],
+            s=18,
+            alpha=0.45,
+            color=colors[str(policy)],
+            marker=markers[trace],
+        )
     for policy, rows in done.groupby("policy", sort=True):
-        ax.scatter(rows["completion_time_h"], rows["cost_usd"], s=18, alpha=0.45, label=None)
         ax.scatter(
             rows["completion_time_h"].median(),
             rows["cost_usd"].median(),
-            s=90,
-            marker="D",
+            s=110,
+            marker="*",
+            color=colors[str(policy)],
             edgecolor="black",
-            label=str(policy),
+            zorder=3,
         )
     medians = done.groupby("policy")[["completion_time_h", "cost_usd"]].median().reset_index()
     if len(medians):
         front = pareto_front(medians)
-        ax.plot(front["completion_time_h"], front["cost_usd"], "k--", lw=1, label="Pareto front")
+        ax.plot(front["completion_time_h"], front["cost_usd"], "k--", lw=1)
+    handles = [
+        Line2D([], [], ls="", marker="s", color=colors[str(p)], label=str(p))
+        for p in sorted(done["policy"].unique())
+    ]
+    handles += [
+        Line2D([], [], ls="", marker=markers[t], color="grey", label=str(t)) for t in traces
+    ]
+    handles.append(Line2D([], [], ls="--", color="black", label="Pareto front of the medians"))
     ax.set_xlabel("completion time (h)")
     ax.set_ylabel("cost (USD)")
-    ax.set_title("cost vs completion time (diamonds: medians)")
-    ax.legend(fontsize=8)
+    ax.set_title("cost vs completion time (stars: medians per policy)")
+    ax.legend(handles=handles, fontsize=7, ncol=2)
     fig.tight_layout()
     try:
         return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))

@@ -105,11 +105,19 @@ def test_same_seed_gives_identical_summary_bytes(tmp_path: Path):
 
 
 @pytest.mark.parametrize(
-    "policy", ["fixed", "greedy", "hysteresis", "price", "deadline", "goodput"]
+    "policy", ["fixed", "greedy", "hysteresis", "price", "deadline", "goodput", "on_demand"]
 )
 def test_every_builtin_policy_runs_from_the_cli(policy: str):
     result = invoke(
-        "simulate", "-t", "spot_us_east.csv", "-p", policy, "--deadline-h", "30", "--json"
+        "simulate",
+        "-t",
+        "spot_us_east.csv",
+        "-p",
+        policy,
+        "--deadline-h",
+        "30",
+        "--json",
+        "--no-yardstick",  # the yardstick has its own tests (test_cli_yardstick.py)
     )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)

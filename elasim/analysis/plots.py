@@ -50,7 +50,7 @@ def policy_colors(policies: Iterable[str] | None = None) -> dict[str, Any]:
     from elasim.policies import policy_names
 
     palette = colormaps["tab10"].colors
-    names = list(policy_names())
+    names = list(policy_names(include_oracles=True))
     for name in policies or ():
         if name not in names:
             names.append(name)

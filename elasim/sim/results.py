@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -18,17 +20,30 @@ def timeline_frame(result: SimResult) -> pd.DataFrame:
     return pd.DataFrame(result.timeline.as_columns())
 
 
-def write_result(result: SimResult, out_dir: str | Path, *, plot: bool = True) -> dict[str, Path]:
+def write_result(
+    result: SimResult,
+    out_dir: str | Path,
+    *,
+    plot: bool = True,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Path]:
     """Write ``summary.json``, ``events.parquet``, ``timeline.parquet`` and ``timeline.png``.
 
     ``summary.json`` holds only deterministic figures, so the same inputs and seed
     give the same bytes; wall-clock measurements belong in the caller's run info.
+    ``extra`` adds deterministic figures computed beside the run (the yardstick's
+    ``cost_vs_on_demand`` and ``gap_closed``), before the inputs.
     """
     out = Path(out_dir)
+    summary = result.summary()
+    if extra:
+        inputs = summary.pop("inputs")
+        summary.update(extra)
+        summary["inputs"] = inputs
     events = events_frame(result.events)
     timeline = timeline_frame(result)
     paths = {
-        "summary": write_json(out / "summary.json", result.summary()),
+        "summary": write_json(out / "summary.json", summary),
         "events": write_parquet(out / "events.parquet", events),
         "timeline": write_parquet(out / "timeline.parquet", timeline),
     }

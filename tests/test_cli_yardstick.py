@@ -1,0 +1,117 @@
+"""The yardstick a user reads: cost_vs_on_demand and gap_closed in simulate and sweep.
+
+Also the issue's reports, replayed: the deadline policy on a trace without spot (no
+flapping on-demand, no dearer than on-demand run straight), and an impossible deadline
+that used to pass silently.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from elasim.cli import app
+from elasim.sweep import YARDSTICK_COLUMNS, SweepSpec, run_sweep
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def no_spot_trace(tmp_path: Path) -> Path:
+    path = tmp_path / "no_spot.csv"
+    path.write_text(
+        "# source: synthetic, no spot node ever (tests/test_cli_yardstick.py)\n"
+        "# synthetic: true\n# duration_s: 172800\ntime_s,available,price_per_hour\n0,0,0.918\n"
+    )
+    return path
+
+
+def test_simulate_reports_the_yardstick_with_a_deadline():
+    result = invoke(
+        "simulate", "-t", "spot_us_east.csv", "-p", "deadline", "--max-nodes", "4",
+        "--deadline-h", "30", "--start-offset-s", "300000", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["deadline_met"] is True and summary["deadline_feasible"] is True
+    assert 0 < summary["cost_vs_on_demand"] <= 1.005
+    assert summary["optimal_usd"] <= summary["cost_usd"] * 1.02
+    assert summary["gap_closed"] is None or summary["gap_closed"] <= 1.05
+    table = invoke(
+        "simulate", "-t", "spot_us_east.csv", "-p", "deadline", "--max-nodes", "4",
+        "--deadline-h", "30", "--start-offset-s", "300000",
+    )  # fmt: skip
+    assert "cost / on-demand plan" in table.stdout and "offline optimum (USD)" in table.stdout
+
+
+def test_no_yardstick_without_a_deadline_or_when_asked():
+    plain = json.loads(invoke("simulate", "-t", "spot_us_east.csv", "--json").stdout)
+    assert "cost_vs_on_demand" not in plain and plain["deadline_feasible"] is None
+    off = invoke(
+        "simulate", "-t", "spot_us_east.csv", "--deadline-h", "30", "--no-yardstick", "--json"
+    )
+    assert "gap_closed" not in json.loads(off.stdout)
+
+
+def test_an_impossible_deadline_is_said_in_one_line_before_the_run():
+    result = invoke("simulate", "-t", "spot_us_east.csv", "-p", "deadline", "--deadline-h", "6")
+    assert result.exit_code == 0
+    warning = [line for line in result.stderr.splitlines() if "cannot be met" in line]
+    assert len(warning) == 1 and "16 nodes" in warning[0] and "7.7 h" in warning[0]
+    summary = json.loads(
+        invoke(
+            "simulate", "-t", "spot_us_east.csv", "-p", "deadline", "--deadline-h", "6",
+            "--json", "--no-yardstick",
+        ).stdout
+    )  # fmt: skip
+    assert summary["deadline_feasible"] is False and summary["deadline_met"] is False
+
+
+def test_deadline_without_spot_runs_on_demand_once_and_no_dearer(tmp_path: Path):
+    """Issue 10: 380 rescales and 119 USD against 98 USD for one on-demand node."""
+    trace = str(no_spot_trace(tmp_path))
+    common = ("--deadline-h", "40", "--max-nodes", "1", "--on-demand-price-per-hour", "3.67")
+    ours = json.loads(invoke("simulate", "-t", trace, "-p", "deadline", *common, "--json").stdout)
+    straight = json.loads(
+        invoke(
+            "simulate", "-t", trace, "-p", "fixed", "--set", "use_on_demand=true", *common,
+            "--json", "--no-yardstick",
+        ).stdout
+    )  # fmt: skip
+    assert ours["deadline_met"] and ours["rescales"] == 0
+    assert ours["cost_usd"] <= straight["cost_usd"] * 1.001
+    assert ours["cost_vs_on_demand"] <= 1.001
+    assert ours["gap_closed"] is None  # greedy with fallback is already the optimum here
+
+
+def test_sweep_adds_the_yardstick_columns_and_the_optimum(tmp_path: Path):
+    out = tmp_path / "sweep"
+    result = invoke(
+        "sweep", "--traces", "spot_us_east.csv", "--policies", "all", "--seeds", "0-1",
+        "--max-nodes", "4", "--deadline-h", "30", "--workers", "1", "--out", str(out),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    frame = pd.read_parquet(out / "sweep.parquet")
+    assert "optimal" in set(frame["policy"]) and "on_demand" in set(frame["policy"])
+    assert set(YARDSTICK_COLUMNS) <= set(frame.columns)
+    assert "gap_closed" in result.stdout and "greedy with fallback" in result.stdout
+    met = frame[frame["deadline_met"].astype(bool)]
+    best = frame[frame["policy"] == "optimal"].set_index("seed")["cost_usd"]
+    for _, row in met.iterrows():
+        assert best[row["seed"]] <= row["cost_usd"] * 1.02, row["policy"]
+    mine = frame[frame["policy"] == "deadline"]
+    assert (mine["cost_vs_on_demand"] <= 1.005).all()
+    assert (out / "pareto.png").stat().st_size > 0
+
+
+def test_without_a_deadline_the_sweep_has_no_oracle_and_no_yardstick():
+    spec = SweepSpec(traces=("spot_us_east.csv",), policies=("greedy",), seeds=(0,))
+    assert not spec.yardstick and spec.total_points == spec.size
+    frame = run_sweep(spec, workers=1)
+    assert "gap_closed" not in frame
