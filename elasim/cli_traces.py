@@ -84,7 +84,18 @@ def traces_import(
         ..., metavar="IN", help="Source file (or several, comma-separated)."
     ),
     output_path: Path = typer.Argument(..., metavar="OUT", help="Canonical CSV to write."),
-    fmt: str = typer.Option(..., "--format", "-f", help="skypilot | bamboo | aws-price | philly"),
+    fmt: str = typer.Option(
+        ...,
+        "--format",
+        "-f",
+        help="skypilot | bamboo | aws-price | philly | csv | skypilot-raw",
+    ),
+    maps: list[str] | None = typer.Option(
+        None,
+        "--map",
+        help="csv: field=column (repeatable): time, available | fail, price; "
+        "or submit, duration | end, gpus, priority. Columns: header names or 1-based indexes.",
+    ),
     options: list[str] | None = typer.Option(
         None,
         "--opt",
@@ -107,6 +118,8 @@ def traces_import(
 
     def run() -> Any:
         opts: dict[str, Any] = parse_sets(options)
+        if maps:
+            opts["map"] = ",".join(maps)
         for key, value in (
             ("base", base),
             ("zone", zone),
@@ -122,3 +135,6 @@ def traces_import(
     trace = _run_guarded(run)
     rows = len(trace.time_s) if hasattr(trace, "available") else len(trace.submit_time_s)
     out_console.print(f"wrote {output_path} ({trace.kind} trace, {rows:,} rows)")
+    rounded = dict(trace.metadata.extra).get("gpus_rounded_up")
+    if rounded:
+        out_console.print(f"rounded {rounded} fractional GPU counts up to whole GPUs")

@@ -361,17 +361,17 @@ def test_philly_errors(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- wrong formats
+RAW = "skypilot-spot-strategy-raw/2022-10-26T22-05/us-west-2a_v100_1.txt"
+#: ``csv`` has no native file: without a mapping every file is the wrong format.
 NATIVE = {
     "skypilot": f"{SKY16}/us-east-2b_v100_1.json",
     "bamboo": P3,
     "philly": PHILLY,
     "aws-price": f"{PRICE_DIR}/p3.2xlarge.json",
+    "skypilot-raw": RAW,
+    "csv": None,
 }
-OTHER_FILES = [
-    *NATIVE.values(),
-    "skypilot-spot-strategy-raw/2022-10-26T22-05/us-west-2a_v100_1.txt",
-    "bamboo/SOURCE.md",
-]
+OTHER_FILES = [*(f for f in NATIVE.values() if f), "bamboo/SOURCE.md"]
 
 
 @pytest.mark.parametrize(
@@ -398,8 +398,8 @@ def test_binary_and_missing_inputs(tmp_path: Path) -> None:
 
 
 def test_options_are_checked() -> None:
-    with pytest.raises(TraceError, match="unknown import format 'csv'"):
-        import_trace("csv", "x")
+    with pytest.raises(TraceError, match="unknown import format 'parquet'"):
+        import_trace("parquet", "x")
     with pytest.raises(TraceError, match="unknown option 'zone' for format skypilot"):
         import_trace("skypilot", "x", zone="a")
     with pytest.raises(TraceError, match="gpus_per_node=two"):
@@ -412,6 +412,10 @@ def test_options_are_checked() -> None:
 
 # --------------------------------------------------------------------------- fuzz
 SMALL_INPUTS = {
+    "skypilot-raw": (
+        "0,2022-10-26T22:05:04.000Z,0\n1,2022-10-26T22:15:04.000Z,1\n2,2022-10-26T22:25:04.000Z,0\n"
+    ),
+    "csv": "t,n,p\n0,1,0.9\n60,0,0.9\n120,2,1.1\n",
     "skypilot": '{"metadata": {"gap_seconds": 60}, "data": [0, 2, 2, 1], "prices": [1, 1, 2, 2]}',
     "bamboo": "0,add,n1\r\n0,add,n2\r\n60000,remove,n1\r\n120000,add,n3\r\n",
     "philly": (
@@ -454,7 +458,9 @@ def test_importers_on_corrupted_input_raise_only_trace_error(
         else:
             lines = text.split("\n")
             text = "\n".join(reversed(lines))  # reorder rows
-    opts = {"base": CapacityTrace("b", [0], [1], duration_s=10)} if fmt == "aws-price" else {}
+    opts: dict = {"base": CapacityTrace("b", [0], [1], duration_s=10)} if fmt == "aws-price" else {}
+    if fmt == "csv":
+        opts = {"map": "time=t,available=n,price=p"}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "in.txt"
         path.write_bytes(text.encode("utf-8", errors="surrogatepass"))

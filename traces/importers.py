@@ -14,6 +14,11 @@ every choice they make are documented per function below and in
 * ``philly``: Pollux-condensed Philly CSV
   (``timestamp,duration,num_gpus,gpu_time,cluster``) -> job trace
   (:func:`import_philly`).
+* ``csv``: any CSV, its columns named by ``map`` (``time=2,fail=3``,
+  ``submit=start,end=finish,gpus=gpu``) -> capacity or job trace
+  (:func:`~.from_csv.import_csv`), without writing code.
+* ``skypilot-raw``: the raw Can't Be Late probe logs (``idx,ISO-time,fail``), a
+  preset of ``csv``.
 
 Each format has its own module (``from_skypilot``, ``from_bamboo``,
 ``from_aws_price``, ``from_philly``, sharing ``import_common``); their functions are
@@ -36,6 +41,7 @@ from .cells import CellError, parse_float, parse_int
 from .errors import TraceError
 from .from_aws_price import import_aws_price
 from .from_bamboo import import_bamboo
+from .from_csv import PRESETS, import_csv
 from .from_philly import POLLUX_MAX_GPU_TIME_S, POLLUX_MIN_DURATION_S, import_philly
 from .from_skypilot import import_skypilot
 from .import_common import PathLike, _show
@@ -49,6 +55,7 @@ __all__ = [
     "ImporterOption",
     "import_aws_price",
     "import_bamboo",
+    "import_csv",
     "import_philly",
     "import_skypilot",
     "import_trace",
@@ -56,7 +63,14 @@ __all__ = [
 ]
 
 #: Formats understood by :func:`import_trace`.
-IMPORT_FORMATS: tuple[str, ...] = ("skypilot", "bamboo", "aws-price", "philly")
+IMPORT_FORMATS: tuple[str, ...] = (
+    "skypilot",
+    "bamboo",
+    "aws-price",
+    "philly",
+    "csv",
+    "skypilot-raw",
+)
 
 
 # --------------------------------------------------------------------------- options
@@ -91,7 +105,24 @@ _NODE_META = (
     ),
 )
 
+_CSV_READ = (
+    ImporterOption("time_unit", "str", "s", "unit of plain-number times: s, ms, min or h"),
+    ImporterOption(
+        "start", "str", None, "trace time 0: a timestamp or number like the time column's"
+    ),
+    ImporterOption("nodes", "int", 1, "nodes obtainable when a fail flag is not 1"),
+    ImporterOption(
+        "duration_s", "float", None, "trace length (default: last row + median gap between rows)"
+    ),
+)
+_CSV = (
+    ImporterOption("map", "list", None, "field=column pairs, e.g. time=2,fail=3 (required)"),
+    ImporterOption("header", "bool", None, "first line is a header (default: if map uses names)"),
+)
+
 _OPTIONS: dict[str, tuple[ImporterOption, ...]] = {
+    "csv": _COMMON + _NODE_META + _CSV + _CSV_READ,
+    "skypilot-raw": _COMMON + _NODE_META + _CSV_READ,
     "skypilot": _COMMON + _NODE_META,
     "bamboo": _COMMON
     + _NODE_META
@@ -216,11 +247,16 @@ def import_trace(
         kwargs[key] = _convert_option(fmt, known[key], value)
     if kwargs.get("name") is None:
         kwargs["name"] = Path(out_path).stem if out_path is not None else None
+    if fmt in PRESETS:
+        for key, value in PRESETS[fmt].items():
+            kwargs[key] = _convert_option(fmt, {o.name: o for o in _CSV}[key], value)
     func: Callable[..., CapacityTrace | JobTrace] = {
         "skypilot": import_skypilot,
         "bamboo": import_bamboo,
         "aws-price": import_aws_price,
         "philly": import_philly,
+        "csv": import_csv,
+        "skypilot-raw": import_csv,
     }[fmt]
     trace = func(in_path, **kwargs)
     if out_path is not None:

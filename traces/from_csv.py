@@ -1,0 +1,352 @@
+"""Import any CSV as a capacity or job trace by naming its columns (``--format csv --map``).
+
+A mapping says which column of the input holds which field of elasim's trace:
+``time=2,fail=3`` or ``submit=submitted,duration=runtime,gpus=gpus``.  A column is a
+header name, or a 1-based index (all digits) for files without a header.
+
+Capacity fields: ``time`` (required), then either ``available`` (node counts) or
+``fail`` (failure flags: ``1`` = not obtainable, anything else = ``nodes`` nodes
+obtainable), and optionally ``price`` (USD per node-hour).  Job fields: ``submit``
+(required), ``duration`` or ``end``, ``gpus`` (fractional GPUs are rounded up, and
+how many were is logged and kept as ``gpus_rounded_up`` metadata) and optionally
+``priority``.
+
+Times are seconds (``time_unit`` scales plain numbers: ``s``, ``ms``, ``min``,
+``h``) or ISO 8601 timestamps (naive ones are UTC); trace time 0 is the first row,
+or ``start``.  A capacity trace lasts until its last row plus the median gap between
+rows unless ``duration_s`` says otherwise.  Rows must come in time order; lines
+starting with ``#`` and blank lines are skipped.
+
+Every bad cell is a :class:`~.errors.TraceError` naming the file, the line and the
+column (its 1-based index), and the CLI exits 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cells import CellError, iter_lines, parse_float, read_text, split_csv_line
+from .errors import TraceError
+from .import_common import PathLike, _compress, _node_metadata, _single_path
+from .model import CapacityTrace, JobTrace
+
+__all__ = ["CAPACITY_FIELDS", "JOB_FIELDS", "PRESETS", "import_csv"]
+
+logger = logging.getLogger(__name__)
+
+CAPACITY_FIELDS = ("time", "available", "fail", "price")
+JOB_FIELDS = ("submit", "duration", "end", "gpus", "priority")
+_UNITS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}
+
+#: Named mappings for known raw formats (``--format`` values that mean ``csv``).
+PRESETS: dict[str, dict[str, str]] = {
+    # Can't Be Late's raw probe logs: ``idx,ISO-time,fail`` without a header, one
+    # probe of one node every ~600 s (Michaelvll/skypilot-spot-strategy)
+    "skypilot-raw": {"map": "time=2,fail=3", "header": "false"},
+}
+
+
+@dataclass(frozen=True)
+class _Table:
+    """The input's data rows: (line number, cells), and the header's names."""
+
+    rows: list[tuple[int, list[str]]]
+    names: dict[str, int]
+
+
+def _parse_map(text: Any) -> dict[str, str]:
+    items = text if isinstance(text, (tuple, list)) else str(text).split(",")
+    mapping: dict[str, str] = {}
+    for item in items:
+        field, sep, column = str(item).partition("=")
+        field, column = field.strip(), column.strip()
+        if not sep or not field or not column:
+            raise TraceError(f"csv option map: expected field=column, got {item!r}")
+        if field not in CAPACITY_FIELDS + JOB_FIELDS:
+            known = ", ".join(CAPACITY_FIELDS + JOB_FIELDS)
+            raise TraceError(f"csv option map: unknown field {field!r}; known: {known}")
+        if field in mapping:
+            raise TraceError(f"csv option map: field {field!r} mapped twice")
+        mapping[field] = column
+    return mapping
+
+
+def _read_table(path: Path, text: str, header: bool) -> _Table:
+    rows: list[tuple[int, list[str]]] = []
+    names: dict[str, int] = {}
+    for number, line in iter_lines(text):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            cells = [c.strip() for c in split_csv_line(line)]
+        except CellError as exc:
+            raise TraceError(str(exc), path, number) from None
+        if header and not names and not rows:
+            names = {name: i for i, name in enumerate(cells)}
+            continue
+        rows.append((number, cells))
+    if not rows:
+        raise TraceError("no data rows", path)
+    return _Table(rows, names)
+
+
+def _column_index(column: str, table: _Table, path: Path) -> int:
+    if column.isdigit():
+        index = int(column) - 1
+        if index < 0:
+            raise TraceError(f"csv option map: columns count from 1, got {column}", path)
+        return index
+    if column not in table.names:
+        shown = ", ".join(table.names) or "(no header: use --opt header=true or 1-based indexes)"
+        raise TraceError(f"no column named {column!r}; the header has: {shown}", path, 1)
+    return table.names[column]
+
+
+def _cells(table: _Table, index: int, path: Path) -> list[tuple[int, str]]:
+    out = []
+    for number, cells in table.rows:
+        if index >= len(cells):
+            raise TraceError(f"row has {len(cells)} columns, needs {index + 1}", path, number)
+        out.append((number, cells[index]))
+    return out
+
+
+def _absolute_times(
+    cells: list[tuple[int, str]], column: int, unit: str, path: Path
+) -> tuple[np.ndarray, bool]:
+    """Each cell as seconds (numbers times ``unit``, or POSIX seconds of a timestamp)."""
+    scale = _UNITS.get(unit)
+    if scale is None:
+        raise TraceError(f"csv option time_unit: expected one of {', '.join(_UNITS)}, got {unit!r}")
+    values = np.empty(len(cells))
+    iso = False
+    for i, (number, text) in enumerate(cells):
+        try:
+            values[i] = parse_float(text) * scale
+            continue
+        except CellError:
+            stamp = _timestamp(text)
+        if stamp is None:
+            raise TraceError(
+                f"time: neither a number nor an ISO 8601 timestamp: {text!r}",
+                path,
+                number,
+                column + 1,
+            )
+        values[i], iso = stamp, True
+    return values, iso
+
+
+def _relative(
+    values: np.ndarray, iso: bool, start: Any, cells: list[tuple[int, str]], column: int, path: Path
+) -> np.ndarray:
+    """Seconds since trace time 0 (the first row, or ``start``), checked for order."""
+    if start is None:
+        origin: float | None = float(values[0])
+    elif iso:
+        origin = _timestamp(str(start))
+    else:
+        try:
+            origin = parse_float(str(start))
+        except CellError:
+            origin = None
+    if origin is None:
+        raise TraceError(f"csv option start: not a time like the column's: {start!r}")
+    out = values - origin
+    for i in range(1, len(out)):
+        if out[i] < out[i - 1]:
+            raise TraceError(
+                "time goes backwards: rows must be in time order", path, cells[i][0], column + 1
+            )
+    return out
+
+
+def _timestamp(text: str) -> float | None:
+    """POSIX seconds of an ISO 8601 timestamp (naive ones are UTC), or None."""
+    candidate = text.strip()
+    if candidate.endswith(("Z", "z")):
+        candidate = candidate[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(candidate)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def _numbers(cells: list[tuple[int, str]], column: int, field: str, path: Path) -> np.ndarray:
+    values = np.empty(len(cells))
+    for i, (number, text) in enumerate(cells):
+        try:
+            values[i] = parse_float(text)
+        except CellError as exc:
+            raise TraceError(f"{field}: {exc}", path, number, column + 1) from None
+    return values
+
+
+def _counts(cells: list[tuple[int, str]], column: int, field: str, path: Path) -> np.ndarray:
+    values = _numbers(cells, column, field, path)
+    for (number, _), value in zip(cells, values, strict=True):
+        if value < 0 or value != math.floor(value):
+            raise TraceError(f"{field}: not a node count: {value:g}", path, number, column + 1)
+    return values.astype(np.int64)
+
+
+def _duration_s(times: np.ndarray, given: float | None) -> float:
+    if given is not None:
+        return float(given)
+    gaps = np.diff(times)
+    gaps = gaps[gaps > 0]
+    return float(times[-1] + (np.median(gaps) if gaps.size else 1.0))
+
+
+def import_csv(
+    in_path: PathLike,
+    *,
+    map: Any = None,  # noqa: A002 - the option is called map on the command line
+    header: bool | None = None,
+    time_unit: str = "s",
+    start: Any = None,
+    nodes: int | None = 1,
+    duration_s: float | None = None,
+    name: str | None = None,
+    instance_type: str | None = None,
+    region: str | None = None,
+    gpus_per_node: int | None = 1,
+    on_demand_price_per_hour: float | None = None,
+    source: str | None = None,
+) -> CapacityTrace | JobTrace:
+    """Import a CSV whose columns ``map`` names (see the module docstring)."""
+    path = _single_path(in_path, "csv")
+    text = read_text(path)
+    if map is None:
+        raise TraceError(
+            "format csv needs a column mapping: --map time=COL,available=COL ...", path
+        )
+    mapping = _parse_map(map)
+    by_name = any(not column.isdigit() for column in mapping.values())
+    table = _read_table(path, text, by_name if header is None else header)
+    index = {field: _column_index(column, table, path) for field, column in mapping.items()}
+    column = {field: _cells(table, i, path) for field, i in index.items()}
+    meta = {
+        "instance_type": instance_type,
+        "region": region,
+        "gpus_per_node": gpus_per_node,
+        "on_demand_price_per_hour": on_demand_price_per_hour,
+    }
+    if "submit" in mapping:
+        return _jobs(path, mapping, index, column, time_unit, start, name, source)
+    if "time" not in mapping:
+        raise TraceError("csv option map: a capacity trace needs time=COL, a job trace submit=COL")
+    raw, iso = _absolute_times(column["time"], index["time"], time_unit, path)
+    times = _relative(raw, iso, start, column["time"], index["time"], path)
+    if times[0] > 0:
+        raise TraceError(
+            "the start option is before the first row: nothing is known about that time",
+            path,
+            column["time"][0][0],
+            index["time"] + 1,
+        )
+    first = int(np.flatnonzero(times <= 0)[-1])  # the row in force at the start
+    times = np.maximum(times[first:], 0.0)
+    if ("available" in mapping) == ("fail" in mapping):
+        raise TraceError("csv option map: give exactly one of available=COL and fail=COL")
+    if "available" in mapping:
+        available = _counts(column["available"], index["available"], "available", path)
+    else:
+        flags = _numbers(column["fail"], index["fail"], "fail", path)
+        available = np.where(flags == 1, 0, 1 if nodes is None else nodes).astype(np.int64)
+    available = available[first:]
+    price = None
+    if "price" in mapping:
+        price = _numbers(column["price"], index["price"], "price", path)[first:]
+    length = _duration_s(times, duration_s)
+    t, a, p = _compress(times, available, price)
+    described = ",".join(f"{k}={v}" for k, v in mapping.items())
+    metadata = _node_metadata(**meta, source=source or f"{path.name} (csv, map {described})")
+    try:
+        return CapacityTrace(
+            name=name or path.stem,
+            time_s=t,
+            available=a,
+            price_per_hour=p,
+            metadata=metadata,
+            duration_s=length,
+        )
+    except ValueError as exc:
+        raise TraceError(str(exc), path) from None
+
+
+def _jobs(
+    path: Path,
+    mapping: dict[str, str],
+    index: dict[str, int],
+    column: dict[str, list[tuple[int, str]]],
+    time_unit: str,
+    start: Any,
+    name: str | None,
+    source: str | None,
+) -> JobTrace:
+    """The job-trace half of :func:`import_csv`."""
+    if ("duration" in mapping) == ("end" in mapping) or "gpus" not in mapping:
+        raise TraceError("csv option map: a job trace needs submit, gpus and one of duration, end")
+    raw, iso = _absolute_times(column["submit"], index["submit"], time_unit, path)
+    submit = _relative(raw, iso, start, column["submit"], index["submit"], path)
+    if "duration" in mapping:
+        duration = _numbers(column["duration"], index["duration"], "duration", path)
+        duration = duration * _UNITS[time_unit]
+    else:
+        ends, _ = _absolute_times(column["end"], index["end"], time_unit, path)
+        duration = ends - raw
+    kept = submit >= 0  # jobs submitted before the start option are left out
+    if not kept.any():
+        raise TraceError("no job is submitted at or after the start option", path)
+    column = {
+        field: [c for c, keep in zip(cells, kept, strict=True) if keep]
+        for field, cells in column.items()
+    }
+    raw, submit, duration = raw[kept], submit[kept], duration[kept]
+    for (number, _), value in zip(column["submit"], duration, strict=True):
+        if not value > 0:
+            raise TraceError(f"job runs {value:g} s: duration must be > 0", path, number)
+    raw = _numbers(column["gpus"], index["gpus"], "gpus", path)
+    gpus = np.ceil(raw).astype(np.int64)
+    rounded = int(np.count_nonzero(gpus != raw))
+    for (number, _), value in zip(column["gpus"], raw, strict=True):
+        if not value > 0:
+            raise TraceError(f"gpus must be > 0, got {value:g}", path, number, index["gpus"] + 1)
+    priority = None
+    if "priority" in mapping:
+        priority = _counts(column["priority"], index["priority"], "priority", path)
+    extra: tuple[tuple[str, str], ...] = ()
+    if rounded:
+        logger.warning("%s: rounded %d fractional GPU counts up to whole GPUs", path, rounded)
+        extra = (("gpus_rounded_up", str(rounded)),)
+    described = ",".join(f"{k}={v}" for k, v in mapping.items())
+    metadata = _node_metadata(
+        instance_type=None,
+        region=None,
+        gpus_per_node=1,
+        on_demand_price_per_hour=None,
+        source=source or f"{path.name} (csv, map {described})",
+        extra=extra,
+    )
+    try:
+        return JobTrace(
+            name=name or path.stem,
+            submit_time_s=submit,
+            duration_s=duration,
+            num_gpus=gpus,
+            priority=priority,
+            metadata=metadata,
+        )
+    except ValueError as exc:
+        raise TraceError(str(exc), path) from None
