@@ -6,7 +6,15 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ._common import HOLD_NOTHING, TIME_EPS_S, all_usable_spot, check_float, usable_spot, wake_after
+from ._common import (
+    HOLD_NOTHING,
+    TIME_EPS_S,
+    all_usable_spot,
+    check_bool,
+    check_float,
+    usable_spot,
+    wake_after,
+)
 from ._ondemand import (
     DEFAULT_OVERHEAD_FRACTION,
     DEFAULT_SAFETY_MARGIN_S,
@@ -89,6 +97,10 @@ class DeadlinePolicy(PolicyBase):
             release_lead_s: slack, in seconds, at which committed on-demand nodes
                 may be released for spot; None means ``payback_factor`` times one
                 switch (a start from nothing plus a rescale).
+            pace: spend the slack evenly over time (Uniform Progress): without spot,
+                run on-demand once the job is behind that pace, and give the nodes
+                back when spot returns; off, wait for spot until the last safe
+                moment (Can't Be Late's Greedy).
         """
 
         safety_margin_s: float = DEFAULT_SAFETY_MARGIN_S
@@ -96,6 +108,7 @@ class DeadlinePolicy(PolicyBase):
         risk_fraction: float = 0.005
         payback_factor: float = 4.0
         release_lead_s: float | None = None
+        pace: bool = True
 
         def __post_init__(self) -> None:
             check_float("safety_margin_s", self.safety_margin_s)
@@ -105,6 +118,7 @@ class DeadlinePolicy(PolicyBase):
             check_float("risk_fraction", self.risk_fraction)
             check_float("payback_factor", self.payback_factor)
             check_float("release_lead_s", self.release_lead_s, optional=True)
+            check_bool("pace", self.pace)
 
     config: Config
 
@@ -148,13 +162,38 @@ class DeadlinePolicy(PolicyBase):
             self.config.risk_fraction * plan.cost_usd + plan.usd_per_sample * done - obs.spent_usd
         )
 
+    def _pace(self, obs: Observation, plan: OnDemandPlan) -> float:
+        """Seconds of slack the uniform pace lets go per second."""
+        assert obs.deadline_s is not None
+        if not self.config.pace:
+            return 0.0
+        total = obs.deadline_s - plan.finish_s - self.margin_s(obs)
+        return max(total, 0.0) / obs.deadline_s
+
+    def reserve_s(self, obs: Observation, plan: OnDemandPlan) -> float:
+        """Slack to keep for later: the plan's spare slack, spent evenly over time.
+
+        Spending the whole slack on waiting for spot early (Can't Be Late's "Greedy")
+        leaves none for what comes later: once the job runs on on-demand nodes at the
+        last safe moment it can never afford to go back to spot.  Kept in reserve,
+        the slack lets it buy on-demand nodes only while spot is away, and return to
+        spot when it comes back (Can't Be Late's Uniform Progress, in slack).
+        """
+        assert obs.deadline_s is not None
+        return self._pace(obs, plan) * max(obs.deadline_s - obs.now_s, 0.0)
+
     def venture_usd(self, obs: Observation, nodes: int, new: int, usd_per_sample: float) -> float:
-        """What adding ``new`` spot nodes (to reach ``nodes``) costs before it pays."""
+        """What adding ``new`` spot nodes (to reach ``nodes``) can cost before it pays.
+
+        Their boot, the group's pause, and the work of one checkpoint interval, which a
+        drop that takes every node without notice rolls back.
+        """
         if new <= 0:
             return 0.0
         boot_usd = new * obs.spot_price_per_hour * obs.worst_pause_s / 3600.0
-        pause_usd = usd_per_sample * obs.goodput(nodes) * obs.rescale_cost_s
-        return boot_usd + pause_usd
+        interval = min(obs.checkpoint_interval_s, 86400.0)
+        lost_s = obs.rescale_cost_s + interval
+        return boot_usd + usd_per_sample * obs.goodput(nodes) * lost_s
 
     # -- the decision -----------------------------------------------------------------
 
@@ -177,7 +216,12 @@ class DeadlinePolicy(PolicyBase):
         if spare <= TIME_EPS_S:
             return self._commit(obs, plan, budget)
         spot = self._spot_alone(obs, plan, budget)
-        return Decision(spot, 0, self._wake(obs, plan, spot, spare))
+        if spot:
+            return Decision(spot, 0, self._wake(obs, plan, spot, spare))
+        ahead = spare - self.reserve_s(obs, plan)
+        if ahead <= TIME_EPS_S:  # behind the uniform pace: on-demand until spot returns
+            return self._commit(obs, plan, budget)
+        return Decision(0, 0, wake_after(ahead / (1.0 - self._pace(obs, plan))))
 
     def _spot_alone(self, obs: Observation, plan: OnDemandPlan, budget: float) -> int:
         """Spot nodes to hold before the last safe moment (0: hold nothing)."""
@@ -219,17 +263,23 @@ class DeadlinePolicy(PolicyBase):
         """Holding on-demand nodes: keep them, unless spot can carry the job again."""
         spot = cost_effective_spot(obs, 0, plan.usd_per_sample)
         unused = usable_spot(obs) > obs.spot_held
+        wake = None
         if unused and spot >= obs.min_nodes and budget >= 0.0:
             spare = self.slack_s(obs, plan.nodes) - self.margin_s(obs)
             if obs.on_demand_held == plan.nodes:  # taking them back later costs a start
                 spare -= obs.worst_pause_s
+            short = self.reserve_s(obs, plan) + self.release_lead_s(obs) - spare
             new = max(spot - obs.spot_held, 0)
-            if spare >= self.release_lead_s(obs) and budget >= self.venture_usd(
-                obs, spot, new, plan.usd_per_sample
-            ):
+            # going back to spot also risks taking the on-demand nodes again (a start)
+            again_usd = plan.nodes * obs.on_demand_price_per_hour * obs.worst_pause_s / 3600.0
+            venture = self.venture_usd(obs, spot, new, plan.usd_per_sample) + again_usd
+            if short <= 0.0 and budget >= venture:
                 return Decision(spot, 0, self._wake(obs, plan, spot, spare))
+            pace = self._pace(obs, plan)
+            if short > 0.0 and pace > 0.0:  # the reserve shrinks: look again when it has
+                wake = wake_after(short / pace)
         on_demand = self._on_demand_needed(obs, obs.on_demand_held)
-        return Decision(self._top_up(obs, on_demand, budget), on_demand, None)
+        return Decision(self._top_up(obs, on_demand, budget), on_demand, wake)
 
     def _wake(
         self, obs: Observation, plan: OnDemandPlan, spot: int, slack_s: float

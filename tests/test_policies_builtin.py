@@ -198,8 +198,8 @@ def make_obs_like(obs: Observation, **changes: Any) -> Observation:
 # -------------------------------------------------------------------------- deadline
 
 # 1e6 samples at 100/s per node, deadline 10 000 s, 60 s per pause (no resume estimate,
-# so the start pause and the worst pause are 60 s too), no checkpoints, on-demand
-# 3 USD/h, spot 1 USD/h.  k on-demand nodes take 60 + 10 000 / k s, so the cheapest
+# so the start pause and the worst pause are 60 s too), a free checkpoint every 60 s
+# (nothing lost to it, at most 60 s rolled back), on-demand 3 USD/h, spot 1 USD/h.  k on-demand nodes take 60 + 10 000 / k s, so the cheapest
 # plan that meets the deadline is k0 = 2 (5 060 s, 8.43 USD; 3 nodes cost 8.48).
 # A sample on the plan costs 2 * 3 / 3600 / 200 USD.  The policy keeps a margin of
 # its safety margin (0 here) plus one pause (60 s) that spot may not use.
@@ -208,9 +208,10 @@ PLAN_USD_PER_SAMPLE = 2 * 3.0 / 3600.0 / 200.0
 
 
 def deadline_policy(**config: Any) -> DeadlinePolicy:
-    """The policy without margin or overhead, to keep the arithmetic simple."""
+    """The policy without margin, overhead or pace, to keep the arithmetic simple."""
     config.setdefault("safety_margin_s", 0.0)
     config.setdefault("overhead_fraction", 0.0)
+    config.setdefault("pace", False)
     return DeadlinePolicy(DeadlinePolicy.Config(**config))
 
 
@@ -222,6 +223,7 @@ def deadline_obs(progress: float = 0.0, **overrides: Any) -> Observation:
         progress=progress,
         remaining_samples=1e6 * (1.0 - progress),
         spot_available=0,
+        checkpoint_interval_s=60.0,
     )
     fields.update(overrides)
     return make_obs(**fields)
@@ -255,12 +257,13 @@ def test_deadline_never_flaps_on_demand_without_spot() -> None:
 
 def test_deadline_takes_spot_only_while_the_bet_covers_its_start() -> None:
     # the budget at the start is the bet: risk_fraction x 8.43 USD; starting 8 spot
-    # nodes costs 8 x 60 s of spot and 60 s of 800 samples/s at the plan's price
-    start_usd = 8 * 1.0 * 60 / 3600 + PLAN_USD_PER_SAMPLE * 800 * 60
-    assert start_usd == pytest.approx(0.5333, abs=1e-4)
+    # nodes risks 8 x 60 s of spot, and 60 s of pause plus 60 s rolled back of 800
+    # samples/s at the plan's price
+    start_usd = 8 * 1.0 * 60 / 3600 + PLAN_USD_PER_SAMPLE * 800 * (60 + 60)
+    assert start_usd == pytest.approx(0.9333, abs=1e-4)
     timid = deadline_policy(risk_fraction=0.005).decide(deadline_obs(spot_available=8))
     assert timid.total_nodes == 0  # 0.042 USD cannot pay it
-    bold = deadline_policy(risk_fraction=0.1).decide(deadline_obs(spot_available=8))
+    bold = deadline_policy(risk_fraction=0.2).decide(deadline_obs(spot_available=8))
     assert bold == Decision(8, 0, None)  # 8 spot nodes are faster than 2 on-demand: no wake
 
 
@@ -277,7 +280,7 @@ def test_deadline_stops_spot_when_it_lost_money() -> None:
 
 
 def test_deadline_gives_on_demand_back_only_with_enough_slack() -> None:
-    policy = deadline_policy(risk_fraction=0.1)
+    policy = deadline_policy(risk_fraction=0.2)
     # release lead 4 x (60 + 60) = 480 s.  At 3 000 s with 30 % done, released now the
     # job could still wait 10 000 - 3 000 - (60 + 3 500) = 3 440 s, 3 380 s beyond the
     # margin: give them back.
@@ -288,7 +291,25 @@ def test_deadline_gives_on_demand_back_only_with_enough_slack() -> None:
     behind = deadline_obs(0.0, now_s=4500.0, spot_available=8, on_demand_held=2)
     assert policy.decide(behind) == Decision(6, 2, None)
     # An explicit lead of 300 s gives them back at 380 s already.
-    assert deadline_policy(risk_fraction=0.1, release_lead_s=300.0).decide(behind) == Decision(8)
+    assert deadline_policy(risk_fraction=0.2, release_lead_s=300.0).decide(behind) == Decision(8)
+
+
+def test_deadline_paces_its_slack_and_returns_to_spot() -> None:
+    """Uniform Progress in slack: 4 880 s of spare slack spent evenly over 10 000 s."""
+    policy = deadline_policy(pace=True)
+    plan = policy.plan(deadline_obs())
+    assert policy.reserve_s(deadline_obs(), plan) == pytest.approx(4880.0)
+    # no spot at the start: behind the pace at once, so on-demand now (not at 4 880 s)
+    assert policy.decide(deadline_obs()) == Decision(0, 2, None)
+    # half-way through the spare, with spot back: give the on-demand nodes back only
+    # when the spare (4 380 s) exceeds the reserve (0.488 x 7 000 s) by the lead (480 s)
+    back = deadline_obs(0.5, now_s=3000.0, spot_available=8, on_demand_held=2, spent_usd=3.0)
+    assert policy.decide(back) == Decision(8, 0, None)
+    # not yet: keep them, add spot on top, and look again when the reserve has shrunk
+    early = deadline_obs(0.2, now_s=2000.0, spot_available=8, on_demand_held=2)
+    kept = policy.decide(early)
+    assert (kept.spot_nodes, kept.on_demand_nodes) == (6, 2)
+    assert kept.wake_after_s == pytest.approx((0.488 * 8000 + 480 - 3880) / 0.488)
 
 
 def test_deadline_runs_flat_out_when_no_plan_meets_the_deadline() -> None:
@@ -352,7 +373,7 @@ def replay_deadline(
     the simulator would.  Capacity comes from ``spot_available``, one entry per
     5 minutes, repeated.  Spot costs 1 USD/h, on-demand 3.  Returns (finish time,
     USD spent).  The toy's pauses are long for its length (30 s in a 1-hour job), so
-    starting 8 spot nodes costs 3 % of its on-demand plan.
+    starting 8 spot nodes risks 8 % of its on-demand plan.
     """
     policy = DeadlinePolicy(DeadlinePolicy.Config(risk_fraction=risk_fraction))
     done, now_s, held, pause_s, spent = 0.0, 0.0, (0, 0), 0.0, 0.0
@@ -369,6 +390,7 @@ def replay_deadline(
             deadline_s=5000.0,
             rescale_cost_s=30.0,
             spent_usd=spent,
+            checkpoint_interval_s=60.0,
         )
         decision = clamp(policy.decide(obs), obs)
         if (decision.spot_nodes, decision.on_demand_nodes) != held and decision.total_nodes:
@@ -389,7 +411,7 @@ TOY_PLAN_USD = 3 * 3.0 * (30.0 + 10_000.0 / 3) / 3600.0
 @pytest.mark.parametrize(
     "spot_available", [[0], [1], [0, 8, 0, 0, 2, 4, 0, 8, 8, 0]], ids=["none", "one", "bursty"]
 )
-@pytest.mark.parametrize("risk_fraction", [0.005, 0.05])
+@pytest.mark.parametrize("risk_fraction", [0.005, 0.1])
 def test_deadline_meets_a_feasible_deadline_within_the_plan_cost(
     spot_available: list[int], risk_fraction: float
 ) -> None:
@@ -399,8 +421,8 @@ def test_deadline_meets_a_feasible_deadline_within_the_plan_cost(
 
 
 def test_deadline_saves_when_spot_comes_and_goes() -> None:
-    _, without_spot = replay_deadline([0], risk_fraction=0.05)
-    _, with_spot = replay_deadline([0, 8, 0, 0, 2, 4, 0, 8, 8, 0], risk_fraction=0.05)
+    _, without_spot = replay_deadline([0], risk_fraction=0.1)
+    _, with_spot = replay_deadline([0, 8, 0, 0, 2, 4, 0, 8, 8, 0], risk_fraction=0.1)
     assert without_spot == pytest.approx(TOY_PLAN_USD, rel=0.01)
     assert with_spot < 0.8 * without_spot
 
