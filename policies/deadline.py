@@ -183,16 +183,16 @@ class DeadlinePolicy(PolicyBase):
         return self._pace(obs, plan) * max(obs.deadline_s - obs.now_s, 0.0)
 
     def venture_usd(self, obs: Observation, nodes: int, new: int, usd_per_sample: float) -> float:
-        """What adding ``new`` spot nodes (to reach ``nodes``) can cost before it pays.
+        """What adding ``new`` spot nodes (to reach ``nodes``) costs before it pays.
 
-        Their boot, the group's pause, and the work of one checkpoint interval, which a
-        drop that takes every node without notice rolls back.
+        Their boot, the group's pause, and the work a drop that takes every node
+        without notice rolls back: half a checkpoint interval on average.
         """
         if new <= 0:
             return 0.0
         boot_usd = new * obs.spot_price_per_hour * obs.worst_pause_s / 3600.0
         interval = min(obs.checkpoint_interval_s, 86400.0)
-        lost_s = obs.rescale_cost_s + interval
+        lost_s = obs.rescale_cost_s + 0.5 * interval
         return boot_usd + usd_per_sample * obs.goodput(nodes) * lost_s
 
     # -- the decision -----------------------------------------------------------------

@@ -199,8 +199,9 @@ def make_obs_like(obs: Observation, **changes: Any) -> Observation:
 
 # 1e6 samples at 100/s per node, deadline 10 000 s, 60 s per pause (no resume estimate,
 # so the start pause and the worst pause are 60 s too), a free checkpoint every 60 s
-# (nothing lost to it, at most 60 s rolled back), on-demand 3 USD/h, spot 1 USD/h.  k on-demand nodes take 60 + 10 000 / k s, so the cheapest
-# plan that meets the deadline is k0 = 2 (5 060 s, 8.43 USD; 3 nodes cost 8.48).
+# (nothing lost to it, at most 60 s rolled back), on-demand 3 USD/h, spot 1 USD/h.
+# k on-demand nodes take 60 + 10 000 / k s, so the cheapest plan that meets the
+# deadline is k0 = 2 (5 060 s, 8.43 USD; 3 nodes cost 8.48).
 # A sample on the plan costs 2 * 3 / 3600 / 200 USD.  The policy keeps a margin of
 # its safety margin (0 here) plus one pause (60 s) that spot may not use.
 
@@ -257,10 +258,10 @@ def test_deadline_never_flaps_on_demand_without_spot() -> None:
 
 def test_deadline_takes_spot_only_while_the_bet_covers_its_start() -> None:
     # the budget at the start is the bet: risk_fraction x 8.43 USD; starting 8 spot
-    # nodes risks 8 x 60 s of spot, and 60 s of pause plus 60 s rolled back of 800
-    # samples/s at the plan's price
-    start_usd = 8 * 1.0 * 60 / 3600 + PLAN_USD_PER_SAMPLE * 800 * (60 + 60)
-    assert start_usd == pytest.approx(0.9333, abs=1e-4)
+    # nodes risks 8 x 60 s of spot, and 60 s of pause plus 30 s rolled back (half an
+    # interval, on average) of 800 samples/s at the plan's price
+    start_usd = 8 * 1.0 * 60 / 3600 + PLAN_USD_PER_SAMPLE * 800 * (60 + 30)
+    assert start_usd == pytest.approx(0.7333, abs=1e-4)
     timid = deadline_policy(risk_fraction=0.005).decide(deadline_obs(spot_available=8))
     assert timid.total_nodes == 0  # 0.042 USD cannot pay it
     bold = deadline_policy(risk_fraction=0.2).decide(deadline_obs(spot_available=8))
