@@ -19,7 +19,8 @@ and reports two ratios, as Can't Be Late does:
 * ``gap_closed = (greedy-with-fallback cost - cost) / (greedy-with-fallback cost -
   optimal cost)``: 0 is no better than the naive baseline, 1 is as good as the
   optimum.  None when the run missed its deadline (cheap because late is not
-  better), or when the baseline is already within 0.5 % of the optimum (no gap).
+  better), or when the baseline is within 1 % of the on-demand plan's cost of the
+  optimum (the planner's own precision: no gap to speak of).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ __all__ = ["GREEDY_FALLBACK", "Yardstick", "compute_yardstick", "on_demand_basel
 
 #: The naive baseline of ``gap_closed``: a policy spec and its options.
 GREEDY_FALLBACK: tuple[str, dict[str, str]] = ("greedy", {"deadline_fallback": "true"})
-#: A gap smaller than this share of the on-demand plan's cost is no gap.
-_MIN_GAP = 0.005
+#: A gap smaller than this share of the on-demand plan's cost is no gap: the optimum's
+#: replay is only this close to the true optimum (README, benchmarks/bench_policies.py).
+_MIN_GAP = 0.01
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,9 @@ __all__ = [
 
 #: Share of running time assumed lost beyond the periodic checkpoints, for time estimates.
 DEFAULT_OVERHEAD_FRACTION = 0.0
-#: Seconds of slack kept before the deadline on top of one pause.
-DEFAULT_SAFETY_MARGIN_S = 600.0
+#: Seconds of slack kept before the deadline on top of one pause: a rollback (at most a
+#: checkpoint interval, a few minutes for the bundled jobs) and the estimates' errors.
+DEFAULT_SAFETY_MARGIN_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,14 @@ class OnDemandPlan:
         cost_usd: what the plan costs (nodes x price x ``finish_s``).
         usd_per_sample: USD per effective sample while it trains (checkpoints
             included, the start pause not): what a sample done elsewhere saves.
+        start_pause_s: the start pause the plan pays (boot and group formation).
     """
 
     nodes: int
     finish_s: float
     cost_usd: float
     usd_per_sample: float
+    start_pause_s: float = 0.0
 
 
 def job_samples(obs: Observation) -> float:
@@ -120,7 +123,7 @@ def cheapest_on_demand(
         cost = nodes * price * finish / 3600.0
         if best is None or cost < best.cost_usd * (1.0 - 1e-12):
             per_sample = nodes * price / 3600.0 / training_rate(obs, nodes, overhead_fraction)
-            best = OnDemandPlan(nodes, finish, cost, per_sample)
+            best = OnDemandPlan(nodes, finish, cost, per_sample, pause_s)
     return best
 
 
@@ -169,28 +172,22 @@ def deadline_feasible(obs: Observation) -> bool | None:
 
 
 def cost_effective_spot(obs: Observation, on_demand: int, usd_per_sample: float) -> int:
-    """The most spot nodes, beside ``on_demand`` ones, whose samples cost <= ``usd_per_sample``.
+    """The spot nodes, beside ``on_demand`` ones, that save the most against the plan.
 
-    Scaling is sub-linear, so each extra node adds less goodput for the same price:
-    the marginal cost of the ``i``-th node, ``price / (g(i) - g(i - 1))``, grows with
-    ``i``.  A node whose marginal samples cost more than the same samples on the
-    on-demand plan would make the job dearer than that plan, so the count stops
-    there (the first block, up to ``min_nodes``, is judged as a whole).  Returns 0
-    when not even that block pays.
+    At the plan's price a sample is worth ``usd_per_sample``; ``s`` spot nodes next to
+    the on-demand ones then save ``usd_per_sample x (g(od + s) - g(od)) - s x price``
+    per second.  The count that saves the most wins (ties: fewer nodes), 0 when none
+    saves anything.  With sub-linear scaling the 16th node's samples can cost more
+    than on-demand ones, and with a dip in the goodput table (two nodes slower than
+    one, as for the ResNet-50 preset) the best count can lie beyond it, so every
+    count is weighed, not only the next one.
     """
     usable = min(usable_spot(obs), obs.max_nodes - on_demand)
     per_s = obs.spot_price_per_hour / 3600.0
     base = obs.goodput(on_demand)
-    first = max(obs.min_nodes - on_demand, 1)
-    if first > usable:
-        return 0
-    previous = obs.goodput(on_demand + first)
-    if previous <= base or first * per_s > usd_per_sample * (previous - base):
-        return 0
-    spot = first
-    while spot < usable:
-        nxt = obs.goodput(on_demand + spot + 1)
-        if nxt <= previous or per_s > usd_per_sample * (nxt - previous):
-            break
-        spot, previous = spot + 1, nxt
-    return spot
+    best, best_saving = 0, 0.0
+    for spot in range(max(obs.min_nodes - on_demand, 1), usable + 1):
+        saving = usd_per_sample * (obs.goodput(on_demand + spot) - base) - spot * per_s
+        if saving > best_saving * (1.0 + 1e-12) and saving > 0.0:
+            best, best_saving = spot, saving
+    return best

@@ -156,10 +156,21 @@ class DeadlinePolicy(PolicyBase):
         return obs.deadline_s - obs.now_s - self.finish_s(obs, on_demand)
 
     def budget_usd(self, obs: Observation, plan: OnDemandPlan) -> float:
-        """The plan's price of the work done, plus the bet, minus the money spent."""
+        """The plan's price of the work done, plus the bet, minus the money spent.
+
+        The plan pays one start of its nodes; a job that holds them already will not
+        pay it again when it commits, so that start is counted as the plan's too.
+        """
         done = job_samples(obs) - obs.remaining_samples
+        started = 0.0
+        if obs.on_demand_held >= plan.nodes:
+            hourly = plan.nodes * obs.on_demand_price_per_hour
+            started = hourly * plan.start_pause_s / 3600.0
         return (
-            self.config.risk_fraction * plan.cost_usd + plan.usd_per_sample * done - obs.spent_usd
+            self.config.risk_fraction * plan.cost_usd
+            + plan.usd_per_sample * done
+            + started
+            - obs.spent_usd
         )
 
     def _pace(self, obs: Observation, plan: OnDemandPlan) -> float:
@@ -182,17 +193,28 @@ class DeadlinePolicy(PolicyBase):
         assert obs.deadline_s is not None
         return self._pace(obs, plan) * max(obs.deadline_s - obs.now_s, 0.0)
 
-    def venture_usd(self, obs: Observation, nodes: int, new: int, usd_per_sample: float) -> float:
+    def venture_usd(
+        self,
+        obs: Observation,
+        nodes: int,
+        new: int,
+        usd_per_sample: float,
+        alone: bool = True,
+    ) -> float:
         """What adding ``new`` spot nodes (to reach ``nodes``) costs before it pays.
 
-        Their boot, the group's pause, and the work a drop that takes every node
-        without notice rolls back: half a checkpoint interval on average.
+        Their boot, the group's pause and, when spot nodes are the whole group
+        (``alone``), the work a drop that takes every node without notice rolls back:
+        half a checkpoint interval on average.  Beside on-demand nodes a drop costs
+        the survivors a failure pause instead, bounded by the worst pause.
         """
         if new <= 0:
             return 0.0
         boot_usd = new * obs.spot_price_per_hour * obs.worst_pause_s / 3600.0
-        interval = min(obs.checkpoint_interval_s, 86400.0)
-        lost_s = obs.rescale_cost_s + 0.5 * interval
+        if alone:
+            lost_s = obs.rescale_cost_s + 0.5 * min(obs.checkpoint_interval_s, 86400.0)
+        else:  # the survivors' failure pause (detection included) when the nodes go
+            lost_s = obs.rescale_cost_s + obs.worst_pause_s
         return boot_usd + usd_per_sample * obs.goodput(nodes) * lost_s
 
     # -- the decision -----------------------------------------------------------------
@@ -217,15 +239,57 @@ class DeadlinePolicy(PolicyBase):
             return self._commit(obs, plan, budget)
         spot = self._spot_alone(obs, plan, budget)
         if spot:
-            return Decision(spot, 0, self._wake(obs, plan, spot, spare))
+            wake = self._wake(obs, plan, spot, spare)
+            ahead = spare - self.reserve_s(obs, plan)
+            growth = self._rate(obs, spot) / self._rate(obs, plan.nodes) - 1.0
+            growth += self._pace(obs, plan)
+            lead = self.release_lead_s(obs)
+            if self.config.pace and ahead < lead and growth > 0.0:
+                # ahead enough to save (the thrifty count) then: look again
+                switch = wake_after((lead - ahead) / growth)
+                wake = switch if wake is None or (switch or math.inf) < wake else wake
+            return Decision(spot, 0, wake)
         ahead = spare - self.reserve_s(obs, plan)
         if ahead <= TIME_EPS_S:  # behind the uniform pace: on-demand until spot returns
             return self._commit(obs, plan, budget)
         return Decision(0, 0, wake_after(ahead / (1.0 - self._pace(obs, plan))))
 
+    def spot_nodes(self, obs: Observation, plan: OnDemandPlan) -> int:
+        """Spot nodes to run on alone: build slack when behind the pace, save when ahead.
+
+        Two counts are weighed.  *Thrifty*: among the counts whose samples are cheaper
+        than the plan's and whose rate is at least the plan's (the slack does not
+        shrink), the one with the cheapest samples.  *Saving*: the count that saves the
+        most against the plan's price of a sample
+        (:func:`~elasim.policies._ondemand.cost_effective_spot`), usually faster: it
+        builds slack, which later pays for fewer on-demand nodes (cheaper samples) or
+        for waiting out an outage.  Behind the pace (or without one) the saving count;
+        ahead of it by ``release_lead_s``, the thrifty one; in between, whichever is
+        held (so the count does not flap).
+        """
+        saving = cost_effective_spot(obs, 0, plan.usd_per_sample)
+        plan_rate = self._rate(obs, plan.nodes)
+        per_s = obs.spot_price_per_hour / 3600.0
+        thrifty, best_cost = 0, math.inf
+        for spot in range(obs.min_nodes, min(usable_spot(obs), obs.max_nodes) + 1):
+            rate = self._rate(obs, spot)
+            if rate < plan_rate or rate <= 0.0:
+                continue
+            cost = spot * per_s / rate
+            if cost < plan.usd_per_sample and cost < best_cost * (1.0 - 1e-12):
+                thrifty, best_cost = spot, cost
+        if not thrifty or not self.config.pace:
+            return saving
+        ahead = self.slack_s(obs, plan.nodes) - self.margin_s(obs) - self.reserve_s(obs, plan)
+        if ahead >= self.release_lead_s(obs):
+            return thrifty
+        if ahead < 0.0 or obs.spot_held != thrifty:
+            return saving
+        return thrifty
+
     def _spot_alone(self, obs: Observation, plan: OnDemandPlan, budget: float) -> int:
         """Spot nodes to hold before the last safe moment (0: hold nothing)."""
-        spot = cost_effective_spot(obs, 0, plan.usd_per_sample)
+        spot = self.spot_nodes(obs, plan)
         held = obs.spot_held
         if spot > held and budget < self.venture_usd(obs, spot, spot - held, plan.usd_per_sample):
             spot = held if budget >= 0.0 else 0  # no money to add nodes
@@ -249,7 +313,7 @@ class DeadlinePolicy(PolicyBase):
         spot = cost_effective_spot(obs, on_demand, per_sample) if per_sample else 0
         held = obs.spot_held
         if spot > held and budget < self.venture_usd(
-            obs, on_demand + spot, spot - held, per_sample
+            obs, on_demand + spot, spot - held, per_sample, alone=False
         ):
             spot = min(held, spot)
         return spot
@@ -261,7 +325,7 @@ class DeadlinePolicy(PolicyBase):
 
     def _committed(self, obs: Observation, plan: OnDemandPlan, budget: float) -> Decision:
         """Holding on-demand nodes: keep them, unless spot can carry the job again."""
-        spot = cost_effective_spot(obs, 0, plan.usd_per_sample)
+        spot = self.spot_nodes(obs, plan)
         unused = usable_spot(obs) > obs.spot_held
         wake = None
         if unused and spot >= obs.min_nodes and budget >= 0.0:

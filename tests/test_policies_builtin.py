@@ -303,9 +303,10 @@ def test_deadline_paces_its_slack_and_returns_to_spot() -> None:
     # no spot at the start: behind the pace at once, so on-demand now (not at 4 880 s)
     assert policy.decide(deadline_obs()) == Decision(0, 2, None)
     # half-way through the spare, with spot back: give the on-demand nodes back only
-    # when the spare (4 380 s) exceeds the reserve (0.488 x 7 000 s) by the lead (480 s)
+    # when the spare (4 380 s) exceeds the reserve (0.488 x 7 000 s) by the lead (480 s);
+    # that far ahead of the pace, the cheapest spot count that keeps it: 2 nodes
     back = deadline_obs(0.5, now_s=3000.0, spot_available=8, on_demand_held=2, spent_usd=3.0)
-    assert policy.decide(back) == Decision(8, 0, None)
+    assert policy.decide(back) == Decision(2, 0, None)
     # not yet: keep them, add spot on top, and look again when the reserve has shrunk
     early = deadline_obs(0.2, now_s=2000.0, spot_available=8, on_demand_held=2)
     kept = policy.decide(early)
@@ -434,10 +435,10 @@ def test_deadline_saves_when_spot_comes_and_goes() -> None:
 def test_greedy_with_fallback_is_greedy_until_the_last_safe_moment() -> None:
     policy = GreedyPolicy(GreedyPolicy.Config(deadline_fallback=True))
     # the plan: 2 on-demand nodes (60 + 5 000 s); the deadline policy's default margin,
-    # 600 s and one pause, is kept in reserve
+    # 300 s and one pause, is kept in reserve
     early = policy.decide(deadline_obs(spot_available=3))
     assert early == Decision(3, 0, None)  # 3 spot nodes are faster than the plan
-    spare = 10_000 - 5060 - 660
+    spare = 10_000 - 5060 - 360
     idle = policy.decide(deadline_obs())
     assert (idle.total_nodes, idle.wake_after_s) == (0, pytest.approx(spare))
     late = policy.decide(deadline_obs(now_s=spare + 1, spot_available=1))
