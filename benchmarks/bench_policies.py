@@ -110,6 +110,18 @@ def mean(values) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
+def summary_line(label: str, results: list[dict]) -> None:
+    """One aggregate row: means over the windows (gap closed over those with a gap)."""
+    gaps = [r["gap"] for r in results if r["gap"] is not None]
+    print(
+        f"{label}: {len(results)} windows, deadline met {sum(r['met'] for r in results)}, "
+        f"cost/OD mean {mean(r['vs_od'] for r in results):.3f} "
+        f"max {max(r['vs_od'] or 0 for r in results):.3f}, gap closed mean {mean(gaps):.3f} "
+        f"({len(gaps)} with a gap), greedy/OD {mean(r['greedy_vs_od'] for r in results):.3f}, "
+        f"optimal/OD {mean(r['optimal_vs_od'] for r in results):.3f}"
+    )
+
+
 def print_table(rows: list[tuple[str, list[dict]]]) -> list[dict]:
     header = (
         f"{'trace':<42} {'win':>3} {'met':>5} {'cost/OD':>8} {'max':>6} {'gap closed':>10} "
@@ -132,6 +144,11 @@ def print_table(rows: list[tuple[str, list[dict]]]) -> list[dict]:
         )
     gaps = [r["gap"] for r in everything if r["gap"] is not None]
     print("-" * len(header))
+    shared = [r for name, results in rows if "/" in name for r in results]
+    if shared:
+        summary_line(
+            f"the {len(shared) // max(len(rows[-1][1]), 1)} real traces in ../shared", shared
+        )
     print(
         f"all {len(everything)} windows: deadline met {sum(r['met'] for r in everything)}, "
         f"cost/OD mean {mean(r['vs_od'] for r in everything):.3f} "

@@ -104,6 +104,8 @@ class SweepSpec:
     on_demand_price_per_hour: float | None = None
     #: ``--set`` options; each policy gets those its ``Config`` has.
     policy_options: tuple[tuple[str, str], ...] = ()
+    #: add the yardstick's columns when there is a deadline (see :attr:`yardstick`)
+    with_yardstick: bool = True
 
     @property
     def total_points(self) -> int:
@@ -125,7 +127,7 @@ class SweepSpec:
     @property
     def yardstick(self) -> bool:
         """Whether the grid gets ``cost_vs_on_demand`` and ``gap_closed`` (it has a deadline)."""
-        return self.deadline_h is not None
+        return self.with_yardstick and self.deadline_h is not None
 
     def reference_points(self) -> Iterator[SweepPoint]:
         """One yardstick point per trace, seed, notice and mechanism (none without a deadline).

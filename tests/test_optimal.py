@@ -129,3 +129,10 @@ def test_the_replay_is_reproducible() -> None:
     again = simulate(trace, OptimalPolicy(), job, cfg)
     assert first.summary() == again.summary()
     assert np.array_equal(first.timeline.spot_held, again.timeline.spot_held)
+
+
+def test_a_live_run_refuses_the_oracle_before_any_worker_starts() -> None:
+    from elasim.executor.run import RunConfig, run_trace
+
+    with pytest.raises(ValueError, match="is an oracle"):
+        run_trace(RunConfig(trace="spot_us_east.csv", policy="optimal"))

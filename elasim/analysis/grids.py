@@ -73,6 +73,7 @@ def run_grid(
     checkpoint_cost_s: float | None = None,
     start_offset_s: float | None = None,
     workers: int | None = None,
+    yardstick: bool = True,
 ) -> pd.DataFrame:
     """Simulate every trace x policy x seed x notice x mechanism; one tidy row each.
 
@@ -97,6 +98,10 @@ def run_grid(
         start_offset_s: ``None`` (the default) draws each run's start in the trace
             from its seed; a number starts every run there.
         workers: processes (``None``: one per CPU, ``1``: in this process).
+        yardstick: with a deadline, add ``cost_vs_on_demand``, ``gap_closed`` and the
+            reference costs (:data:`elasim.sweep.YARDSTICK_COLUMNS`); each trace x
+            seed x notice x mechanism then also runs the on-demand plan, greedy with
+            fallback and the offline optimum.
 
     Returns:
         The sweep's columns (summary keys per row) plus ``trace_kind`` (``capacity``
@@ -127,6 +132,7 @@ def run_grid(
         rescale=tuple(rescale),
         start_offset_s=start_offset_s,
         cluster_gpus=cluster_gpus,
+        with_yardstick=yardstick,
     )
     spec.validate()
     log.info("running %d simulations", spec.size)

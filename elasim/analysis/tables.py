@@ -22,6 +22,7 @@ __all__ = [
     "paired_effect",
     "pareto_table",
     "waste_breakdown",
+    "yardstick_table",
 ]
 
 
@@ -59,6 +60,31 @@ def waste_breakdown(
     out["largest"] = out[parts].idxmax(axis=1)
     out["runs"] = grouped.size()
     out["completed_share"] = grouped["completed"].mean().astype(float)
+    return out.reset_index()
+
+
+def yardstick_table(frame: pd.DataFrame, by: Sequence[str] = ("trace", "policy")) -> pd.DataFrame:
+    """Each policy against the on-demand plan and the offline optimum (a grid with a deadline).
+
+    Returns:
+        One row per group: ``cost_vs_on_demand`` (median and max over runs),
+        ``gap_closed`` (mean over the runs that met the deadline and had a gap to
+        close, and how many did), ``hit_rate`` and ``runs``.
+    """
+    if "cost_vs_on_demand" not in frame:
+        raise ValueError("no yardstick columns: run the grid with a deadline and yardstick=True")
+    grouped = frame.groupby(list(by), sort=True)
+    met = frame["deadline_met"].astype(bool)
+    out = pd.DataFrame(
+        {
+            "cost_vs_on_demand": grouped["cost_vs_on_demand"].median(),
+            "cost_vs_on_demand_max": grouped["cost_vs_on_demand"].max(),
+            "gap_closed": grouped["gap_closed"].mean(),
+            "gap_runs": grouped["gap_closed"].count(),
+            "hit_rate": met.groupby([frame[c] for c in by]).mean(),
+            "runs": grouped.size(),
+        }
+    )
     return out.reset_index()
 
 
