@@ -146,6 +146,12 @@ def build_simulation(
     nonnegative(on_demand_price_per_hour, "--on-demand-price-per-hour")
     nonnegative(spot_price_per_hour, "--spot-price-per-hour")
     loaded_trace = load_trace(trace)
+    offset = parse_offset(start_offset_s)
+    span_s = getattr(loaded_trace, "duration_s", None)
+    if offset is not None and span_s is not None and offset >= float(span_s):
+        raise UsageError(
+            f"--start-offset-s {offset:g} is past the end of {trace} ({float(span_s):g} s)"
+        )
     spec = _job_spec(job, profile, target_samples)
     if max_nodes is not None or min_nodes is not None:
         low = spec.nodes.min if min_nodes is None else min_nodes
@@ -164,7 +170,7 @@ def build_simulation(
         rescale=mode,
         deadline_s=deadline_s,
         seed=seed,
-        start_offset_s=parse_offset(start_offset_s),
+        start_offset_s=offset,
         on_demand_price_per_hour=on_demand_price_per_hour,
         spot_price_per_hour=spot_price_per_hour,
         cluster_gpus=cluster_gpus,

@@ -302,8 +302,32 @@ def _config(
     )
 
 
+class _Terminated(BaseException):
+    """SIGTERM arrived.
+
+    It unwinds like Ctrl-C, so the run's cleanup (the workers, the temporary checkpoint
+    folder) happens, then the command exits 143.
+    """
+
+
+def _on_sigterm(_signum: int, _frame: Any) -> None:
+    raise _Terminated
+
+
 def _run(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -> None:
     """The body of ``run``: check, run, write, print; exit 1 if the job did not finish."""
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _run_inner(as_json=as_json, plot=plot, profile_out=profile_out, **flags)
+    except _Terminated:
+        raise typer.Exit(code=143) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -> None:
     out = flags["out"]
     try:
         from elasim.executor import require_torch
@@ -313,10 +337,10 @@ def _run(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -
 
         config = _config(**flags)
         if as_json or not sys.stderr.isatty():
-            result = run_trace(config)
+            result = run_trace(config, journal_dir=out)
         else:
             with _Progress(config.max_steps, config.time_scale) as progress:
-                result = run_trace(config, on_turn=progress)
+                result = run_trace(config, on_turn=progress, journal_dir=out)
         if out is not None:
             write_run(result, out, plot=plot)
         if profile_out is not None:

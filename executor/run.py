@@ -48,6 +48,7 @@ from .group import (
     StepRecord,
     WorkerStart,
 )
+from .journal import RunJournal
 from .protocol import FaultInjection, WorkerSettings
 
 __all__ = ["RunConfig", "RunResult", "run_trace", "write_run"]
@@ -291,7 +292,7 @@ def _launchers(config: RunConfig) -> tuple[list[Launcher], Any]:
     if local is None:
         local = config.max_nodes if config.agent_port is None else 0
     if local > 0:
-        launchers.append(LocalLauncher(local, log_dir=config.log_dir))
+        launchers.append(LocalLauncher(local, log_dir=config.log_dir, bind_host=config.bind_host))
     server = None
     if config.agent_port is not None:
         from .agent import AgentServer
@@ -355,6 +356,25 @@ def _writable_checkpoint_dir(path: str) -> None:
         ) from None
 
 
+def _check_run(config: RunConfig, trace: Any) -> None:
+    """What can be checked before any process starts, each failure one line."""
+    from .api import check_job_spec
+
+    check_job_spec(config.job)
+    duration_s = float(trace.duration_s)
+    offset = config.start_offset_trace_s
+    if offset is not None and offset >= duration_s:
+        raise ValueError(
+            f"--start-offset-s {offset:g} is past the end of {config.trace} "
+            f"({duration_s:g} trace seconds)"
+        )
+    if config.backend == "nccl":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError("--backend nccl needs CUDA, and this machine has none; use gloo")
+
+
 def _resolved(config: RunConfig, trace: Any) -> RunConfig:
     """``random`` start offsets drawn as the simulator draws them for the same seed."""
     if config.start_offset_trace_s is not None:
@@ -372,6 +392,7 @@ def run_trace(
     *,
     on_turn: Callable[[Controller], None] | None = None,
     on_group: Callable[[ProcessWorkerGroup], None] | None = None,
+    journal_dir: str | Path | None = None,
 ) -> RunResult:
     """Replay ``config.trace`` with ``config.policy`` on real workers.
 
@@ -379,6 +400,8 @@ def run_trace(
         config: the run.
         on_turn: called after each loop turn with the controller (progress display).
         on_group: called with the started worker group (tests inject faults).
+        journal_dir: append events and steps here as the run goes
+            (:class:`~.journal.RunJournal`), so a killed controller leaves them.
 
     Raises:
         elasim.traces.TraceError: the trace cannot be read.
@@ -390,6 +413,7 @@ def run_trace(
     from elasim.traces import load_capacity_trace
 
     trace = load_capacity_trace(config.trace)
+    _check_run(config, trace)
     config = _resolved(config, trace)
     policy = make_policy(config.policy, dict(config.policy_options), seed=config.seed)
     tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -410,6 +434,8 @@ def run_trace(
         idle_warmup=config.idle_warmup,
     )
     group = ProcessWorkerGroup(settings, launchers)
+    journal = None if journal_dir is None else RunJournal(journal_dir)
+    hook = _hooks(on_turn, journal)
     try:
         group.start()
         if on_group is not None:
@@ -420,9 +446,11 @@ def run_trace(
             group,
             RealClock(),
             _controller_config(config, group.slots),
-            on_turn=on_turn,
+            on_turn=hook,
         )
         result = controller.run()
+        if journal is not None:
+            journal(controller, force=True)
         steps = group.step_records()
         starts = group.worker_starts()
     finally:
@@ -433,6 +461,21 @@ def run_trace(
             tmp.cleanup()
     t0 = controller._t0  # noqa: SLF001 - the run's origin on the clock
     return _run_result(config, trace.name, result, group, steps, starts, t0)
+
+
+def _hooks(
+    on_turn: Callable[[Controller], None] | None, journal: RunJournal | None
+) -> Callable[[Controller], None] | None:
+    """The turn hook: the caller's, then the journal's."""
+    hooks = [h for h in (on_turn, journal) if h is not None]
+    if not hooks:
+        return None
+
+    def hook(controller: Controller) -> None:
+        for each in hooks:
+            each(controller)
+
+    return hook
 
 
 def _run_result(
@@ -526,6 +569,7 @@ def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> d
         "workers": write_parquet(out / "workers.parquet", workers),
         "timeline": write_parquet(out / "timeline.parquet", timeline),
     }
+    RunJournal(out).remove()  # the journal of a run that was not killed
     if plot:
         inputs = result.summary.get("inputs", {})
         title = (
