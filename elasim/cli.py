@@ -147,7 +147,7 @@ def build_simulation(
     nonnegative(spot_price_per_hour, "--spot-price-per-hour")
     loaded_trace = load_trace(trace)
     offset = parse_offset(start_offset_s)
-    span_s = getattr(loaded_trace, "duration_s", None)
+    span_s = loaded_trace.duration_s if loaded_trace.kind == "capacity" else None
     if offset is not None and span_s is not None and offset >= float(span_s):
         raise UsageError(
             f"--start-offset-s {offset:g} is past the end of {trace} ({float(span_s):g} s)"

@@ -156,24 +156,27 @@ def _sweep(
     if backend not in BACKENDS:
         raise _fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     _run_guarded(ensure_writable_dir, out, "--out")
-    total = spec.size
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        disable=as_json,
-    ) as progress:
-        task = progress.add_task("simulating", total=total)
-        frame = _run_guarded(
-            run_sweep,
-            spec,
-            workers=workers or None,
-            on_done=lambda: progress.advance(task),
-            backend=backend,
-            address=address,
-        )
+    def grid() -> Any:
+        # transient: a failure's one line is then the only thing left on stderr
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=as_json,
+            transient=True,
+        ) as progress:
+            task = progress.add_task("simulating", total=spec.size)
+            return run_sweep(
+                spec,
+                workers=workers or None,
+                on_done=lambda: progress.advance(task),
+                backend=backend,
+                address=address,
+            )
+
+    frame = _run_guarded(grid)
     _run_guarded(write_parquet, out / "sweep.parquet", frame)
     plot_pareto(frame, out / "pareto.png")
     if as_json:

@@ -351,3 +351,35 @@ def test_an_unwritable_out_fails_first_in_one_line(tmp_path):
         result = runner.invoke(app, ["simulate", "-t", "spot_us_east.csv", "--out", str(out)])
         assert result.exit_code == 2 and "--out" in result.stderr, result.output
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_sweep_whose_policy_raises_is_one_line_and_writes_nothing(tmp_path):
+    plugin = tmp_path / "boom.py"
+    plugin.write_text(
+        "from elasim.policies import PolicyBase\n"
+        "class Boom(PolicyBase):\n"
+        "    name = 'boom'\n"
+        "    def decide(self, obs):\n"
+        "        raise RuntimeError('boom')\n"
+    )
+    out = tmp_path / "sweep"
+    result = runner.invoke(
+        app,
+        ["sweep", "--traces", "spot_us_east.csv", "--policies", f"{plugin}:Boom",
+         "--workers", "1", "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "boom" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (out / "sweep.parquet").exists()
+
+
+@pytest.mark.parametrize("command", ["sweep", "compare"])
+def test_sweep_and_compare_refuse_an_unwritable_out_first(tmp_path, command):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    args = {
+        "sweep": ["sweep", "--traces", "spot_us_east.csv", "--out", str(blocker)],
+        "compare": ["compare", str(tmp_path), str(tmp_path), "--out", str(blocker)],
+    }[command]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "--out" in result.stderr, result.output

@@ -170,6 +170,17 @@ def test_bad_run_input_is_one_line_and_exit_2_before_any_worker(tmp_path):
         proc = elasim("run", "-t", "spot_us_east.csv", "--max-steps", "50", *args)
         line = one_line_error(proc)
         assert flag.split()[0] in line, (flag, line)
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text(
+        "from elasim.policies import PolicyBase\n"
+        "class Chatty(PolicyBase):\n"
+        "    name = 'chatty'\n"
+        "    def decide(self, obs):\n"
+        "        return 'four nodes please'\n"
+    )
+    proc = elasim("run", "-t", "spot_us_east.csv", "-p", f"{chatty}:Chatty", "--max-nodes", "2")
+    line = one_line_error(proc)
+    assert "chatty" in line and "not a Decision" in line and str(chatty) in line
     proc = elasim("agent", "--controller", "127.0.0.1:99999")
     assert "port" in one_line_error(proc)
     proc = elasim("calibrate", "--job", "no.such:job", "--out", str(tmp_path / "p.json"))
