@@ -366,6 +366,7 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
             f"[bold red]error:[/] the job did not finish: {why} after "
             f"{summary['steps']} of {config.max_steps} steps ({summary['wall_time_s']:.1f} real s)",
             highlight=False,
+            soft_wrap=True,
         )
         raise typer.Exit(code=1)
 
