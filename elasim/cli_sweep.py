@@ -156,6 +156,7 @@ def _sweep(
     if backend not in BACKENDS:
         raise _fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     _run_guarded(ensure_writable_dir, out, "--out")
+
     def grid() -> Any:
         # transient: a failure's one line is then the only thing left on stderr
         with Progress(
