@@ -290,6 +290,7 @@ def test_calibrate_takes_max_nodes_and_its_old_name():
         (("--deadline-h", "-1"), "--deadline-h must be > 0"),
         (("--notice-s", "-3"), "--notice-s must be >= 0"),
         (("--checkpoint-interval-s", "soon"), "--checkpoint-interval-s must be"),
+        (("--checkpoint-interval-s", "1e-300"), "--checkpoint-interval-s must be at least 1 s"),
     ],
 )
 def test_bad_flags_name_the_flag_not_the_job_preset(args, flag):
