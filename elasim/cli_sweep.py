@@ -20,8 +20,10 @@ from .clitools import (
     err_console,
     hidden,
     max_nodes_option,
+    nonnegative,
     notice_option,
     on_demand_price_option,
+    one_of,
     out_console,
     parse_interval,
     parse_offset,
@@ -41,7 +43,7 @@ DEFAULT_JOB = "resnet50_v100"
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``0,1,2`` or ``0-9`` (ranges ascend; anything else is a one-line error)."""
+    """``0,1,2`` or ``0-9`` (ranges ascend, seeds are >= 0; else a one-line error)."""
     seeds: list[int] = []
     for part in split_list(text, "--seeds"):
         low, sep, high = part.partition("-")
@@ -57,6 +59,8 @@ def parse_seeds(text: str) -> list[int]:
             if isinstance(exc, UsageError):
                 raise
             raise UsageError(f"--seeds expects '0,1,2' or '0-9', got {text!r}") from None
+    if any(seed < 0 for seed in seeds):
+        raise UsageError(f"--seeds must be >= 0, got {text!r}")
     return seeds
 
 
@@ -122,6 +126,14 @@ def _spec(
         notices = tuple(float(x) for x in split_list(notice_s, "--notice-s"))
     except ValueError:
         raise UsageError(f"--notice-s must be seconds, comma-separated, got {notice_s!r}") from None
+    for notice in notices:
+        nonnegative(notice, "--notice-s")
+    for mode in split_list(rescale, "--rescale"):
+        one_of(mode, ("inplace", "restart"), "--rescale")
+    nonnegative(checkpoint_cost_s, "--checkpoint-cost-s")
+    nonnegative(on_demand_price, "--on-demand-price-per-hour")
+    if cluster_gpus is not None and cluster_gpus < 1:
+        raise UsageError(f"--cluster-gpus must be >= 1, got {cluster_gpus}")
     return SweepSpec(
         traces=tuple(split_list(traces, "--traces")),
         policies=tuple(names),
@@ -151,6 +163,8 @@ def _sweep(
     from elasim.output import write_parquet
     from elasim.sweep import BACKENDS, plot_pareto, run_sweep
 
+    if workers < 0:
+        raise _fail(f"--workers must be >= 0, got {workers}")
     spec = _run_guarded(_spec, **flags)
     _run_guarded(spec.validate)
     if backend not in BACKENDS:

@@ -106,7 +106,7 @@ def traces_import(
     from elasim.traces import import_trace
 
     def run() -> Any:
-        opts: dict[str, Any] = parse_sets(options)
+        opts: dict[str, Any] = parse_sets(options, "--opt")
         for key, value in (
             ("base", base),
             ("zone", zone),

@@ -212,8 +212,9 @@ def check_job_spec(spec: str) -> None:
         raise JobLoadError(f"job spec must look like 'package.module:attribute', got {spec!r}")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise JobLoadError(f"--job {spec}: cannot import {module_name!r} ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - a user's module may fail in any way
+        detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise JobLoadError(f"--job {spec}: cannot import {module_name!r} ({detail})") from None
     if not hasattr(module, attr):
         raise JobLoadError(f"--job {spec}: module {module_name!r} has no attribute {attr!r}")
 
@@ -232,8 +233,9 @@ def load_elastic_job(spec: str, options: Mapping[str, Any] | None = None) -> Ela
         raise JobLoadError(f"job spec must look like 'package.module:attribute', got {spec!r}")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise JobLoadError(f"cannot import job module {module_name!r}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a user's module may fail in any way
+        detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise JobLoadError(f"cannot import job module {module_name!r}: {detail}") from None
     try:
         target = getattr(module, attr)
     except AttributeError:

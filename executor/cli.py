@@ -271,8 +271,27 @@ def _config(
     from elasim.executor.run import RunConfig
 
     one_of(rescale, ("inplace", "restart"), "--rescale")
+    one_of(same["backend"], ("auto", "gloo", "nccl"), "--backend")
     if agents and agent_port is None:
         raise UsageError("--agents needs --agent-port")
+    if agent_port is not None and not 0 <= agent_port < 65536:
+        raise UsageError(f"--agent-port must be 0-65535, got {agent_port}")
+    for flag, value in (
+        ("--time-scale", same["time_scale"]),
+        ("--max-wall-s", max_wall_s),
+        ("--collective-timeout-s", collective_timeout_s),
+    ):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be > 0, got {value:g}")
+    for flag, count in (
+        ("--max-steps", same["max_steps"]),
+        ("--checkpoint-interval-steps", same["checkpoint_interval_steps"]),
+        ("--local-slots", same["local_slots"]),
+    ):
+        if count is not None and count < 1:
+            raise UsageError(f"{flag} must be >= 1, got {count}")
+    if same["seed"] < 0:
+        raise UsageError(f"--seed must be >= 0, got {same['seed']}")
     nodes = alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4)
     check_nodes(nodes)
     if out is not None:

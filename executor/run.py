@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from elasim.atomic import check_writable_dir
 from elasim.jobmodel import RunSummary, describe_checkpoint_interval
 from elasim.jobmodel.accounting import RESCALE_KINDS
 from elasim.policies import DecisionRecord, EventRecord
@@ -338,36 +339,11 @@ def _controller_config(config: RunConfig, slots: int) -> ControllerConfig:
     )
 
 
-def _writable_checkpoint_dir(path: str) -> None:
-    """Fail before any worker starts when checkpoints could not be written.
-
-    Otherwise rank 0 would die at its first checkpoint, over and over.
-    """
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"--checkpoint-dir {folder}: exists and is not a directory")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".elasim-probe-"):
-            pass
-    except OSError as exc:
-        raise ValueError(
-            f"--checkpoint-dir {folder}: not writable ({exc.strerror or exc})"
-        ) from None
-
-
 def _check_run(config: RunConfig, trace: Any) -> None:
     """What can be checked before any process starts, each failure one line."""
     from .api import check_job_spec
 
     check_job_spec(config.job)
-    duration_s = float(trace.duration_s)
-    offset = config.start_offset_trace_s
-    if offset is not None and offset >= duration_s:
-        raise ValueError(
-            f"--start-offset-s {offset:g} is past the end of {config.trace} "
-            f"({duration_s:g} trace seconds)"
-        )
     if config.backend == "nccl":
         import torch
 
@@ -376,14 +352,12 @@ def _check_run(config: RunConfig, trace: Any) -> None:
 
 
 def _resolved(config: RunConfig, trace: Any) -> RunConfig:
-    """``random`` start offsets drawn as the simulator draws them for the same seed."""
-    if config.start_offset_trace_s is not None:
-        return config
+    """The start offset checked, or drawn from the seed, as the simulator does it."""
     import dataclasses
 
-    import numpy as np
+    from elasim.traces.model import start_offset_of
 
-    offset = float(np.random.default_rng(config.seed).uniform(0.0, float(trace.duration_s)))
+    offset = start_offset_of(trace, config.start_offset_trace_s, config.seed)
     return dataclasses.replace(config, start_offset_trace_s=offset)
 
 
@@ -421,7 +395,8 @@ def run_trace(
     if checkpoint_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="elasim-ckpt-")
         checkpoint_dir = tmp.name
-    _writable_checkpoint_dir(checkpoint_dir)
+    # checked before any worker starts: otherwise rank 0 dies at every checkpoint
+    check_writable_dir(checkpoint_dir, "--checkpoint-dir")
     launchers, server = _launchers(config)
     if server is not None:
         launchers.extend(server.wait_for_agents(config.expect_agents, timeout_s=120.0))

@@ -259,12 +259,11 @@ VOCABULARY = (
 
 @pytest.mark.parametrize("command", ["simulate", "run", "compare", "sweep"])
 def test_the_commands_share_one_flag_vocabulary(command):
-    from click import Context
     from typer.main import get_command
 
     click_app = get_command(app)
     sub = click_app.commands[command]  # type: ignore[attr-defined]
-    flags = {opt for param in sub.get_params(Context(sub)) for opt in param.opts}
+    flags = {opt for param in sub.params for opt in param.opts}
     assert set(VOCABULARY) <= flags, sorted(set(VOCABULARY) - flags)
     hidden = {opt for p in sub.params if getattr(p, "hidden", False) for opt in p.opts}
     assert hidden <= {"--workers-max", "--trace-start-s", "--on-demand-price"}
@@ -273,11 +272,10 @@ def test_the_commands_share_one_flag_vocabulary(command):
 
 
 def test_calibrate_takes_max_nodes_and_its_old_name():
-    from click import Context
     from typer.main import get_command
 
     sub = get_command(app).commands["calibrate"]  # type: ignore[attr-defined]
-    flags = {opt for param in sub.get_params(Context(sub)) for opt in param.opts}
+    flags = {opt for param in sub.params for opt in param.opts}
     assert {"--max-nodes", "--workers-max"} <= flags
 
 
