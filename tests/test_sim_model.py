@@ -301,3 +301,20 @@ def test_killed_worker_slots_need_a_cold_start_before_replacements_join(tiny_job
     plain = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config)
     (resume,) = [e for e in plain.events if e.kind is EventKind.RESUME]
     assert resume.time_s == pytest.approx(15.0)
+
+
+@pytest.mark.timeout(60)
+def test_a_cluster_whose_leftovers_never_change_does_not_hang():
+    """448 GPUs for one week of Philly: the leftovers never drop below the job's 16 nodes.
+
+    The cluster's stream used to search the forever-repeating trace for a change that
+    never comes; now it wakes the loop once per trace period with nothing due.
+    """
+    from elasim.job import load_job
+    from elasim.policies import make_policy
+    from elasim.traces import load_trace
+
+    trace, job = load_trace("philly_jobs.csv"), load_job("resnet50_v100")
+    result = simulate(trace, make_policy("greedy"), job, SimConfig(cluster_gpus=448, seed=0))
+    assert result.completed and result.preemptions == 0
+    assert result.completion_time_h == pytest.approx(7.75, abs=0.01)

@@ -146,8 +146,20 @@ class ClusterCapacity:
             self._publish(time_s)
 
     def next_time_s(self) -> float:
-        """Job time of the next change of the leftovers (``inf``: none)."""
+        """Job time of the next change of the leftovers (``inf``: none).
+
+        The trace repeats forever, so leftovers that never change (a cluster much
+        larger than its load) would keep this search going forever.  After one trace
+        period without a change it stops and returns the time it reached: a wake-up
+        with nothing due, after which the next call goes on from there.
+        """
+        started_s = None
         while not self._changes and self._events:
+            time_s = self._events[0][0]
+            if started_s is None:
+                started_s = time_s
+            elif time_s - started_s > self.period_s:
+                return time_s
             self._step()
         return self._changes[0].time_s if self._changes else math.inf
 
@@ -155,6 +167,6 @@ class ClusterCapacity:
         """Every change due by ``now_s``, in order."""
         out: list[ReplayItem] = []
         limit = now_s + 1e-9 * max(1.0, abs(now_s))
-        while self.next_time_s() <= limit:
+        while self.next_time_s() <= limit and self._changes:
             out.append(self._changes.popleft())
         return out
