@@ -223,7 +223,11 @@ def test_sigterm_cleans_up_and_a_killed_controller_leaves_its_journal(tmp_path):
     # SIGKILL of the controller with --out: the journal keeps the steps so far
     out = tmp_path / "out"
     proc = subprocess.Popen([*args, "--out", str(out)], env=env, stdout=subprocess.DEVNULL)
-    time.sleep(10)
+    journal = out / "steps.partial.jsonl"
+    deadline = time.monotonic() + 90  # workers cold-start slowly on a loaded machine
+    while time.monotonic() < deadline and not (journal.exists() and journal.stat().st_size):
+        time.sleep(0.5)
+    time.sleep(1.0)
     proc.kill()
     proc.wait(timeout=30)
     lines = (out / "steps.partial.jsonl").read_text().splitlines()
