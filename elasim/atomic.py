@@ -24,7 +24,7 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["atomic_write", "atomic_write_text"]
+__all__ = ["atomic_write", "atomic_write_text", "check_writable_dir"]
 
 #: Mode asked for when creating a file; the kernel clears the umask's bits from it.
 NEW_FILE_MODE = 0o666
@@ -120,3 +120,22 @@ def atomic_write_text(path: str | Path, text: str, *, make_parents: bool = True)
         lambda tmp: tmp.write_text(text, encoding="utf-8", newline="\n"),
         make_parents=make_parents,
     )
+
+
+def check_writable_dir(path: str | Path, flag: str = "--out") -> None:
+    """Fail before any work when ``path`` cannot be made or written (nothing is lost).
+
+    Raises:
+        ValueError: one line naming ``flag`` and the folder.
+    """
+    import tempfile
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{flag} {folder}: exists and is not a directory")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".elasim-probe-"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{flag} {folder}: not writable ({exc.strerror or exc})") from None

@@ -146,12 +146,21 @@ def build_simulation(
     except ValueError:
         raise UsageError(f"--rescale must be 'inplace' or 'restart', got {rescale!r}") from None
     check_nodes(max_nodes, min_nodes)
+    if seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {seed}")
+    if cluster_gpus is not None and cluster_gpus < 1:
+        raise UsageError(f"--cluster-gpus must be >= 1, got {cluster_gpus}")
     deadline_s = deadline_s_of(deadline_h)
     nonnegative(notice_s, "--notice-s")
     nonnegative(checkpoint_cost_s, "--checkpoint-cost-s")
     nonnegative(on_demand_price_per_hour, "--on-demand-price-per-hour")
     nonnegative(spot_price_per_hour, "--spot-price-per-hour")
     loaded_trace = load_trace(trace)
+    offset = parse_offset(start_offset_s)
+    if offset is not None:
+        from elasim.traces.model import start_offset_of
+
+        start_offset_of(loaded_trace, offset, seed)  # inside the trace, or one line
     spec = _job_spec(job, profile, target_samples)
     if max_nodes is not None or min_nodes is not None:
         low = spec.nodes.min if min_nodes is None else min_nodes
@@ -170,10 +179,12 @@ def build_simulation(
         rescale=mode,
         deadline_s=deadline_s,
         seed=seed,
-        start_offset_s=parse_offset(start_offset_s),
+        start_offset_s=offset,
         on_demand_price_per_hour=on_demand_price_per_hour,
         spot_price_per_hour=spot_price_per_hour,
         cluster_gpus=cluster_gpus,
+        # a shared cluster's leftover nodes are priced like a price-less spot trace's
+        cluster_price_per_hour=spot_price_per_hour or 0.0,
     )
     pol = make_policy(policy, parse_sets(sets), seed=seed)
     return loaded_trace, pol, spec, config
@@ -221,7 +232,9 @@ def simulate(
     on_demand_price: float | None = on_demand_price_option(),
     on_demand_price_old: float | None = hidden("--on-demand-price"),
     spot_price: float | None = typer.Option(
-        None, "--spot-price-per-hour", help="Spot price for a trace without a price column."
+        None,
+        "--spot-price-per-hour",
+        help="Price of a trace without a price column (a shared cluster's nodes, too).",
     ),
     profile: Path | None = typer.Option(
         None, "--profile", help="Measured profile (elasim calibrate) replacing the job's figures."
@@ -347,7 +360,7 @@ def _print_simulation(summary: dict[str, Any], title: str) -> None:
     out_console.print(table)
     if not summary["inputs"].get("priced", True):
         err_console.print(
-            "[yellow]this trace has no prices, so spot nodes cost nothing; "
+            "[yellow]this trace has no prices, so its nodes cost nothing; "
             "pass --spot-price-per-hour to price them[/]"
         )
 

@@ -21,8 +21,10 @@ from .clitools import (
     err_console,
     hidden,
     max_nodes_option,
+    nonnegative,
     notice_option,
     on_demand_price_option,
+    one_of,
     out_console,
     parse_interval,
     parse_offset,
@@ -42,7 +44,7 @@ DEFAULT_JOB = "resnet50_v100"
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``0,1,2`` or ``0-9`` (ranges ascend; anything else is a one-line error)."""
+    """``0,1,2`` or ``0-9`` (ranges ascend, seeds are >= 0; else a one-line error)."""
     seeds: list[int] = []
     for part in split_list(text, "--seeds"):
         low, sep, high = part.partition("-")
@@ -58,6 +60,8 @@ def parse_seeds(text: str) -> list[int]:
             if isinstance(exc, UsageError):
                 raise
             raise UsageError(f"--seeds expects '0,1,2' or '0-9', got {text!r}") from None
+    if any(seed < 0 for seed in seeds):
+        raise UsageError(f"--seeds must be >= 0, got {text!r}")
     return seeds
 
 
@@ -126,6 +130,14 @@ def _spec(
         notices = tuple(float(x) for x in split_list(notice_s, "--notice-s"))
     except ValueError:
         raise UsageError(f"--notice-s must be seconds, comma-separated, got {notice_s!r}") from None
+    for notice in notices:
+        nonnegative(notice, "--notice-s")
+    for mode in split_list(rescale, "--rescale"):
+        one_of(mode, ("inplace", "restart"), "--rescale")
+    nonnegative(checkpoint_cost_s, "--checkpoint-cost-s")
+    nonnegative(on_demand_price, "--on-demand-price-per-hour")
+    if cluster_gpus is not None and cluster_gpus < 1:
+        raise UsageError(f"--cluster-gpus must be >= 1, got {cluster_gpus}")
     return SweepSpec(
         traces=tuple(split_list(traces, "--traces")),
         policies=tuple(names),
@@ -155,28 +167,35 @@ def _sweep(
     from elasim.output import write_parquet
     from elasim.sweep import BACKENDS, plot_pareto, run_sweep
 
+    if workers < 0:
+        raise _fail(f"--workers must be >= 0, got {workers}")
     spec = _run_guarded(_spec, **flags)
     _run_guarded(spec.validate)
     if backend not in BACKENDS:
         raise _fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     _run_guarded(ensure_writable_dir, out, "--out")
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        disable=as_json,
-    ) as progress:
-        task = progress.add_task("simulating", total=spec.total_points)
-        frame = _run_guarded(
-            run_sweep,
-            spec,
-            workers=workers or None,
-            on_done=lambda: progress.advance(task),
-            backend=backend,
-            address=address,
-        )
+
+    def grid() -> Any:
+        # transient: a failure's one line is then the only thing left on stderr
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=as_json,
+            transient=True,
+        ) as progress:
+            task = progress.add_task("simulating", total=spec.total_points)
+            return run_sweep(
+                spec,
+                workers=workers or None,
+                on_done=lambda: progress.advance(task),
+                backend=backend,
+                address=address,
+            )
+
+    frame = _run_guarded(grid)
     _run_guarded(write_parquet, out / "sweep.parquet", frame)
     plot_pareto(frame, out / "pareto.png")
     if as_json:

@@ -117,7 +117,7 @@ def traces_import(
     from elasim.traces import import_trace
 
     def run() -> Any:
-        opts: dict[str, Any] = parse_sets(options)
+        opts: dict[str, Any] = parse_sets(options, "--opt")
         if maps:
             opts["map"] = ",".join(maps)
         for key, value in (

@@ -183,21 +183,12 @@ def deadline_s_of(deadline_h: float | None) -> float | None:
 
 def ensure_writable_dir(path: Any, flag: str = "--out") -> None:
     """Fail before any work when ``path`` cannot be made or written (nothing is lost)."""
-    import os
-    import tempfile
-    from pathlib import Path
+    from elasim.atomic import check_writable_dir
 
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{flag} {folder}: exists and is not a directory")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".elasim-probe-"):
-            pass
-    except OSError as exc:
-        raise UsageError(f"{flag} {folder}: not writable ({exc.strerror or exc})") from None
-    if not os.access(folder, os.W_OK):  # pragma: no cover - root ignores modes
-        raise UsageError(f"{flag} {folder}: not writable")
+        check_writable_dir(path, flag)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def nonnegative(value: float | None, flag: str) -> float | None:

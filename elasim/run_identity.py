@@ -158,7 +158,7 @@ def check_same_run(
         shown = (f"{v:g}" if isinstance(v, float) else repr(v) for v in (a, b))
         raise RunMismatchError(
             f"not the same run: {field.name} differs ({names[0]}: {next(shown)}, "
-            f"{names[1]}: {next(shown)}); compare anyway with force=True"
+            f"{names[1]}: {next(shown)}); compare anyway with --force (force=True)"
         )
 
 

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .launchers import worker_env
+
 __all__ = ["Agent", "AgentError", "AgentServer", "RemoteLauncher", "RemoteProcess"]
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,12 @@ def _send(sock: socket.socket, lock: threading.Lock, message: dict[str, Any]) ->
         sock.sendall(data)
 
 
+#: Longest message line accepted (ours are well under a kilobyte).
+_MAX_LINE_BYTES = 1 << 20
+#: A connecting agent must say hello within this long, however it trickles its bytes.
+HELLO_DEADLINE_S = 5.0
+
+
 class _LineReader:
     """Split a byte stream into JSON objects."""
 
@@ -67,12 +75,26 @@ class _LineReader:
         self._buffer = b""
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
+        """The complete messages in ``data`` (and what was buffered before).
+
+        Raises:
+            AgentError: a line that is not a JSON object, or a line too long to be one
+                of ours (a peer that speaks another protocol, or a hostile one).
+        """
         self._buffer += data
+        if len(self._buffer) > _MAX_LINE_BYTES and b"\n" not in self._buffer:
+            raise AgentError(f"a message longer than {_MAX_LINE_BYTES} bytes")
         out = []
         while b"\n" in self._buffer:
             line, self._buffer = self._buffer.split(b"\n", 1)
             if line.strip():
-                out.append(json.loads(line))
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    raise AgentError(f"malformed message {line[:60]!r}") from None
+                if not isinstance(message, dict):
+                    raise AgentError(f"malformed message {line[:60]!r}")
+                out.append(message)
         return out
 
 
@@ -130,6 +152,11 @@ class RemoteLauncher:
                         self._cond.notify_all()
         except OSError:
             pass
+        except (AgentError, ValueError, KeyError, TypeError) as exc:
+            # a peer that breaks the protocol is dropped, as if its host had gone
+            log.warning("dropped agent %s: %s", self.name, exc)
+            with contextlib.suppress(OSError):
+                self.sock.close()
         with self._cond:
             self._closed = True
             for wid in self._spawned:  # the agent is gone, and so are its workers
@@ -199,40 +226,58 @@ class AgentServer:
         family = socket.AF_INET6 if ":" in self.bind_host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.bind_host, self._port))
+        try:
+            sock.bind((self.bind_host, self._port))
+        except OSError as exc:
+            sock.close()
+            reason = exc.strerror or str(exc)
+            raise AgentError(
+                f"cannot listen for agents on {self.bind_host}:{self._port}: {reason}"
+            ) from None
         sock.listen(64)
         self._sock = sock
         self._thread = threading.Thread(target=self._accept, name="agent-server", daemon=True)
         self._thread.start()
 
     def _accept(self) -> None:
+        """Accept connections; each says hello in its own thread, so none can block."""
         assert self._sock is not None
         while True:
             try:
                 conn, addr = self._sock.accept()
             except OSError:
                 return
-            try:
-                conn.settimeout(10.0)
-                reader = _LineReader()
-                hello: list[dict[str, Any]] = []
-                while not hello:
-                    data = conn.recv(4096)
-                    if not data:
-                        raise AgentError("closed before hello")
-                    hello = reader.feed(data)
-                if hello[0].get("op") != "hello" or int(hello[0].get("slots", 0)) < 1:
-                    raise AgentError(f"bad hello {hello[0]!r}")
-                conn.settimeout(None)
-                launcher = RemoteLauncher(conn, hello[0], addr)
-            except (OSError, ValueError, AgentError) as exc:
-                log.warning("rejected agent %s: %s", addr, exc)
-                conn.close()
-                continue
-            log.info("agent %s offers %d slots", launcher.host, launcher.slots)
-            with self._cond:
-                self._launchers.append(launcher)
-                self._cond.notify_all()
+            threading.Thread(
+                target=self._handshake, args=(conn, addr), name="agent-hello", daemon=True
+            ).start()
+
+    def _handshake(self, conn: socket.socket, addr: Any) -> None:
+        """Read a hello within :data:`HELLO_DEADLINE_S`, or reject the peer in one line."""
+        deadline = time.monotonic() + HELLO_DEADLINE_S
+        try:
+            reader = _LineReader()
+            hello: list[dict[str, Any]] = []
+            while not hello:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AgentError(f"no hello within {HELLO_DEADLINE_S:g} s")
+                conn.settimeout(left)
+                data = conn.recv(4096)
+                if not data:
+                    raise AgentError("closed before hello")
+                hello = reader.feed(data)
+            if hello[0].get("op") != "hello" or int(hello[0].get("slots", 0)) < 1:
+                raise AgentError(f"bad hello {str(hello[0])[:80]}")
+            conn.settimeout(None)
+            launcher = RemoteLauncher(conn, hello[0], addr)
+        except (OSError, ValueError, TypeError, AgentError) as exc:
+            log.warning("rejected agent %s: %s", addr, exc)
+            conn.close()
+            return
+        log.info("agent %s offers %d slots", launcher.host, launcher.slots)
+        with self._cond:
+            self._launchers.append(launcher)
+            self._cond.notify_all()
 
     def wait_for_agents(self, count: int, timeout_s: float) -> list[RemoteLauncher]:
         """Block until ``count`` agents said hello; returns them (in arrival order).
@@ -283,6 +328,7 @@ class Agent:
     python: str = sys.executable
     connect_timeout_s: float = 30.0
     _procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _env: dict[str, str] | None = None
 
     def _connect(self) -> socket.socket:
         host, _, port = self.controller.rpartition(":")
@@ -290,9 +336,12 @@ class Agent:
         while True:
             try:
                 return socket.create_connection((host or "127.0.0.1", int(port)), timeout=5.0)
-            except OSError:
+            except OSError as exc:
                 if time.monotonic() >= deadline:
-                    raise
+                    reason = exc.strerror or str(exc) or type(exc).__name__
+                    raise AgentError(
+                        f"cannot reach the controller at {self.controller}: {reason}"
+                    ) from None
                 time.sleep(0.2)
 
     def _spawn(self, wid: int, args: list[str]) -> subprocess.Popen[bytes]:
@@ -306,6 +355,7 @@ class Agent:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
+                env=self._env,
             )
         finally:
             if stderr is not subprocess.DEVNULL:
@@ -317,6 +367,8 @@ class Agent:
             raise ValueError(f"slots must be >= 1, got {self.slots}")
         sock = self._connect()
         sock.settimeout(None)
+        # the workers' gloo listens on the interface this host reaches the controller by
+        self._env = worker_env(sock.getsockname()[0])
         lock = threading.Lock()
         _send(sock, lock, {"op": "hello", "slots": self.slots, "host": socket.gethostname()})
         selector = selectors.DefaultSelector()

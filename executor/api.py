@@ -197,6 +197,28 @@ class ElasticJob:
             raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
 
 
+def check_job_spec(spec: str) -> None:
+    """Fail early, in one line, when ``spec`` names nothing importable.
+
+    The controller checks before any worker starts: a worker that cannot load its job
+    dies, and the run would otherwise end much later with "no worker became ready".
+    The factory itself is not called (it may build data sets).
+
+    Raises:
+        JobLoadError: the spec is malformed, or its module or attribute is missing.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise JobLoadError(f"job spec must look like 'package.module:attribute', got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - a user's module may fail in any way
+        detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise JobLoadError(f"--job {spec}: cannot import {module_name!r} ({detail})") from None
+    if not hasattr(module, attr):
+        raise JobLoadError(f"--job {spec}: module {module_name!r} has no attribute {attr!r}")
+
+
 def load_elastic_job(spec: str, options: Mapping[str, Any] | None = None) -> ElasticJob:
     """Import ``"package.module:attribute"`` and return the :class:`ElasticJob` it names.
 
@@ -211,8 +233,9 @@ def load_elastic_job(spec: str, options: Mapping[str, Any] | None = None) -> Ela
         raise JobLoadError(f"job spec must look like 'package.module:attribute', got {spec!r}")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise JobLoadError(f"cannot import job module {module_name!r}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a user's module may fail in any way
+        detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise JobLoadError(f"cannot import job module {module_name!r}: {detail}") from None
     try:
         target = getattr(module, attr)
     except AttributeError:

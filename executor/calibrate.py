@@ -186,6 +186,9 @@ def calibrate(
         work_dir: keep the runs here (default: a temporary directory).
         on_stage: called with a short description as each stage starts (CLI progress).
     """
+    from .api import check_job_spec
+
+    check_job_spec(config.job)
     stage = on_stage or (lambda _text: None)
     tmp = None
     if work_dir is None:

@@ -271,8 +271,27 @@ def _config(
     from elasim.executor.run import RunConfig
 
     one_of(rescale, ("inplace", "restart"), "--rescale")
+    one_of(same["backend"], ("auto", "gloo", "nccl"), "--backend")
     if agents and agent_port is None:
         raise UsageError("--agents needs --agent-port")
+    if agent_port is not None and not 0 <= agent_port < 65536:
+        raise UsageError(f"--agent-port must be 0-65535, got {agent_port}")
+    for flag, value in (
+        ("--time-scale", same["time_scale"]),
+        ("--max-wall-s", max_wall_s),
+        ("--collective-timeout-s", collective_timeout_s),
+    ):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be > 0, got {value:g}")
+    for flag, count in (
+        ("--max-steps", same["max_steps"]),
+        ("--checkpoint-interval-steps", same["checkpoint_interval_steps"]),
+        ("--local-slots", same["local_slots"]),
+    ):
+        if count is not None and count < 1:
+            raise UsageError(f"{flag} must be >= 1, got {count}")
+    if same["seed"] < 0:
+        raise UsageError(f"--seed must be >= 0, got {same['seed']}")
     nodes = alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4)
     check_nodes(nodes)
     if out is not None:
@@ -302,8 +321,32 @@ def _config(
     )
 
 
+class _Terminated(BaseException):
+    """SIGTERM arrived.
+
+    It unwinds like Ctrl-C, so the run's cleanup (the workers, the temporary checkpoint
+    folder) happens, then the command exits 143.
+    """
+
+
+def _on_sigterm(_signum: int, _frame: Any) -> None:
+    raise _Terminated
+
+
 def _run(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -> None:
     """The body of ``run``: check, run, write, print; exit 1 if the job did not finish."""
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _run_inner(as_json=as_json, plot=plot, profile_out=profile_out, **flags)
+    except _Terminated:
+        raise typer.Exit(code=143) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -> None:
     out = flags["out"]
     try:
         from elasim.executor import require_torch
@@ -313,10 +356,10 @@ def _run(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -
 
         config = _config(**flags)
         if as_json or not sys.stderr.isatty():
-            result = run_trace(config)
+            result = run_trace(config, journal_dir=out)
         else:
             with _Progress(config.max_steps, config.time_scale) as progress:
-                result = run_trace(config, on_turn=progress)
+                result = run_trace(config, on_turn=progress, journal_dir=out)
         if out is not None:
             write_run(result, out, plot=plot)
         if profile_out is not None:
@@ -342,6 +385,7 @@ def _run(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -
             f"[bold red]error:[/] the job did not finish: {why} after "
             f"{summary['steps']} of {config.max_steps} steps ({summary['wall_time_s']:.1f} real s)",
             highlight=False,
+            soft_wrap=True,
         )
         raise typer.Exit(code=1)
 

@@ -221,9 +221,8 @@ class ControllerConfig:
 
 def rules_of(config: ControllerConfig, trace: Any) -> JobRules:
     """The job model's rules for a replay with ``config`` (shared by every actuator)."""
-    od = config.on_demand_price_per_hour
-    if od is None:
-        od = getattr(getattr(trace, "metadata", None), "on_demand_price_per_hour", None)
+    from elasim.traces.model import on_demand_price_of
+
     return JobRules(
         min_nodes=config.min_nodes,
         max_nodes=config.max_nodes,
@@ -231,7 +230,7 @@ def rules_of(config: ControllerConfig, trace: Any) -> JobRules:
         notice_s=config.notice_trace_s,
         checkpoint_interval_s=config.checkpoint_interval_trace_s,
         deadline_s=config.deadline_trace_s,
-        on_demand_price_per_hour=math.inf if od is None else float(od),
+        on_demand_price_per_hour=on_demand_price_of(trace, config.on_demand_price_per_hour),
         horizon_s=config.max_wall_real_s * config.time_scale,
     )
 

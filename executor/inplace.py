@@ -187,7 +187,7 @@ class InplaceChanges(PauseAccounting):
         """Every member died: the next start restores the last checkpoint."""
         self._await_exit(dead, self.settings.stop_grace_s)
         ckpt_step = self._last_checkpoint_step or 0
-        lost = max(self._last_step() - ckpt_step, 0) + 1
+        lost = self._lost_since(ckpt_step) + 1  # and the step in flight
         self._members = []
         batch = self._global_batch or 0
         events = [

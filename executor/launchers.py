@@ -51,6 +51,55 @@ class Launcher(Protocol):
         """Stop everything this launcher started."""
 
 
+def interface_of(address: str) -> str | None:
+    """The name of this host's network interface that has ``address`` (Linux), or None.
+
+    gloo picks the interface its workers listen on from the host name, which may
+    resolve to a public address even when the run's store is bound to loopback.
+    Naming the store's interface in ``GLOO_SOCKET_IFNAME`` keeps the workers on it.
+    """
+    import fcntl
+    import socket
+    import struct
+
+    if address in ("localhost", "::1"):
+        address = "127.0.0.1"
+    try:
+        wanted = socket.inet_aton(socket.gethostbyname(address))
+    except OSError:
+        return None
+    siocgifaddr = 0x8915
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            request = struct.pack("256s", name.encode()[:15])
+            try:
+                reply = fcntl.ioctl(probe.fileno(), siocgifaddr, request)
+            except OSError:
+                continue  # an interface without an IPv4 address
+            if reply[20:24] == wanted:
+                return name
+    return None
+
+
+def worker_env(bind_host: str, base: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The environment of a worker process, gloo kept on ``bind_host``'s interface.
+
+    ``GLOO_SOCKET_IFNAME`` already set by the user wins; binding every interface
+    (``0.0.0.0``) leaves gloo's own choice alone.  Returns None (inherit everything)
+    when nothing needs setting.
+    """
+    import os
+
+    env = dict(os.environ if base is None else base)
+    if "GLOO_SOCKET_IFNAME" in env or bind_host in ("0.0.0.0", "::", ""):
+        return base
+    name = interface_of(bind_host)
+    if name is None:
+        return base
+    env["GLOO_SOCKET_IFNAME"] = name
+    return env
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
     """Linux: SIGKILL the worker if the controller dies (no orphaned trainers)."""
     with contextlib.suppress(Exception):
@@ -63,7 +112,8 @@ class LocalLauncher:
     Attributes:
         slots: most processes alive at once.
         log_dir: each worker's stderr goes to ``worker-{wid}.log`` here (None: discarded).
-        device_indices: CUDA device per slot index, when GPUs are present.
+        env: the workers' environment: gloo's interface is the one ``bind_host`` (the
+            run's store) is on (:func:`worker_env`).
     """
 
     def __init__(
@@ -73,6 +123,7 @@ class LocalLauncher:
         log_dir: str | Path | None = None,
         python: str = sys.executable,
         env: dict[str, str] | None = None,
+        bind_host: str = "127.0.0.1",
     ) -> None:
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
@@ -80,7 +131,8 @@ class LocalLauncher:
         self.slots = int(slots)
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.python = python
-        self.env = env
+        # gloo on the store's interface (loopback by default), unless told otherwise
+        self.env = worker_env(bind_host, env)
         self._procs: list[subprocess.Popen[bytes]] = []
 
     def spawn(self, wid: int, args: Sequence[str]) -> ProcessHandle:

@@ -52,33 +52,56 @@ class PauseAccounting(WorkerPool):
     def _last_step_wall(self) -> float | None:
         return max(self._step_walls) if self._step_walls else None
 
-    def _last_step(self) -> int:
-        return max((r.step for r in self._steps), default=0)
+    def _lineage(self) -> dict[int, float]:
+        """The committed steps of the current lineage, each with its duration (real s).
 
-    def _rollback_run_s(self, after_step: int, world: int) -> float:
-        """Training time a rollback to ``after_step`` throws away (real seconds).
-
-        The measured durations of the committed steps after it (a step redone after an
-        earlier rollback counts once, as last run), plus one step in flight.  The
-        first step of a generation, whose time the pause holds, counts as a typical
-        step of its world size.  Multiplying the lost steps by today's typical step
-        instead overstates the loss whenever the steps ran at another world size.
+        Walking the step records in time order, a step number that does not go up
+        means a rollback: the steps from there on were thrown away and are being
+        redone, so they leave the lineage.  What a later rollback loses is then what
+        was really committed since its checkpoint, not the highest step ever seen
+        (which counted the work of an earlier rollback a second time).  The first
+        step of a generation, whose time the pause holds, counts as a typical step of
+        its world size.
         """
         table = self.step_time_by_world()
-        typical = table.get(world) or (statistics.median(table.values()) if table else 0.0)
-        duration: dict[int, float] = {}
+        typical = statistics.median(table.values()) if table else 0.0
+        lineage: dict[int, float] = {}
         previous: StepRecord | None = None
         for record in sorted(self._steps, key=lambda r: r.real_s):
+            if lineage and record.step <= max(lineage):
+                lineage = {k: v for k, v in lineage.items() if k < record.step}
             if (
                 previous is not None
                 and record.gen == previous.gen
                 and (record.step == previous.step + 1)
             ):
-                duration[record.step] = record.real_s - previous.real_s
+                lineage[record.step] = record.real_s - previous.real_s
             else:
-                duration[record.step] = table.get(record.world_size, typical)
+                lineage[record.step] = table.get(record.world_size, typical)
             previous = record
-        return sum(d for step, d in duration.items() if step > after_step) + typical
+        return lineage
+
+    def _last_step(self) -> int:
+        """The tip of the current lineage: the step of the latest record."""
+        if not self._steps:
+            return 0
+        return max(self._steps, key=lambda r: r.real_s).step
+
+    def _lost_since(self, after_step: int) -> int:
+        """Committed steps of the current lineage after ``after_step``."""
+        return sum(1 for step in self._lineage() if step > after_step)
+
+    def _rollback_run_s(self, after_step: int, world: int) -> float:
+        """Training time a rollback to ``after_step`` throws away (real seconds).
+
+        The measured durations of the lineage's steps after it (see :meth:`_lineage`),
+        plus one step in flight.  Multiplying the lost steps by today's typical step
+        instead overstates the loss whenever the steps ran at another world size.
+        """
+        table = self.step_time_by_world()
+        typical = table.get(world) or (statistics.median(table.values()) if table else 0.0)
+        lineage = self._lineage()
+        return sum(d for step, d in lineage.items() if step > after_step) + typical
 
     def _checkpoint_event(
         self, message: dict[str, Any], nodes: int, detail: tuple[tuple[str, Any], ...] = ()

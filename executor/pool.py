@@ -186,7 +186,13 @@ class WorkerPool:
         family = socket.AF_INET6 if ":" in self.settings.bind_host else socket.AF_INET
         listener = socket.socket(family, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((self.settings.bind_host, self.settings.store_port))
+        try:
+            listener.bind((self.settings.bind_host, self.settings.store_port))
+        except OSError as exc:
+            listener.close()
+            where = f"{self.settings.bind_host}:{self.settings.store_port}"
+            reason = exc.strerror or str(exc)
+            raise ExecutorError(f"cannot open the run's store on {where}: {reason}") from None
         listener.listen(512)
         port = listener.getsockname()[1]
         self._store = dist.TCPStore(

@@ -137,11 +137,10 @@ class RestartChanges(PauseAccounting):
 
     def _restart_loss(self, planned: bool, before: int) -> tuple[int, float]:
         """Steps (and real seconds) a failure throws away: back to the last checkpoint."""
-        last_step = self._last_step()
         if planned or not self._started_once:
             return 0, 0.0
         ckpt_step = self._last_checkpoint_step or 0
-        lost = max(last_step - ckpt_step, 0) + 1
+        lost = self._lost_since(ckpt_step) + 1  # and the step in flight
         return lost, self._rollback_run_s(ckpt_step, before)
 
     def _restart_to_nothing(

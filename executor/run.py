@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from elasim.atomic import check_writable_dir
 from elasim.jobmodel import RunSummary, describe_checkpoint_interval
 from elasim.jobmodel.accounting import RESCALE_KINDS
 from elasim.policies import DecisionRecord, EventRecord
@@ -48,6 +49,7 @@ from .group import (
     StepRecord,
     WorkerStart,
 )
+from .journal import RunJournal
 from .protocol import FaultInjection, WorkerSettings
 
 __all__ = ["RunConfig", "RunResult", "run_trace", "write_run"]
@@ -291,7 +293,7 @@ def _launchers(config: RunConfig) -> tuple[list[Launcher], Any]:
     if local is None:
         local = config.max_nodes if config.agent_port is None else 0
     if local > 0:
-        launchers.append(LocalLauncher(local, log_dir=config.log_dir))
+        launchers.append(LocalLauncher(local, log_dir=config.log_dir, bind_host=config.bind_host))
     server = None
     if config.agent_port is not None:
         from .agent import AgentServer
@@ -337,33 +339,25 @@ def _controller_config(config: RunConfig, slots: int) -> ControllerConfig:
     )
 
 
-def _writable_checkpoint_dir(path: str) -> None:
-    """Fail before any worker starts when checkpoints could not be written.
+def _check_run(config: RunConfig, trace: Any) -> None:
+    """What can be checked before any process starts, each failure one line."""
+    from .api import check_job_spec
 
-    Otherwise rank 0 would die at its first checkpoint, over and over.
-    """
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"--checkpoint-dir {folder}: exists and is not a directory")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".elasim-probe-"):
-            pass
-    except OSError as exc:
-        raise ValueError(
-            f"--checkpoint-dir {folder}: not writable ({exc.strerror or exc})"
-        ) from None
+    check_job_spec(config.job)
+    if config.backend == "nccl":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError("--backend nccl needs CUDA, and this machine has none; use gloo")
 
 
 def _resolved(config: RunConfig, trace: Any) -> RunConfig:
-    """``random`` start offsets drawn as the simulator draws them for the same seed."""
-    if config.start_offset_trace_s is not None:
-        return config
+    """The start offset checked, or drawn from the seed, as the simulator does it."""
     import dataclasses
 
-    import numpy as np
+    from elasim.traces.model import start_offset_of
 
-    offset = float(np.random.default_rng(config.seed).uniform(0.0, float(trace.duration_s)))
+    offset = start_offset_of(trace, config.start_offset_trace_s, config.seed)
     return dataclasses.replace(config, start_offset_trace_s=offset)
 
 
@@ -372,6 +366,7 @@ def run_trace(
     *,
     on_turn: Callable[[Controller], None] | None = None,
     on_group: Callable[[ProcessWorkerGroup], None] | None = None,
+    journal_dir: str | Path | None = None,
 ) -> RunResult:
     """Replay ``config.trace`` with ``config.policy`` on real workers.
 
@@ -379,6 +374,8 @@ def run_trace(
         config: the run.
         on_turn: called after each loop turn with the controller (progress display).
         on_group: called with the started worker group (tests inject faults).
+        journal_dir: append events and steps here as the run goes
+            (:class:`~.journal.RunJournal`), so a killed controller leaves them.
 
     Raises:
         elasim.traces.TraceError: the trace cannot be read.
@@ -390,6 +387,7 @@ def run_trace(
     from elasim.traces import load_capacity_trace
 
     trace = load_capacity_trace(config.trace)
+    _check_run(config, trace)
     config = _resolved(config, trace)
     policy = make_policy(config.policy, dict(config.policy_options), seed=config.seed)
     if is_oracle(policy):
@@ -402,7 +400,8 @@ def run_trace(
     if checkpoint_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="elasim-ckpt-")
         checkpoint_dir = tmp.name
-    _writable_checkpoint_dir(checkpoint_dir)
+    # checked before any worker starts: otherwise rank 0 dies at every checkpoint
+    check_writable_dir(checkpoint_dir, "--checkpoint-dir")
     launchers, server = _launchers(config)
     if server is not None:
         launchers.extend(server.wait_for_agents(config.expect_agents, timeout_s=120.0))
@@ -415,6 +414,8 @@ def run_trace(
         idle_warmup=config.idle_warmup,
     )
     group = ProcessWorkerGroup(settings, launchers)
+    journal = None if journal_dir is None else RunJournal(journal_dir)
+    hook = _hooks(on_turn, journal)
     try:
         group.start()
         if on_group is not None:
@@ -425,9 +426,11 @@ def run_trace(
             group,
             RealClock(),
             _controller_config(config, group.slots),
-            on_turn=on_turn,
+            on_turn=hook,
         )
         result = controller.run()
+        if journal is not None:
+            journal(controller, force=True)
         steps = group.step_records()
         starts = group.worker_starts()
     finally:
@@ -438,6 +441,21 @@ def run_trace(
             tmp.cleanup()
     t0 = controller._t0  # noqa: SLF001 - the run's origin on the clock
     return _run_result(config, trace.name, result, group, steps, starts, t0)
+
+
+def _hooks(
+    on_turn: Callable[[Controller], None] | None, journal: RunJournal | None
+) -> Callable[[Controller], None] | None:
+    """The turn hook: the caller's, then the journal's."""
+    hooks = [h for h in (on_turn, journal) if h is not None]
+    if not hooks:
+        return None
+
+    def hook(controller: Controller) -> None:
+        for each in hooks:
+            each(controller)
+
+    return hook
 
 
 def _run_result(
@@ -531,6 +549,7 @@ def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> d
         "workers": write_parquet(out / "workers.parquet", workers),
         "timeline": write_parquet(out / "timeline.parquet", timeline),
     }
+    RunJournal(out).remove()  # the journal of a run that was not killed
     if plot:
         inputs = result.summary.get("inputs", {})
         title = (

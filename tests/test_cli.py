@@ -267,12 +267,11 @@ VOCABULARY = (
 
 @pytest.mark.parametrize("command", ["simulate", "run", "compare", "sweep"])
 def test_the_commands_share_one_flag_vocabulary(command):
-    from click import Context
     from typer.main import get_command
 
     click_app = get_command(app)
     sub = click_app.commands[command]  # type: ignore[attr-defined]
-    flags = {opt for param in sub.get_params(Context(sub)) for opt in param.opts}
+    flags = {opt for param in sub.params for opt in param.opts}
     assert set(VOCABULARY) <= flags, sorted(set(VOCABULARY) - flags)
     hidden = {opt for p in sub.params if getattr(p, "hidden", False) for opt in p.opts}
     assert hidden <= {"--workers-max", "--trace-start-s", "--on-demand-price"}
@@ -281,11 +280,10 @@ def test_the_commands_share_one_flag_vocabulary(command):
 
 
 def test_calibrate_takes_max_nodes_and_its_old_name():
-    from click import Context
     from typer.main import get_command
 
     sub = get_command(app).commands["calibrate"]  # type: ignore[attr-defined]
-    flags = {opt for param in sub.get_params(Context(sub)) for opt in param.opts}
+    flags = {opt for param in sub.params for opt in param.opts}
     assert {"--max-nodes", "--workers-max"} <= flags
 
 
@@ -298,6 +296,7 @@ def test_calibrate_takes_max_nodes_and_its_old_name():
         (("--deadline-h", "-1"), "--deadline-h must be > 0"),
         (("--notice-s", "-3"), "--notice-s must be >= 0"),
         (("--checkpoint-interval-s", "soon"), "--checkpoint-interval-s must be"),
+        (("--checkpoint-interval-s", "1e-300"), "--checkpoint-interval-s must be at least 1 s"),
     ],
 )
 def test_bad_flags_name_the_flag_not_the_job_preset(args, flag):
@@ -359,3 +358,35 @@ def test_an_unwritable_out_fails_first_in_one_line(tmp_path):
         result = runner.invoke(app, ["simulate", "-t", "spot_us_east.csv", "--out", str(out)])
         assert result.exit_code == 2 and "--out" in result.stderr, result.output
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_sweep_whose_policy_raises_is_one_line_and_writes_nothing(tmp_path):
+    plugin = tmp_path / "boom.py"
+    plugin.write_text(
+        "from elasim.policies import PolicyBase\n"
+        "class Boom(PolicyBase):\n"
+        "    name = 'boom'\n"
+        "    def decide(self, obs):\n"
+        "        raise RuntimeError('boom')\n"
+    )
+    out = tmp_path / "sweep"
+    result = runner.invoke(
+        app,
+        ["sweep", "--traces", "spot_us_east.csv", "--policies", f"{plugin}:Boom",
+         "--workers", "1", "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "boom" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (out / "sweep.parquet").exists()
+
+
+@pytest.mark.parametrize("command", ["sweep", "compare"])
+def test_sweep_and_compare_refuse_an_unwritable_out_first(tmp_path, command):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    args = {
+        "sweep": ["sweep", "--traces", "spot_us_east.csv", "--out", str(blocker)],
+        "compare": ["compare", str(tmp_path), str(tmp_path), "--out", str(blocker)],
+    }[command]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "--out" in result.stderr, result.output

@@ -8,6 +8,7 @@ around it: trace time from real time, measured throughput, victims, graceful lea
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -152,3 +153,31 @@ def test_controller_config_validates():
         ControllerConfig(time_scale=0)
     with pytest.raises(ValueError, match="min_nodes"):
         ControllerConfig(min_nodes=3, max_nodes=2)
+
+
+def test_the_journal_appends_events_as_the_run_goes(tmp_path):
+    from elasim.executor.journal import RunJournal
+
+    trace = synthetic_trace([(0, 2), (100, 4), (200, 1)], duration_s=1000)
+    journal = RunJournal(tmp_path, every_s=0.0)
+    seen: list[int] = []
+
+    def hook(controller):
+        journal(controller)
+        path = tmp_path / "events.partial.jsonl"
+        seen.append(len(path.read_text().splitlines()) if path.exists() else 0)
+
+    clock = FakeClock()
+    group = FakeWorkerGroup(clock, step_time_s=1.0, max_steps=60)
+    config = ControllerConfig(
+        time_scale=10.0, max_steps=60, max_nodes=4, idle_poll_real_s=1e9,
+        checkpoint_interval_trace_s=math.inf,
+    )  # fmt: skip
+    result = Controller(trace, ScriptedPolicy(), group, clock, config, on_turn=hook).run()
+    assert seen == sorted(seen) and seen[0] < seen[-1]  # written turn by turn, not at the end
+    lines = (tmp_path / "events.partial.jsonl").read_text().splitlines()
+    assert [json.loads(line)["kind"] for line in lines] == [
+        e.kind.value for e in result.events[: len(lines)]
+    ]
+    journal.remove()
+    assert not (tmp_path / "events.partial.jsonl").exists()

@@ -172,3 +172,28 @@ def test_a_rollback_costs_the_measured_time_of_the_lost_steps():
     group._steps += steps(2, 2, 101, 100, 1.0, 0.002)
     redone = 50 * 0.001 + 0.002 + 99 * 0.002 + 0.006
     assert group._rollback_run_s(50, 4) == pytest.approx(redone)
+
+
+def test_a_second_total_loss_counts_only_what_was_committed_since_the_restart():
+    """Issue: lost_steps took the highest step ever seen, so a second loss re-counted the first."""
+    from elasim.executor.group import GroupSettings, LocalLauncher, ProcessWorkerGroup, StepRecord
+
+    group = ProcessWorkerGroup(GroupSettings(), [LocalLauncher(slots=4)])
+
+    def steps(gen: int, first: int, count: int, start_s: float):
+        return [
+            StepRecord(start_s + i * 0.001, first + i, 2, 0.0, 64, gen, 0, 64 * (first + i))
+            for i in range(count)
+        ]
+
+    # steps 1-8,999, a total loss with no checkpoint (back to 0), then 1-272 again
+    group._steps = steps(0, 1, 8999, 0.0) + steps(1, 1, 272, 100.0)
+    group._last_checkpoint_step = None
+    assert group._last_step() == 272
+    assert group._lost_since(0) == 272  # not 8,999: those were lost the first time
+    # the step ids logged since the restart are exactly the ones a second loss loses
+    since_restart = {r.step for r in group._steps if r.gen == 1}
+    assert group._lost_since(0) == len(since_restart)
+    # a checkpoint at 200 after the restart: only 201-272 are lost
+    assert group._lost_since(200) == 72
+    assert group._rollback_run_s(200, 2) == pytest.approx(72 * 0.001 + 0.001)

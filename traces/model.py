@@ -33,6 +33,9 @@ __all__ = [
     "METADATA_KEYS",
     "RESERVED_METADATA_KEYS",
     "TraceMetadata",
+    "on_demand_price_of",
+    "start_offset_of",
+    "trace_period_s",
 ]
 
 #: Metadata keys with a dedicated :class:`TraceMetadata` field, in file order.
@@ -383,3 +386,43 @@ class JobTrace:
     def gpu_hours(self) -> float:
         """Total GPU-hours of work in the trace."""
         return float(np.sum(self.duration_s * self.num_gpus)) / 3600.0
+
+
+def trace_period_s(trace: CapacityTrace | JobTrace) -> float:
+    """How long a trace lasts before a replay repeats it.
+
+    A capacity trace: its ``duration_s``.  A job trace: its last submission plus one
+    second (its arrivals then repeat, shifted by that much).
+    """
+    if isinstance(trace, CapacityTrace):
+        return float(trace.duration_s)
+    last = float(trace.submit_time_s.max()) if trace.submit_time_s.size else 0.0
+    return max(trace.span_s, last + 1.0)
+
+
+def start_offset_of(trace: CapacityTrace | JobTrace, offset_s: float | None, seed: int) -> float:
+    """Where a run starts in ``trace``: the same rule for a simulation and a real run.
+
+    None draws it uniformly over the trace's period from ``seed`` (the Can't Be Late
+    methodology of random start points); a given offset must lie within the period.
+
+    Raises:
+        ValueError: an offset outside the trace, in one line naming the flag.
+    """
+    period_s = trace_period_s(trace)
+    if offset_s is None:
+        return float(np.random.default_rng(seed).uniform(0.0, period_s))
+    if not 0.0 <= offset_s < period_s:
+        raise ValueError(
+            f"--start-offset-s {offset_s:g} is outside the trace {trace.name!r} "
+            f"(0 to {period_s:g} s)"
+        )
+    return float(offset_s)
+
+
+def on_demand_price_of(trace: CapacityTrace | JobTrace, override: float | None) -> float:
+    """USD per on-demand node-hour: ``override``, else the trace's, else ``inf`` (none)."""
+    if override is not None:
+        return float(override)
+    price = getattr(getattr(trace, "metadata", None), "on_demand_price_per_hour", None)
+    return math.inf if price is None else float(price)

@@ -19,7 +19,17 @@ __all__ = ["Actuator"]
 
 
 class Actuator(Protocol):
-    """The environment side of one elastic job (times in trace seconds)."""
+    """The environment side of one elastic job (times in trace seconds).
+
+    Attributes:
+        books: the job's ledger: the loop bills cost and node-time into it, the
+            actuator books where the time went (it alone knows).
+        polls: whether things happen without being asked (real workers crash), so the
+            loop must :meth:`poll` every turn; the fluid model sets it False.
+    """
+
+    books: Accounting
+    polls: bool
 
     @property
     def state(self) -> JobState:

@@ -54,6 +54,8 @@ from .rules import CheckpointSchedule, leave_lead_s
 __all__ = ["JobLoop", "PolicyError", "TimelineRow"]
 
 _EPS = 1e-9
+#: The earliest a policy's ``wake_after_s`` can ask to be asked again (trace seconds).
+MIN_WAKE_S = 1e-3
 
 
 class PolicyError(ValueError):
@@ -314,7 +316,9 @@ class JobLoop:
         paid_spot = actuator.paid()[0]
         group_spot, group_od = actuator.members()
         before = group_spot + group_od
-        after = before - min(group_spot, max(paid_spot - item.available, 0))
+        # starting nodes are taken first (both actuators do so): members lose only
+        # what the starting ones cannot cover
+        after = before - min(group_spot, max(group_spot - item.available, 0))
         drop_s = float(item.drop_s if item.drop_s is not None else t)
         if item.available < paid_spot:
             self._record([EventRecord(t, EventKind.PREEMPT_NOTICE, before, after)], drop_s)
@@ -404,7 +408,8 @@ class JobLoop:
         )
         self.target = decision
         wake = decision.wake_after_s
-        self.wake_at_s = math.inf if wake is None else now_s + wake
+        # a wake-up closer than the loop's time tolerance would be due at once, forever
+        self.wake_at_s = math.inf if wake is None else now_s + max(wake, MIN_WAKE_S)
         self.decision_due = False
         self._fresh = True
 
@@ -483,7 +488,3 @@ class JobLoop:
     def state(self) -> JobState:
         """The job's state (the actuator's)."""
         return self.actuator.state
-
-    def info(self) -> dict[str, Any]:
-        """What the loop knows about itself, for logs."""
-        return {"turns": self.turns, "decisions": len(self.decisions), "events": len(self.events)}

@@ -40,6 +40,10 @@ class RescaleMode(str, enum.Enum):
     RESTART = "restart"
 
 
+#: The shortest checkpoint interval a user may ask for: below a second a job would do
+#: nothing but checkpoint (and a simulation would record millions of them).
+MIN_CHECKPOINT_INTERVAL_S = 1.0
+
 #: ``checkpoint_interval_s`` meaning "Young/Daly from the observed failure rate".
 CHECKPOINT_AUTO: float | None = None
 #: ``checkpoint_interval_s`` meaning "no periodic checkpoints".
@@ -71,8 +75,11 @@ def parse_checkpoint_interval(text: str | float | None, flag: str = "--checkpoin
             raise ValueError(f"{flag} must be 'auto', 'off' or seconds, got {text!r}") from None
     if math.isinf(value) and value > 0:
         return CHECKPOINT_OFF
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{flag} must be > 0 seconds, 'auto' or 'off', got {text!r}")
+    if not (math.isfinite(value) and value >= MIN_CHECKPOINT_INTERVAL_S):
+        raise ValueError(
+            f"{flag} must be at least {MIN_CHECKPOINT_INTERVAL_S:g} s, 'auto' or 'off', "
+            f"got {text!r}"
+        )
     return value
 
 

@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 __all__ = ["CapacityReplay", "ReplayItem"]
 
 _NOTICE, _ROW = 0, 1
+#: The longest preemption notice accepted (a week; clouds give 30 s to 2 minutes).
+MAX_NOTICE_S = 7 * 86400.0
 
 
 class ReplayItem(NamedTuple):
@@ -64,6 +66,10 @@ class CapacityReplay:
         if not self._times:
             raise ValueError("a capacity trace needs at least one row")
         self.period_s = float(duration_s)
+        if not 0 <= notice_s <= MAX_NOTICE_S:
+            # a notice days ahead is no spot market's; an astronomical one would make
+            # every drop of the repeating trace due at the start, without end
+            raise ValueError(f"--notice-s must be 0 to {MAX_NOTICE_S:g} s, got {notice_s:g}")
         self.start_offset_s = float(start_offset_s) % self.period_s
         self.notice_s = float(notice_s)
         raw = [int(a) for a in available]

@@ -8,7 +8,6 @@ replay of the same trace window compare field by field.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -134,10 +133,3 @@ def summarize(loop: JobLoop, end_s: float) -> dict[str, Any]:
         "loop_turns": loop.turns,
         "sim_time_h": end_s / 3600.0,
     }
-
-
-def finite_or_none(value: float | None) -> float | None:
-    """JSON has no infinity: an infinite figure is reported as None."""
-    if value is None or math.isinf(value):
-        return None
-    return value

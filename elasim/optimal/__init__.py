@@ -89,7 +89,7 @@ def plan_optimal(
     if replay is None:
         raise ValueError("the offline optimum 'optimal' needs a capacity (spot) trace")
     horizon = config.deadline_s - safety_margin_s
-    hurry = (job.nodes.max, job.nodes.max if od_price is not None else 0)
+    hurry = (job.nodes.max, job.nodes.max if math.isfinite(od_price) else 0)
     if horizon <= step_s:
         plan = Plan((0.0,), (hurry[0],), (hurry[1],))
         report = PlanReport(step_s, 0, 0, max(horizon, 0.0), False, math.nan, None, math.nan)

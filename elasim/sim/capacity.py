@@ -34,7 +34,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from elasim.jobmodel import ReplayItem
-from elasim.traces.model import JobTrace
+from elasim.traces.model import JobTrace, trace_period_s
 
 __all__ = ["ClusterCapacity"]
 
@@ -65,9 +65,7 @@ class ClusterCapacity:
         self._submit = submit[fits].tolist()
         self._duration = durations[fits].tolist()
         self._gpus = gpus[fits].tolist()
-        span = float(trace.span_s) if hasattr(trace, "span_s") else 0.0
-        last = float(submit.max()) if len(submit) else 0.0
-        self.period_s = max(span, last + 1.0)
+        self.period_s = trace_period_s(trace)
         self.start_offset_s = float(start_offset_s) % self.period_s
         self.used_gpus = 0
         self.running_jobs = 0

@@ -18,7 +18,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import simpy
 
 from elasim.job import JobSpec
@@ -27,12 +26,13 @@ from elasim.jobmodel import (
     FluidJob,
     JobLoop,
     JobRules,
+    describe_checkpoint_interval,
     pause_for,
     summarize,
 )
 from elasim.policies import Observation, Policy, is_oracle
 from elasim.policies._ondemand import fastest_finish_s
-from elasim.traces.model import CapacityTrace, JobTrace
+from elasim.traces.model import CapacityTrace, JobTrace, on_demand_price_of, start_offset_of
 
 from .capacity import ClusterCapacity
 from .config import SimConfig, SimResult, Timeline
@@ -86,9 +86,7 @@ def _metadata(
         "job": job.name,
         "rescale": config.rescale.value,
         "notice_s": config.notice_s,
-        "checkpoint_interval_s": "auto"
-        if config.checkpoint_interval_s is None
-        else config.checkpoint_interval_s,
+        "checkpoint_interval_s": describe_checkpoint_interval(config.checkpoint_interval_s),
         "checkpoint_cost_s": checkpoint_cost_s,
         "deadline_s": config.deadline_s,
         "seed": config.seed,
@@ -96,28 +94,25 @@ def _metadata(
         "min_nodes": job.nodes.min,
         "max_nodes": job.nodes.max,
         "cluster_gpus": config.cluster_gpus,
-        "priced": not isinstance(trace, CapacityTrace)
-        or trace.price_per_hour is not None
-        or config.spot_price_per_hour is not None,
+        "priced": trace.price_per_hour is not None or config.spot_price_per_hour is not None
+        if isinstance(trace, CapacityTrace)
+        else config.cluster_price_per_hour > 0,
     }
 
 
 def capacity_for(
     trace: CapacityTrace | JobTrace, job: JobSpec, config: SimConfig
-) -> tuple[ClusterCapacity | None, CapacityReplay | None, float, float | None]:
+) -> tuple[ClusterCapacity | None, CapacityReplay | None, float, float]:
     """Where capacity comes from: (cluster, replay, start offset, on-demand price).
 
     Public because the offline planner (:mod:`elasim.optimal`) must see the very
     window, cap and prices that :func:`simulate` will replay.
     """
-    rng = np.random.default_rng(config.seed)
+    offset = start_offset_of(trace, config.start_offset_s, config.seed)
+    od_price = on_demand_price_of(trace, config.on_demand_price_per_hour)
     if isinstance(trace, JobTrace):
         if config.cluster_gpus is None:
             raise ValueError("a job (shared-cluster) trace needs --cluster-gpus")
-        period = max(float(np.max(trace.submit_time_s)) if len(trace.submit_time_s) else 0.0, 1.0)
-        offset = config.start_offset_s
-        if offset is None:
-            offset = float(rng.uniform(0.0, period))
         cluster = ClusterCapacity(
             trace,
             cluster_gpus=config.cluster_gpus,
@@ -126,13 +121,7 @@ def capacity_for(
             start_offset_s=offset,
             cap_nodes=job.nodes.max,
         )
-        return cluster, None, offset, config.on_demand_price_per_hour
-    offset = config.start_offset_s
-    if offset is None:
-        offset = float(rng.uniform(0.0, float(trace.duration_s)))
-    od_price = config.on_demand_price_per_hour
-    if od_price is None:
-        od_price = trace.metadata.on_demand_price_per_hour
+        return cluster, None, offset, od_price
     replay = CapacityReplay.from_trace(
         trace,
         start_offset_s=offset,
@@ -181,7 +170,7 @@ def simulate(
         notice_s=config.notice_s,
         checkpoint_interval_s=config.checkpoint_interval_s,
         deadline_s=config.deadline_s,
-        on_demand_price_per_hour=math.inf if od_price is None else od_price,
+        on_demand_price_per_hour=od_price,
         horizon_s=config.max_sim_time_s or _DEFAULT_HORIZON_S,
         trace_scale=config.trace_scale,
     )

@@ -16,8 +16,16 @@ __all__ = ["timeline_frame", "write_result"]
 
 
 def timeline_frame(result: SimResult) -> pd.DataFrame:
-    """The timeline as a DataFrame (nodes held, available, price, progress over time)."""
-    return pd.DataFrame(result.timeline.as_columns())
+    """The timeline as a DataFrame, with the executor's columns in the executor's order.
+
+    ``step`` is 0: the fluid model has no steps.
+    """
+    from elasim.jobmodel import TimelineRow
+
+    columns = dict(result.timeline.as_columns())
+    columns["step"] = (0,) * len(columns["time_s"])
+    order = [*TimelineRow._fields, "nodes_held"]
+    return pd.DataFrame({name: columns[name] for name in order})
 
 
 def write_result(
