@@ -132,6 +132,7 @@ def test_the_replay_is_reproducible() -> None:
 
 
 def test_a_live_run_refuses_the_oracle_before_any_worker_starts() -> None:
+    pytest.importorskip("torch")
     from elasim.executor.run import RunConfig, run_trace
 
     with pytest.raises(ValueError, match="is an oracle"):

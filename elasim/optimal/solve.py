@@ -71,6 +71,26 @@ class Solution:
 _FRESH, _OLD = 0, 1
 
 
+def _change_tables(problem: PlanningProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """How planned changes are gathered: (bar on old changes, fresh sources, fresh bar).
+
+    A change either restarts the group (fresh) or not (old).  Few changes restart it
+    (from nothing, or to nodes of the other market only), so the fresh ones are
+    gathered per target (padded with the target itself, barred by ``+inf``) instead
+    of a C x C table; the old ones are the rest, the restarts barred by ``+inf``.
+    """
+    size = len(problem.configs)
+    cols = np.arange(size)
+    bar_old = np.where(problem.restarts, np.inf, 0.0)
+    sources_of = [np.flatnonzero(problem.restarts[:, c]) for c in range(size)]
+    width = max(1, max(len(found) for found in sources_of))
+    fresh_from = np.tile(cols[:, None], (1, width))  # (target, slot) -> source
+    for c, found in enumerate(sources_of):
+        fresh_from[c, : len(found)] = found
+    fresh_bar = np.where(problem.restarts[fresh_from, cols[:, None]], 0.0, np.inf)
+    return bar_old, fresh_from, fresh_bar
+
+
 def _forward(
     problem: PlanningProblem, lams: np.ndarray, drops: list[_Drop | None], *, keep: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray | None]]:
@@ -95,17 +115,7 @@ def _forward(
     cols = np.arange(size)
     first = problem.loss.copy()
     first[0] = problem.first_loss  # the very first start loads no checkpoint
-    # a change either restarts the group (fresh) or not (old).  Few changes restart
-    # it (from nothing, or to nodes of the other market only), so the fresh ones are
-    # gathered per target (padded with the target itself, barred) instead of a C x C
-    # table; the old ones are the rest, the restarts barred by +inf.
-    bar_old = np.where(problem.restarts, np.inf, 0.0)
-    sources_of = [np.flatnonzero(problem.restarts[:, c]) for c in range(size)]
-    width = max(1, max(len(found) for found in sources_of))
-    fresh_from = np.tile(cols[:, None], (1, width))  # (target, slot) -> source
-    for c, found in enumerate(sources_of):
-        fresh_from[c, : len(found)] = found
-    fresh_bar = np.where(problem.restarts[fresh_from, cols[:, None]], 0.0, np.inf)
+    bar_old, fresh_from, fresh_bar = _change_tables(problem)
     # lam x loss of the old (non-restarting) changes, the same in most segments
     priced_old = lam[:, :, None] * (problem.loss + bar_old)[None, :, :]
     for k in range(count):
