@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 from ._common import usable_spot
-from .base import Observation
+from .base import Decision, Observation
 
 __all__ = [
     "DEFAULT_OVERHEAD_FRACTION",
@@ -147,6 +147,28 @@ def job_plan(
         pause_s=start_pause_s(obs),
         overhead_fraction=overhead_fraction,
     )
+
+
+def fastest_count(obs: Observation) -> int:
+    """The node count that trains fastest (the smallest of equals, the cheapest).
+
+    Not always ``max_nodes``: for a job whose all-reduce costs more than a node adds
+    (the ResNet-50 preset's two nodes are slower than one), running "flat out" on
+    ``max_nodes`` would be slower than the plan it is meant to rescue.
+    """
+    counts = range(max(obs.min_nodes, 1), obs.max_nodes + 1)
+    return max(counts, key=lambda n: (training_rate(obs, n), -n))
+
+
+def flat_out(obs: Observation) -> Decision:
+    """The fastest count, now: on-demand nodes held first, then usable spot, then on-demand.
+
+    Keeping the on-demand nodes held avoids swapping them for spot, which would cost a
+    boot and two pauses a job in a hurry cannot afford.
+    """
+    fastest = fastest_count(obs)
+    spot = min(usable_spot(obs), fastest - min(obs.on_demand_held, fastest))
+    return Decision(spot, fastest - spot, None)
 
 
 def fastest_finish_s(obs: Observation, samples: float, *, overhead_fraction: float = 0.0) -> float:

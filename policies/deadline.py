@@ -20,6 +20,7 @@ from ._ondemand import (
     DEFAULT_SAFETY_MARGIN_S,
     OnDemandPlan,
     cost_effective_spot,
+    flat_out,
     job_plan,
     job_samples,
     training_rate,
@@ -228,9 +229,8 @@ class DeadlinePolicy(PolicyBase):
         if not math.isfinite(obs.on_demand_price_per_hour):
             return all_usable_spot(obs)  # spot is all there is
         plan = self.plan(obs)
-        if plan is None:  # not even max_nodes on-demand nodes make it: run flat out
-            spot = usable_spot(obs)
-            return Decision(spot, obs.max_nodes - spot, None)
+        if plan is None:  # no on-demand count makes it: the fastest count, flat out
+            return flat_out(obs)
         budget = self.budget_usd(obs, plan)
         if obs.on_demand_held > 0:
             return self._committed(obs, plan, budget)

@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ._common import TIME_EPS_S, check_float, usable_spot, wake_after
-from ._ondemand import start_pause_s, training_rate
+from ._common import TIME_EPS_S, check_float, wake_after
+from ._ondemand import flat_out, start_pause_s, training_rate
 from .base import Decision, Observation, PolicyBase
 from .registry import register
 
@@ -74,8 +74,8 @@ class OptimalPolicy(PolicyBase):
     The replay follows the plan row by row.  One safety net: when the job is behind
     its plan (the planner's expected progress) and the fastest node count could
     only just finish with ``safety_margin_s`` and one start to spare, or when any
-    job could only just finish, it holds every usable spot node and on-demand nodes
-    up to ``max_nodes`` until done.
+    job could only just finish, it runs that fastest count until done: the on-demand
+    nodes it holds, then every usable spot node, then on-demand nodes for the rest.
 
     ``oracle = True`` keeps it out of live runs: ``policy_names()`` lists it only
     when asked for oracles, ``elasim run`` refuses it, sweeps and reports add it.
@@ -131,10 +131,7 @@ class OptimalPolicy(PolicyBase):
         guard = self.config.safety_margin_s + start_pause_s(obs)
         behind = obs.progress < self.expected_progress(obs.now_s) - 1e-4
         if slack is not None and (slack <= TIME_EPS_S or (behind and slack <= guard)):
-            # flat out, but keep the on-demand nodes held: swapping them for spot
-            # would cost a boot and two pauses the job cannot afford now
-            spot = min(usable_spot(obs), obs.max_nodes - obs.on_demand_held)
-            return Decision(spot, obs.max_nodes - spot, None)
+            return flat_out(obs)
         wake = math.inf
         if row + 1 < len(plan.start_s):
             wake = plan.start_s[row + 1] - obs.now_s

@@ -136,7 +136,7 @@ def test_invariants_on_synthetic_degenerate_traces(kind: str, nodes: int) -> Non
 @given(
     name=st.sampled_from(BUNDLED),
     nodes=st.sampled_from(NODES),
-    where=st.floats(0.0, 1.0),
+    where=st.floats(0.0, 1.0, exclude_max=True),
 )
 def test_invariants_on_windows_of_the_bundled_traces(name: str, nodes: int, where: float) -> None:
     trace = load_trace(name)
@@ -162,7 +162,11 @@ def shared_spot_traces(root: Path) -> list[CapacityTrace]:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(index=st.integers(0, 5), nodes=st.sampled_from(NODES), where=st.floats(0.0, 1.0))
+@given(
+    index=st.integers(0, 5),
+    nodes=st.sampled_from(NODES),
+    where=st.floats(0.0, 1.0, exclude_max=True),
+)
 def test_invariants_on_random_windows_of_the_real_traces(
     shared_traces: Path, index: int, nodes: int, where: float
 ) -> None:
