@@ -1,10 +1,10 @@
-"""A plain torchrun training script: torch.distributed + DDP, its own checkpoint and resume.
+r"""A plain torchrun training script: torch.distributed + DDP, its own checkpoint and resume.
 
-It runs unchanged under both::
+It runs unchanged under both (``--max-steps`` tells elasim the script's ``--steps``)::
 
     torchrun --standalone --nproc_per_node 2 examples/torchrun_ddp.py --checkpoint-dir ckpt
-    elasim run --script examples/torchrun_ddp.py --max-steps 400 -t spot_us_east.csv \\
-        -- --steps 400 --checkpoint-dir ckpt
+    elasim run -t spot_us_east.csv --max-steps 200 --script examples/torchrun_ddp.py \
+        -- --checkpoint-dir ckpt
 
 It uses only the TorchElastic contract: ``init_process_group`` reads ``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` from the environment,
@@ -98,7 +98,7 @@ def load(path, model, optimizer, device):
 
 
 def batch_of(step, rank, world, global_batch, device):
-    """This rank's share of step ``step``'s batch: a noisy linear target, seeded per step."""
+    """The share of step ``step``'s batch that ``rank`` trains on: a noisy linear target."""
     per_rank = global_batch // world + (1 if rank < global_batch % world else 0)
     gen = torch.Generator().manual_seed(1_000_003 * step + rank)
     x = torch.randn(per_rank, FEATURES, generator=gen)

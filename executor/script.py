@@ -39,6 +39,8 @@ What is measured, from the outside (real seconds):
   restart shows where the script resumed, and the steps reported after that point
   were thrown away (charged their measured time).  Without step numbers it cannot be
   told and is reported as zero;
+* **cold starts** (``workers.parquet``): a script sends no ``READY``, so a process's
+  ``ready_s`` is its world's first reported step (NaN when none was reported);
 * **done**: every process of the world exited 0 on its own.  A process that exits
   non-zero on its own is a failure (torchrun's default ``--max-restarts 0``): the run
   ends with :class:`ScriptFailed`.
@@ -308,6 +310,8 @@ class ScriptWorkerGroup(PauseAccounting):
         self._totals[step] = total
         if self._first is None:
             self._first = (wall, step)
+            for wid in self._members:  # a script is "ready" when its world has trained
+                self._workers[wid].ready_wall_s = wall
         loss = report.get("loss")
         self._step_walls.append(wall)
         self._steps.append(
