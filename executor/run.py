@@ -397,6 +397,8 @@ def run_trace(
         ValueError: a bad policy, option or setting, or a checkpoint folder that
             cannot be written (one-line message).
         ExecutorError: workers could not be kept running.
+        ScriptFailed: with ``config.script``, a process of the script exited non-zero
+            on its own (an :class:`ExecutorError`).
     """
     from elasim.policies import make_policy
     from elasim.traces import load_capacity_trace
