@@ -203,6 +203,8 @@ class ScriptWorkerGroup(PauseAccounting):
         self._step_file = self._tmp / f"steps-{self._gen}.jsonl"
         self._step_file.touch()
         self._offset, self._tail, self._first = 0, b"", None
+        # the processes inherit the controller's environment, as torchrun's workers do
+        # (plus gloo's interface, when the launcher set one); elasim reads none of it
         base = dict(self.launcher.env if self.launcher.env is not None else os.environ)
         world = len(kinds)
         spawn_wall = time.time()
