@@ -55,6 +55,7 @@ def on_term(*_):
     if mode != "ignore-term":
         stop.append(1)
 signal.signal(signal.SIGTERM, on_term)
+open(os.path.join(out, f"ready-{gen}-{rank}"), "w").close()
 ckpt = os.path.join(out, "step")
 step = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
 while step < total and not stop:
@@ -85,6 +86,14 @@ def stand_in(tmp_path: Path, total: int = 10_000, mode: str = "normal") -> Scrip
 def script_group(spec: ScriptSpec, slots: int = 2) -> ScriptWorkerGroup:
     settings = GroupSettings(mode=RescaleMode.RESTART, stop_grace_s=3.0, poll_interval_s=0.01)
     return ScriptWorkerGroup(spec, settings, LocalLauncher(slots))
+
+
+def wait_ready(out: Path, gen: int, ranks: int, timeout_s: float = 30.0) -> None:
+    """Until every rank of world ``gen`` has its SIGTERM handler (ranks start unevenly)."""
+    deadline = time.monotonic() + timeout_s
+    while not all((out / f"ready-{gen}-{r}").exists() for r in range(ranks)):
+        assert time.monotonic() < deadline, "the stand-in did not start"
+        time.sleep(0.02)
 
 
 def kinds(events) -> list[EventKind]:
@@ -128,6 +137,7 @@ def test_a_world_gets_the_torchelastic_contract_and_restarts_are_measured(tmp_pa
     try:
         first = group.apply(2, 0)
         assert kinds(first) == [EventKind.SCALE_UP] and first[0].pause.acquire_s > 0
+        wait_ready(out, 0, 2)
         envs = [json.loads((out / f"env-0-{r}.json").read_text()) for r in (0, 1)]
         assert [e["RANK"] for e in envs] == ["0", "1"] == [e["LOCAL_RANK"] for e in envs]
         assert {e["WORLD_SIZE"] for e in envs} == {"2"} == {e["LOCAL_WORLD_SIZE"] for e in envs}
@@ -160,6 +170,7 @@ def test_a_noticed_preemption_sigterms_then_sigkills_at_the_drop(tmp_path):
     group = script_group(spec)
     try:
         group.apply(2, 0)
+        wait_ready(out, 0, 2)
         t0 = group._now()
         events = group.preempt(2, graceful=True, kill_at_real_s=t0 + 1.0)
         waited = group._now() - t0
