@@ -51,12 +51,15 @@ class UsageError(ValueError):
     """A bad command-line value: one line, exit code 2."""
 
 
-def fail(message: str) -> typer.Exit:
-    """Print ``error: message`` (markup escaped) on stderr; the exit to raise (code 2)."""
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``error: message`` (markup escaped) on stderr; the exit to raise (code 2).
+
+    ``code`` 1 is for a run that failed rather than bad input (a user's script died).
+    """
     from rich.markup import escape
 
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
+    return typer.Exit(code=code)
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

@@ -18,6 +18,9 @@ Modules:
 * :mod:`.controller`: the observe -> decide -> apply loop with an injected clock.
 * :mod:`.checkpoint`: atomic checkpoints loaded with ``weights_only=True``.
 * :mod:`.agent`: ``elasim agent``, worker slots on other hosts.
+* :mod:`.script`: a user's unmodified torchrun script as the worker group
+  (``elasim run --script``); :mod:`.report`: ``step_done()``, the one optional line
+  such a script adds.
 * :mod:`.run`: ``run_trace`` and ``write_run``; :mod:`.cli`: the ``run``/``agent`` commands.
 
 Names are imported lazily, so ``import elasim.executor`` (and the CLI module) does not
@@ -51,6 +54,7 @@ __all__ = [
     "require_torch",
     "run_trace",
     "save_checkpoint",
+    "step_done",
     "write_run",
 ]
 
@@ -76,6 +80,7 @@ _WHERE = {
     "digits_job": ".digits",
     "load_checkpoint": ".checkpoint",
     "save_checkpoint": ".checkpoint",
+    "step_done": ".report",
 }
 
 

@@ -183,15 +183,23 @@ class GroupActuator:
             return []
         return self._convert(self.group.apply(spot, on_demand, wait_ready_s=0.0))
 
-    def preempt(self, victims: int, graceful: bool, now_s: float) -> list[EventRecord]:
-        """Take ``victims`` spot nodes: ones still starting first, then members."""
+    def preempt(
+        self, victims: int, graceful: bool, now_s: float, drop_s: float | None = None
+    ) -> list[EventRecord]:
+        """Take ``victims`` spot nodes: ones still starting first, then members.
+
+        A graceful leave tells the group when the drop comes (``kill_at_real_s``, on
+        the group's clock), so that a group of processes it does not control (a
+        user's script) can kill what is left exactly then.
+        """
         paid_spot = self.paid()[0]
         keep = max(paid_spot - victims, 0)
         self._acquired = (min(self._acquired[0], keep), self._acquired[1])
         kill = self.group.held()[0] - keep
         if kill <= 0:
             return []
-        return self._convert(self.group.preempt(kill, graceful=graceful))
+        kill_at = None if drop_s is None else self._origin() + drop_s / self.scale
+        return self._convert(self.group.preempt(kill, graceful=graceful, kill_at_real_s=kill_at))
 
     def checkpoint(self, now_s: float) -> list[EventRecord]:
         """Ask rank 0 for a checkpoint at the next step boundary."""

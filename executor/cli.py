@@ -166,7 +166,7 @@ def _write_profile(result: Any, config: Any, out: Path | None, path: Path) -> No
         sizes = [p.stat().st_size for p in checkpoints.glob("*.pt")] if checkpoints else []
         profile = profile_of_runs(
             [run_dir],
-            job=config.job,
+            job=str(result.summary.get("inputs", {}).get("job") or config.job),
             checkpoint_bytes=max(sizes, default=0),
             source=f"elasim run --trace {config.trace} --policy {config.policy}",
             # workers on agents run on other hosts: no shared-host model then
@@ -192,7 +192,9 @@ def run_command(
     time_scale: float = typer.Option(600.0, "--time-scale", help="Trace seconds per real second."),
     max_nodes: int | None = max_nodes_option("Most worker slots the job may use (default 4)."),
     workers_max: int | None = hidden("--workers-max"),
-    rescale: str = typer.Option("inplace", "--rescale", help="'inplace' or 'restart'."),
+    rescale: str | None = typer.Option(
+        None, "--rescale", help="'inplace' (default) or 'restart' (always, with --script)."
+    ),
     notice_s: float = notice_option(),
     checkpoint_interval_s: str = checkpoint_interval_option(),
     checkpoint_interval_steps: int | None = typer.Option(
@@ -233,13 +235,57 @@ def run_command(
     profile_out: Path | None = typer.Option(
         None, "--profile-out", help="Also write a profile of this run (for simulate --profile)."
     ),
+    script: Path | None = typer.Option(
+        None,
+        "--script",
+        help="Run this unmodified torchrun script instead of elasim's own job; its "
+        "arguments follow '--'.",
+    ),
+    script_args: list[str] | None = typer.Argument(
+        None, help="The script's arguments (after '--', with --script).", show_default=False
+    ),
 ) -> None:
     """Replay a trace on real torch.distributed workers with the simulator's policies.
 
+    With ``--script train.py -- ARGS`` the workers are your own torchrun script,
+    restarted on every change (see the README, "Your own torchrun script").
+
     Exits 0 when the job reached its end; 1, with one line saying why, when it did
-    not (the run's files are written either way); 2 on bad input.
+    not or the script failed (the run's files are written when it ends); 2 on bad
+    input.
     """
     _run(**locals())
+
+
+def _check_flags(
+    same: dict[str, Any],
+    agents: int,
+    agent_port: int | None,
+    max_wall_s: float,
+    collective_timeout_s: float,
+) -> None:
+    """The flags of ``run`` that are checked on their own, each failure naming its flag."""
+    one_of(same["backend"], ("auto", "gloo", "nccl"), "--backend")
+    if agents and agent_port is None:
+        raise UsageError("--agents needs --agent-port")
+    if agent_port is not None and not 0 <= agent_port < 65536:
+        raise UsageError(f"--agent-port must be 0-65535, got {agent_port}")
+    for flag, value in (
+        ("--time-scale", same["time_scale"]),
+        ("--max-wall-s", max_wall_s),
+        ("--collective-timeout-s", collective_timeout_s),
+    ):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be > 0, got {value:g}")
+    for flag, count in (
+        ("--max-steps", same["max_steps"]),
+        ("--checkpoint-interval-steps", same["checkpoint_interval_steps"]),
+        ("--local-slots", same["local_slots"]),
+    ):
+        if count is not None and count < 1:
+            raise UsageError(f"{flag} must be >= 1, got {count}")
+    if same["seed"] < 0:
+        raise UsageError(f"--seed must be >= 0, got {same['seed']}")
 
 
 def _config(
@@ -265,38 +311,32 @@ def _config(
     bind: str,
     log_dir: Path | None,
     out: Path | None,
+    script: Path | None,
+    script_args: list[str] | None,
     **same: Any,
 ) -> Any:
     """Every flag of ``run`` checked (naming the flag) and turned into a ``RunConfig``."""
     from elasim.executor.run import RunConfig
 
+    spec = _script_spec(
+        script,
+        script_args,
+        log_dir if log_dir is not None or out is None else out / "logs",
+        rescale=rescale,
+        checkpoint_interval_s=checkpoint_interval_s,
+        checkpoint_dir=checkpoint_dir,
+        job_sets=job_sets,
+        **same,
+    )
+    rescale = rescale or ("restart" if spec is not None else "inplace")
     one_of(rescale, ("inplace", "restart"), "--rescale")
-    one_of(same["backend"], ("auto", "gloo", "nccl"), "--backend")
-    if agents and agent_port is None:
-        raise UsageError("--agents needs --agent-port")
-    if agent_port is not None and not 0 <= agent_port < 65536:
-        raise UsageError(f"--agent-port must be 0-65535, got {agent_port}")
-    for flag, value in (
-        ("--time-scale", same["time_scale"]),
-        ("--max-wall-s", max_wall_s),
-        ("--collective-timeout-s", collective_timeout_s),
-    ):
-        if not (math.isfinite(value) and value > 0):
-            raise UsageError(f"{flag} must be > 0, got {value:g}")
-    for flag, count in (
-        ("--max-steps", same["max_steps"]),
-        ("--checkpoint-interval-steps", same["checkpoint_interval_steps"]),
-        ("--local-slots", same["local_slots"]),
-    ):
-        if count is not None and count < 1:
-            raise UsageError(f"{flag} must be >= 1, got {count}")
-    if same["seed"] < 0:
-        raise UsageError(f"--seed must be >= 0, got {same['seed']}")
+    _check_flags(same, agents, agent_port, max_wall_s, collective_timeout_s)
     nodes = alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4)
     check_nodes(nodes)
     if out is not None:
         ensure_writable_dir(out, "--out")
     ckpt = checkpoint_dir if checkpoint_dir is not None or out is None else out / "checkpoints"
+    ckpt = None if spec is not None else ckpt  # a script checkpoints itself
     return RunConfig(
         policy_options=parse_sets(sets, "--set"),
         start_offset_trace_s=_start_offset(start_offset_s, trace_start_s),
@@ -317,8 +357,47 @@ def _config(
         expect_agents=agents,
         agent_port=agent_port,
         log_dir=None if log_dir is None else str(log_dir),
+        script=spec,
         **same,
     )
+
+
+#: ``run`` flags that configure elasim's own workers, with their defaults: given with
+#: ``--script`` they would be silently ignored, so they are refused.
+_NOT_WITH_SCRIPT = (
+    ("job", "--job", "elasim.executor.digits:digits_job"),
+    ("job_sets", "--job-set", None),
+    ("checkpoint_interval_s", "--checkpoint-interval-s", "auto"),
+    ("checkpoint_interval_steps", "--checkpoint-interval-steps", None),
+    ("checkpoint_dir", "--checkpoint-dir", None),
+    ("backend", "--backend", "auto"),
+)
+
+
+def _script_spec(
+    script: Path | None, script_args: list[str] | None, log_dir: Path | None, **flags: Any
+) -> Any:
+    """``--script`` and its arguments as a ``ScriptSpec`` (None without ``--script``)."""
+    if script is None:
+        if script_args:
+            raise UsageError(
+                f"unexpected argument {script_args[0]!r} (script arguments need --script)"
+            )
+        return None
+    from elasim.executor.script import ScriptSpec
+
+    if flags["rescale"] not in (None, "restart"):
+        raise UsageError("--script restarts the script on every change: drop --rescale inplace")
+    for key, flag, default in _NOT_WITH_SCRIPT:
+        if flags.get(key) not in (default, []):
+            raise UsageError(f"{flag} does not apply with --script (the script does its own)")
+    spec = ScriptSpec(
+        path=str(script),
+        args=tuple(script_args or ()),
+        log_dir=None if log_dir is None else str(log_dir),
+    )
+    spec.check()
+    return spec
 
 
 class _Terminated(BaseException):
@@ -369,6 +448,10 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
     except KeyboardInterrupt:
         raise typer.Exit(code=130) from None
     except (ValueError, RuntimeError, OSError, ImportError) as exc:
+        from elasim.executor.script import ScriptFailed
+
+        if isinstance(exc, ScriptFailed):  # the user's script failed, not the input: 1
+            raise _fail(_one_line(exc), code=1) from None
         raise _fail(_one_line(exc)) from None
     summary = dict(result.summary)
     if as_json:

@@ -108,8 +108,13 @@ class WorkerGroup(Protocol):
     ) -> list[GroupEvent]:
         """Move to this membership; blocks until the change is done."""
 
-    def preempt(self, count: int, *, graceful: bool) -> list[GroupEvent]:
-        """Take ``count`` spot nodes away, gracefully or by SIGKILL."""
+    def preempt(
+        self, count: int, *, graceful: bool, kill_at_real_s: float | None = None
+    ) -> list[GroupEvent]:
+        """Take ``count`` spot nodes away, gracefully or by SIGKILL.
+
+        ``kill_at_real_s`` (graceful leaves only) is the drop on the group's clock.
+        """
 
     def checkpoint(self, tag: str = "interval") -> list[GroupEvent]:
         """Write a checkpoint now (no-op without checkpoints)."""

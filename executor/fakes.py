@@ -117,7 +117,9 @@ class FakeWorkerGroup:
             kind = EventKind.RESUME
         return [self._event(kind, before, after)]
 
-    def preempt(self, count: int, *, graceful: bool) -> list[GroupEvent]:
+    def preempt(
+        self, count: int, *, graceful: bool, kill_at_real_s: float | None = None
+    ) -> list[GroupEvent]:
         """Instant loss of ``count`` spot nodes; a hard one loses the step in flight."""
         self._advance()
         self.calls.append(("preempt_graceful" if graceful else "preempt", count, 0))

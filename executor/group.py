@@ -209,8 +209,14 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
             wait_ready_s=wait_ready_s,
         )
 
-    def preempt(self, count: int, *, graceful: bool) -> list[GroupEvent]:
-        """Take ``count`` spot members away (newest first): gracefully, or by SIGKILL."""
+    def preempt(
+        self, count: int, *, graceful: bool, kill_at_real_s: float | None = None
+    ) -> list[GroupEvent]:
+        """Take ``count`` spot members away (newest first): gracefully, or by SIGKILL.
+
+        ``kill_at_real_s`` is unused: elasim's own workers leave at the step boundary
+        they are told to, within the lead the job model gave them.
+        """
         return split_preempt(self._preempt(count, graceful=graceful))
 
     def _preempt(self, count: int, *, graceful: bool) -> list[GroupEvent]:

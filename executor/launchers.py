@@ -137,17 +137,37 @@ class LocalLauncher:
 
     def spawn(self, wid: int, args: Sequence[str]) -> ProcessHandle:
         """Start one worker process."""
+        log = None if self.log_dir is None else self.log_dir / f"worker-{wid}.log"
+        argv = [self.python, "-m", "elasim.executor._entry", *args]
+        return self.start(argv, env=self.env, log_path=log)
+
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+        with_stdout: bool = False,
+    ) -> ProcessHandle:
+        """Start any command as a child that dies with the controller.
+
+        Args:
+            argv: the command.
+            env: its environment (None: inherit the controller's).
+            log_path: its stderr is appended here (None: discarded).
+            with_stdout: its stdout goes to ``log_path`` too (a user's script prints).
+        """
         stderr: Any = subprocess.DEVNULL
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            stderr = open(self.log_dir / f"worker-{wid}.log", "ab")  # noqa: SIM115
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            stderr = open(log_path, "ab")  # noqa: SIM115
         try:
             proc = subprocess.Popen(
-                [self.python, "-m", "elasim.executor._entry", *args],
+                list(argv),
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdout=stderr if with_stdout else subprocess.DEVNULL,
                 stderr=stderr,
-                env=self.env,
+                env=env,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         finally:

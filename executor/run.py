@@ -51,6 +51,7 @@ from .group import (
 )
 from .journal import RunJournal
 from .protocol import FaultInjection, WorkerSettings
+from .script import ScriptSpec, ScriptWorkerGroup
 
 __all__ = ["RunConfig", "RunResult", "run_trace", "write_run"]
 
@@ -102,6 +103,10 @@ class RunConfig:
         throughput_samples_per_s: fixed throughput table for the policy (samples per
             trace second, index = nodes) instead of measuring.
         idle_warmup: standbys warm up at idle CPU priority (benchmarks on one host).
+        script: run this torchrun script instead of elasim's own workers
+            (:mod:`.script`).  It restarts on every change (``rescale`` becomes
+            ``restart``) and checkpoints itself (elasim's checkpoint interval becomes
+            ``off``); ``job`` and the worker settings do not apply.
     """
 
     trace: str = "spot_us_east.csv"
@@ -137,10 +142,17 @@ class RunConfig:
     faults: FaultInjection = FaultInjection()
     throughput_samples_per_s: tuple[float, ...] | None = None
     idle_warmup: bool = False
+    script: ScriptSpec | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.rescale, RescaleMode):
             object.__setattr__(self, "rescale", RescaleMode(self.rescale))
+        if self.script is not None:
+            if self.agent_port is not None or self.expect_agents:
+                raise ValueError("--script runs on this host only: drop --agent-port/--agents")
+            # what a script means (see the field): recorded as such in summary.json
+            object.__setattr__(self, "rescale", RescaleMode.RESTART)
+            object.__setattr__(self, "checkpoint_interval_trace_s", math.inf)
         if self.max_nodes < 1:
             raise ValueError(f"--max-nodes must be >= 1, got {self.max_nodes}")
         if not (math.isfinite(self.time_scale) and self.time_scale > 0):
@@ -341,6 +353,9 @@ def _controller_config(config: RunConfig, slots: int) -> ControllerConfig:
 
 def _check_run(config: RunConfig, trace: Any) -> None:
     """What can be checked before any process starts, each failure one line."""
+    if config.script is not None:
+        config.script.check()
+        return
     from .api import check_job_spec
 
     check_job_spec(config.job)
@@ -382,6 +397,8 @@ def run_trace(
         ValueError: a bad policy, option or setting, or a checkpoint folder that
             cannot be written (one-line message).
         ExecutorError: workers could not be kept running.
+        ScriptFailed: with ``config.script``, a process of the script exited non-zero
+            on its own (an :class:`ExecutorError`).
     """
     from elasim.policies import is_oracle, make_policy
     from elasim.traces import load_capacity_trace
@@ -395,25 +412,7 @@ def run_trace(
             f"policy {config.policy!r} is an oracle (it needs the whole trace in advance): "
             "simulate it (elasim simulate, elasim sweep), it cannot run live"
         )
-    tmp: tempfile.TemporaryDirectory[str] | None = None
-    checkpoint_dir = config.checkpoint_dir
-    if checkpoint_dir is None:
-        tmp = tempfile.TemporaryDirectory(prefix="elasim-ckpt-")
-        checkpoint_dir = tmp.name
-    # checked before any worker starts: otherwise rank 0 dies at every checkpoint
-    check_writable_dir(checkpoint_dir, "--checkpoint-dir")
-    launchers, server = _launchers(config)
-    if server is not None:
-        launchers.extend(server.wait_for_agents(config.expect_agents, timeout_s=120.0))
-    if not launchers:
-        raise ValueError("no worker slots: give local_slots or expect_agents")
-    settings = GroupSettings(
-        mode=config.rescale,
-        worker=_worker_settings(config, checkpoint_dir),
-        bind_host=config.bind_host,
-        idle_warmup=config.idle_warmup,
-    )
-    group = ProcessWorkerGroup(settings, launchers)
+    group, server, tmp = _start_group(config)
     journal = None if journal_dir is None else RunJournal(journal_dir)
     hook = _hooks(on_turn, journal)
     try:
@@ -441,6 +440,41 @@ def run_trace(
             tmp.cleanup()
     t0 = controller._t0  # noqa: SLF001 - the run's origin on the clock
     return _run_result(config, trace.name, result, group, steps, starts, t0)
+
+
+def _start_group(
+    config: RunConfig,
+) -> tuple[Any, Any, tempfile.TemporaryDirectory[str] | None]:
+    """The worker group (not started yet), the agent listener, the temporary folder.
+
+    A script (``config.script``) gets a :class:`~.script.ScriptWorkerGroup` on this
+    host's slots; elasim's own workers a :class:`ProcessWorkerGroup`, whose
+    checkpoint folder is checked before any worker starts.
+    """
+    if config.script is not None:
+        slots = config.local_slots or config.max_nodes
+        launcher = LocalLauncher(slots, bind_host=config.bind_host)
+        settings = GroupSettings(mode=RescaleMode.RESTART, bind_host=config.bind_host)
+        return ScriptWorkerGroup(config.script, settings, launcher), None, None
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    checkpoint_dir = config.checkpoint_dir
+    if checkpoint_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="elasim-ckpt-")
+        checkpoint_dir = tmp.name
+    # checked before any worker starts: otherwise rank 0 dies at every checkpoint
+    check_writable_dir(checkpoint_dir, "--checkpoint-dir")
+    launchers, server = _launchers(config)
+    if server is not None:
+        launchers.extend(server.wait_for_agents(config.expect_agents, timeout_s=120.0))
+    if not launchers:
+        raise ValueError("no worker slots: give local_slots or expect_agents")
+    settings = GroupSettings(
+        mode=config.rescale,
+        worker=_worker_settings(config, checkpoint_dir),
+        bind_host=config.bind_host,
+        idle_warmup=config.idle_warmup,
+    )
+    return ProcessWorkerGroup(settings, launchers), server, tmp
 
 
 def _hooks(

@@ -54,8 +54,15 @@ class Actuator(Protocol):
         call (a real restart-mode group retries a failed restart only then).
         """
 
-    def preempt(self, victims: int, graceful: bool, now_s: float) -> list[EventRecord]:
-        """Take ``victims`` spot nodes (starting ones first): gracefully, or killed."""
+    def preempt(
+        self, victims: int, graceful: bool, now_s: float, drop_s: float | None = None
+    ) -> list[EventRecord]:
+        """Take ``victims`` spot nodes (starting ones first): gracefully, or killed.
+
+        ``drop_s`` is when a warned node actually goes (a graceful leave only): an
+        actuator that stops processes it does not control (a user's script) kills
+        whatever is left then.
+        """
 
     def checkpoint(self, now_s: float) -> list[EventRecord]:
         """Write a periodic checkpoint now."""

@@ -505,8 +505,13 @@ class FluidJob:
             entry[0 if index < spot else 1] += 1
         return [(ready, counts[0], counts[1]) for ready, counts in sorted(times.items())]
 
-    def preempt(self, victims: int, graceful: bool, now_s: float) -> list[EventRecord]:
-        """Take ``victims`` spot nodes: booting ones first, then group members."""
+    def preempt(
+        self, victims: int, graceful: bool, now_s: float, drop_s: float | None = None
+    ) -> list[EventRecord]:
+        """Take ``victims`` spot nodes: booting ones first, then group members.
+
+        ``drop_s`` is unused: a modelled leave takes exactly the time it is given.
+        """
         self.now = now_s
         self.spot_held -= victims
         for batch in reversed(self.booting):

@@ -344,7 +344,8 @@ class JobLoop:
             self._caps.append((drop_s, available))
             paid_spot = self.actuator.paid()[0]
             if paid_spot > available:
-                self._record(self.actuator.preempt(paid_spot - available, True, leave_s))
+                victims = paid_spot - available
+                self._record(self.actuator.preempt(victims, True, leave_s, drop_s))
         return False
 
     def _on_capacity(self, item: ReplayItem, t: float) -> None:
