@@ -27,8 +27,9 @@ samples to a target are ``E_min + S_min B`` with ``E_min / S_min`` the average o
 smoothed trajectory with those weights (steps in the early, low-noise phase count
 more per step than late ones).
 
-Pure Python (no numpy, no torch): the executor computes the squared norms, this
-module does the arithmetic for both the executor and ``elasim calibrate``.
+Pure Python (no numpy, no torch, no pandas import; a frame is read by column): the
+executor computes the squared norms, this module does the arithmetic for both the
+executor and ``elasim calibrate``.
 """
 
 from __future__ import annotations
@@ -36,11 +37,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "DEFAULT_SMOOTHING",
+    "PooledNoiseScale",
     "RunNoiseScale",
     "harmonic_batch",
+    "noise_scale_of_steps",
     "run_noise_scale",
     "smoothed_noise_scale",
     "two_batch_estimates",
@@ -121,11 +125,13 @@ class RunNoiseScale:
     Attributes:
         b_noise_samples: progress-weighted mean of the smoothed ``B_noise`` (samples).
         final_b_noise_samples: the smoothed value at the last step (Pollux's view).
+        progress_steps: the run's progress in infinite-batch steps (the weights' sum).
         steps: steps that carried an estimate.
     """
 
     b_noise_samples: float
     final_b_noise_samples: float
+    progress_steps: float
     steps: int
 
 
@@ -158,5 +164,52 @@ def run_noise_scale(
     return RunNoiseScale(
         b_noise_samples=weighted / total if total > 0 else math.nan,
         final_b_noise_samples=finite[-1] if finite else math.nan,
+        progress_steps=total,
         steps=counted,
     )
+
+
+@dataclass(frozen=True)
+class PooledNoiseScale:
+    """``B_noise`` of several runs, each weighted by the progress it made.
+
+    Attributes:
+        b_noise_samples: the pooled noise scale (NaN: no run had an estimate).
+        progress_steps: infinite-batch steps behind it (the pooling weight).
+        steps: steps that carried an estimate.
+    """
+
+    b_noise_samples: float = math.nan
+    progress_steps: float = 0.0
+    steps: int = 0
+
+    def plus(self, later: PooledNoiseScale) -> PooledNoiseScale:
+        """Pool with another run's (weights add; NaN parts count for nothing)."""
+        parts = [p for p in (self, later) if p.progress_steps > 0]
+        total = sum(p.progress_steps for p in parts)
+        return PooledNoiseScale(
+            sum(p.b_noise_samples * p.progress_steps for p in parts) / total if total else math.nan,
+            total,
+            self.steps + later.steps,
+        )
+
+
+def noise_scale_of_steps(steps: Any, smoothing: float = DEFAULT_SMOOTHING) -> PooledNoiseScale:
+    """One run's ``B_noise`` from its ``steps.parquet`` frame (:func:`run_noise_scale`).
+
+    Runs written before the executor measured the noise scale lack the columns: they
+    give an empty estimate, as a run on one worker does.
+    """
+    if steps is None or not {"gns_grad_sq", "gns_noise_trace", "samples"} <= set(steps.columns):
+        return PooledNoiseScale()
+    if "time_s" in steps.columns:
+        steps = steps.sort_values("time_s", kind="stable")
+    run = run_noise_scale(
+        [float(v) for v in steps["gns_grad_sq"]],
+        [float(v) for v in steps["gns_noise_trace"]],
+        [float(v) for v in steps["samples"]],
+        smoothing,
+    )
+    if not math.isfinite(run.b_noise_samples):
+        return PooledNoiseScale(steps=run.steps)
+    return PooledNoiseScale(run.b_noise_samples, run.progress_steps, run.steps)

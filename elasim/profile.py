@@ -22,6 +22,11 @@ What the simulator takes from it (:func:`apply_profile`):
   cores, and the simulator models that sharing (:class:`elasim.job.RescaleSpec`),
   from the start time of a worker alone on the host (``cold_start_alone_s``,
   derived from every batch and the number of workers training meanwhile).
+* the gradient noise scale the executor measured while training (optional: profiles
+  written before it was measured lack it) -> ``B_noise`` of the convergence model.
+  It costs nothing under the executor's fixed global batch; ``batch="scaled"``
+  (``simulate --profile P --batch scaled``) lets each worker keep the profiled batch,
+  so the global batch grows with the nodes and the measured noise scale prices it.
 
 Pure Python plus pandas for reading runs; no simpy, no torch.
 """
@@ -47,6 +52,7 @@ from elasim.job import (
     NodesSpec,
     RescaleSpec,
 )
+from elasim.noise_scale import PooledNoiseScale, noise_scale_of_steps
 from elasim.policies import PAUSE_COMPONENTS, PauseComponents
 from elasim.profile_coldstart import (
     ColdStartBatch,
@@ -137,6 +143,8 @@ class Profile:
             the slowdown of the trainers next to it, :func:`starting_weight`).
         detect_s: median time for survivors to notice a killed peer.
         source: what produced it (``calibrate`` or a run directory).
+        gradient_noise_scale: ``B_noise`` (samples) measured while training, pooled
+            over the runs (:mod:`elasim.noise_scale`); None: not measured.
     """
 
     version: int
@@ -158,6 +166,7 @@ class Profile:
     cold_start_alone_s: float = 0.0
     starting_weight: float = 1.0
     extra: tuple[tuple[str, Any], ...] = field(default=())
+    gradient_noise_scale: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("hardware", "model", "extra"):  # canonical order: equal files compare equal
@@ -174,6 +183,9 @@ class Profile:
                 raise ProfileError(f"cold start offsets must be >= 0, got {list(offsets)}")
         if self.global_batch < 1:
             raise ProfileError("global_batch must be >= 1")
+        gns = self.gradient_noise_scale
+        if gns is not None and not (math.isfinite(gns) and gns >= 0):
+            raise ProfileError(f"gradient_noise_scale must be >= 0, got {gns!r}")
         if not self.step_time_s:
             raise ProfileError("a profile needs at least one measured step time")
         for world, seconds in self.step_time_s:
@@ -186,7 +198,9 @@ class Profile:
         return max(world for world, _ in self.step_time_s)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (the file format)."""
+        """A JSON-ready dict (the file format; the noise scale only when measured)."""
+        gns = self.gradient_noise_scale
+        measured = {} if gns is None else {"gradient_noise_scale": gns}
         return {
             "elasim_profile_version": self.version,
             "source": self.source,
@@ -216,6 +230,7 @@ class Profile:
             "cold_start_alone_s": self.cold_start_alone_s,
             "starting_weight": self.starting_weight,
             "detect_s": self.detect_s,
+            **measured,
             "extra": dict(self.extra),
         }
 
@@ -261,6 +276,9 @@ class Profile:
                 starting_weight=float(data.get("starting_weight", 1.0)),
                 detect_s=float(data.get("detect_s", 0.0)),
                 extra=tuple(sorted(dict(data.get("extra", {})).items())),
+                gradient_noise_scale=None
+                if data.get("gradient_noise_scale") is None
+                else float(data["gradient_noise_scale"]),
             )
         except ProfileError as exc:
             raise ProfileError(f"{where}: {exc}") from None
@@ -312,6 +330,9 @@ def describe_profile(profile: Profile) -> list[tuple[str, str]]:
             )
         )
         rows.append(("a starting worker's CPU, in trainers", f"{profile.starting_weight:.2f}"))
+    gns = profile.gradient_noise_scale
+    shown = "not measured" if gns is None else f"{gns:,.0f}"
+    rows.append(("gradient noise scale B_noise (samples)", shown))
     return rows
 
 
@@ -363,6 +384,7 @@ def apply_profile(
     *,
     target_samples: float | None = None,
     min_nodes: int = 1,
+    batch: BatchSemantics | str = BatchSemantics.FIXED,
 ) -> JobSpec:
     """A job spec whose figures come from ``profile``.
 
@@ -372,11 +394,27 @@ def apply_profile(
             model itself (fixed global batch, nodes = worker slots).
         target_samples: overrides the work target.
         min_nodes: fewest workers the job runs on.
+        batch: ``fixed`` (the executor's semantics: the global batch stays the
+            profiled one, so no convergence cost) or ``scaled`` (each worker keeps the
+            profiled batch; a sample at the larger global batch is worth less, by the
+            measured noise scale).  Under ``scaled`` the measured samples per second
+            per world size are kept as they are: a first-order model that ignores
+            how a larger per-worker batch amortises per-step overheads.
 
     Returns:
         A :class:`JobSpec` with a measured compute table, measured pause table and the
         analytical pause model fitted to the measurements.
+
+    Raises:
+        ProfileError: ``scaled`` asked of a profile without a measured noise scale.
     """
+    semantics = BatchSemantics(batch)
+    b_noise = profile.gradient_noise_scale
+    if semantics is BatchSemantics.SCALED and b_noise is None:
+        raise ProfileError(
+            "a scaled batch needs the profile's gradient noise scale, and this profile "
+            "has none (calibrate again: the executor measures it on two or more workers)"
+        )
     steps = dict(profile.step_time_s)
     table = tuple(sorted((w, profile.global_batch / t) for w, t in steps.items()))
     model = dict(profile.model)
@@ -398,9 +436,9 @@ def apply_profile(
         ),
         network=NetworkSpec(gradient_bytes=0.0, latency_s=0.0, bandwidth_bytes_per_s=1e12),
         batch=BatchSpec(
-            semantics=BatchSemantics.FIXED,
+            semantics=semantics,
             reference_batch=profile.global_batch,
-            gradient_noise_scale=0.0,
+            gradient_noise_scale=0.0 if b_noise is None else b_noise,
         ),
         nodes=NodesSpec(min=min_nodes, max=profile.max_world, gpus_per_node=1),
         checkpoint=_checkpoint_spec(profile, state_bytes),
@@ -527,7 +565,9 @@ def profile_from_runs(
     :func:`step_times_from_steps`); pauses are keyed by each run's mechanism;
     checkpoint save time is the median ``state_s`` of ``checkpoint`` events; load time
     the median ``state_s`` of restart-mode group formations (which load a checkpoint);
-    cold starts come from ``workers.parquet`` (runs of version 2).
+    cold starts come from ``workers.parquet`` (runs of version 2); the gradient noise
+    scale from the ``gns_*`` columns of ``steps.parquet``, each run's averaged over its
+    progress and the runs pooled by progress (:mod:`elasim.noise_scale`).
 
     Args:
         run_dirs: ``elasim run --out`` directories.
@@ -572,6 +612,9 @@ def profile_from_runs(
         starting_weight=starting_weight(pooled.cold_batches, step_table, shared_host_cores)
         if shared_host_cores
         else 1.0,
+        gradient_noise_scale=pooled.noise_scale.b_noise_samples
+        if math.isfinite(pooled.noise_scale.b_noise_samples)
+        else None,
     )
 
 
@@ -590,6 +633,7 @@ class _Measurements:
         global_batch: the typical step's samples (0: no steps yet).
         job_name: the job the first run trained, as its summary states it.
         runs: how many runs were pooled.
+        noise_scale: the gradient noise scale, pooled by each run's progress.
     """
 
     quiet_steps: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
@@ -602,6 +646,7 @@ class _Measurements:
     global_batch: int = 0
     job_name: Any = None
     runs: int = 0
+    noise_scale: PooledNoiseScale = PooledNoiseScale()
 
     def plus(self, later: _Measurements) -> _Measurements:
         """Pool with a later run's: lists concatenate, batch and name come from the first."""
@@ -622,6 +667,7 @@ class _Measurements:
             global_batch=self.global_batch or later.global_batch,
             job_name=self.job_name if self.runs else later.job_name,
             runs=self.runs + later.runs,
+            noise_scale=self.noise_scale.plus(later.noise_scale),
         )
 
 
@@ -663,4 +709,5 @@ def _measure_run(run: Path, shared_host_cores: int) -> _Measurements:
         global_batch=int(round(float(steps["samples"].median()))) if len(steps) else 0,
         job_name=summary.get("inputs", {}).get("job", "executor job"),
         runs=1,
+        noise_scale=noise_scale_of_steps(steps),
     )
