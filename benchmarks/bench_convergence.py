@@ -1,6 +1,6 @@
 """Convergence cost, measured: samples to a target at three global batches vs the model.
 
-Run: ``python benchmarks/bench_convergence.py`` (about 5 minutes on a 2-core box;
+Run: ``python benchmarks/bench_convergence.py`` (about 3 minutes on a 2-core box;
 ``--quick`` for fewer seeds and a shorter learning-rate grid, ``--json PATH`` to keep
 the numbers).
 
