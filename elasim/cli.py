@@ -132,6 +132,7 @@ def build_simulation(
     spot_price_per_hour: float | None = None,
     profile: Path | None = None,
     target_samples: float | None = None,
+    batch: str | None = None,
 ) -> tuple[Any, Any, Any, Any]:
     """Load and validate every input of a simulation; raise a user error on bad input.
 
@@ -161,7 +162,7 @@ def build_simulation(
         from elasim.traces.model import start_offset_of
 
         start_offset_of(loaded_trace, offset, seed)  # inside the trace, or one line
-    spec = _job_spec(job, profile, target_samples)
+    spec = _job_spec(job, profile, target_samples, batch)
     if max_nodes is not None or min_nodes is not None:
         low = spec.nodes.min if min_nodes is None else min_nodes
         high = spec.nodes.max if max_nodes is None else max_nodes
@@ -190,18 +191,30 @@ def build_simulation(
     return loaded_trace, pol, spec, config
 
 
-def _job_spec(job: str, profile: Path | None, target_samples: float | None) -> Any:
-    """The job preset or TOML, or a measured profile, with ``--target-samples`` applied."""
+def _job_spec(
+    job: str, profile: Path | None, target_samples: float | None, batch: str | None = None
+) -> Any:
+    """The job preset or TOML, or a measured profile, with ``--target-samples`` applied.
+
+    ``batch`` (``--batch``) picks the profiled job's batch semantics; a preset states
+    its own, so the flag is refused without ``--profile``.
+    """
     from elasim.job import load_job
 
     if target_samples is not None and not (target_samples > 0 and math.isfinite(target_samples)):
         raise UsageError(f"--target-samples must be > 0, got {target_samples!r}")
+    if batch is not None and batch not in ("fixed", "scaled"):
+        raise UsageError(f"--batch must be 'fixed' or 'scaled', got {batch!r}")
+    if batch is not None and profile is None:
+        raise UsageError("--batch applies to a --profile (a job preset states its own batch)")
     if profile is not None:
         from elasim.profile import apply_profile, load_profile
 
         measured = load_profile(profile)
         default_target = dict(measured.model).get("target_samples")
-        return apply_profile(measured, target_samples=target_samples or default_target)
+        return apply_profile(
+            measured, target_samples=target_samples or default_target, batch=batch or "fixed"
+        )
     spec = load_job(job)
     if target_samples is not None:
         spec = dataclasses.replace(spec, target_samples=float(target_samples))
@@ -241,6 +254,12 @@ def simulate(
     ),
     target_samples: float | None = typer.Option(
         None, "--target-samples", help="Override the job's work target (effective samples)."
+    ),
+    batch: str | None = typer.Option(
+        None,
+        "--batch",
+        help="With --profile: 'fixed' (default, as the executor trains) or 'scaled' (each "
+        "worker keeps the profiled batch; the measured noise scale prices the larger one).",
     ),
     sets: list[str] | None = sets_option(),
     out: Path | None = typer.Option(

@@ -22,6 +22,11 @@ What the simulator takes from it (:func:`apply_profile`):
   cores, and the simulator models that sharing (:class:`elasim.job.RescaleSpec`),
   from the start time of a worker alone on the host (``cold_start_alone_s``,
   derived from every batch and the number of workers training meanwhile).
+* the gradient noise scale the executor measured while training (optional: profiles
+  written before it was measured lack it) -> ``B_noise`` of the convergence model.
+  It costs nothing under the executor's fixed global batch; ``batch="scaled"``
+  (``simulate --profile P --batch scaled``) lets each worker keep the profiled batch,
+  so the global batch grows with the nodes and the measured noise scale prices it.
 
 Pure Python plus pandas for reading runs; no simpy, no torch.
 """
@@ -47,7 +52,16 @@ from elasim.job import (
     NodesSpec,
     RescaleSpec,
 )
+from elasim.noise_scale import PooledNoiseScale, noise_scale_of_steps
 from elasim.policies import PAUSE_COMPONENTS, PauseComponents
+from elasim.profile_coldstart import (
+    ColdStartBatch,
+    cold_start_alone_s,
+    cold_start_table,
+    cold_starts_from_workers,
+    starting_weight,
+    step_samples,
+)
 
 __all__ = [
     "PROFILE_VERSION",
@@ -129,6 +143,8 @@ class Profile:
             the slowdown of the trainers next to it, :func:`starting_weight`).
         detect_s: median time for survivors to notice a killed peer.
         source: what produced it (``calibrate`` or a run directory).
+        gradient_noise_scale: ``B_noise`` (samples) measured while training, pooled
+            over the runs (:mod:`elasim.noise_scale`); None: not measured.
     """
 
     version: int
@@ -150,6 +166,7 @@ class Profile:
     cold_start_alone_s: float = 0.0
     starting_weight: float = 1.0
     extra: tuple[tuple[str, Any], ...] = field(default=())
+    gradient_noise_scale: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("hardware", "model", "extra"):  # canonical order: equal files compare equal
@@ -166,6 +183,9 @@ class Profile:
                 raise ProfileError(f"cold start offsets must be >= 0, got {list(offsets)}")
         if self.global_batch < 1:
             raise ProfileError("global_batch must be >= 1")
+        gns = self.gradient_noise_scale
+        if gns is not None and not (math.isfinite(gns) and gns >= 0):
+            raise ProfileError(f"gradient_noise_scale must be >= 0, got {gns!r}")
         if not self.step_time_s:
             raise ProfileError("a profile needs at least one measured step time")
         for world, seconds in self.step_time_s:
@@ -178,7 +198,9 @@ class Profile:
         return max(world for world, _ in self.step_time_s)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (the file format)."""
+        """A JSON-ready dict (the file format; the noise scale only when measured)."""
+        gns = self.gradient_noise_scale
+        measured = {} if gns is None else {"gradient_noise_scale": gns}
         return {
             "elasim_profile_version": self.version,
             "source": self.source,
@@ -208,6 +230,7 @@ class Profile:
             "cold_start_alone_s": self.cold_start_alone_s,
             "starting_weight": self.starting_weight,
             "detect_s": self.detect_s,
+            **measured,
             "extra": dict(self.extra),
         }
 
@@ -253,6 +276,9 @@ class Profile:
                 starting_weight=float(data.get("starting_weight", 1.0)),
                 detect_s=float(data.get("detect_s", 0.0)),
                 extra=tuple(sorted(dict(data.get("extra", {})).items())),
+                gradient_noise_scale=None
+                if data.get("gradient_noise_scale") is None
+                else float(data["gradient_noise_scale"]),
             )
         except ProfileError as exc:
             raise ProfileError(f"{where}: {exc}") from None
@@ -304,6 +330,9 @@ def describe_profile(profile: Profile) -> list[tuple[str, str]]:
             )
         )
         rows.append(("a starting worker's CPU, in trainers", f"{profile.starting_weight:.2f}"))
+    gns = profile.gradient_noise_scale
+    shown = "not measured" if gns is None else f"{gns:,.0f}"
+    rows.append(("gradient noise scale B_noise (samples)", shown))
     return rows
 
 
@@ -355,6 +384,7 @@ def apply_profile(
     *,
     target_samples: float | None = None,
     min_nodes: int = 1,
+    batch: BatchSemantics | str = BatchSemantics.FIXED,
 ) -> JobSpec:
     """A job spec whose figures come from ``profile``.
 
@@ -364,11 +394,27 @@ def apply_profile(
             model itself (fixed global batch, nodes = worker slots).
         target_samples: overrides the work target.
         min_nodes: fewest workers the job runs on.
+        batch: ``fixed`` (the executor's semantics: the global batch stays the
+            profiled one, so no convergence cost) or ``scaled`` (each worker keeps the
+            profiled batch; a sample at the larger global batch is worth less, by the
+            measured noise scale).  Under ``scaled`` the measured samples per second
+            per world size are kept as they are: a first-order model that ignores
+            how a larger per-worker batch amortises per-step overheads.
 
     Returns:
         A :class:`JobSpec` with a measured compute table, measured pause table and the
         analytical pause model fitted to the measurements.
+
+    Raises:
+        ProfileError: ``scaled`` asked of a profile without a measured noise scale.
     """
+    semantics = BatchSemantics(batch)
+    b_noise = profile.gradient_noise_scale
+    if semantics is BatchSemantics.SCALED and b_noise is None:
+        raise ProfileError(
+            "a scaled batch needs the profile's gradient noise scale, and this profile "
+            "has none (calibrate again: the executor measures it on two or more workers)"
+        )
     steps = dict(profile.step_time_s)
     table = tuple(sorted((w, profile.global_batch / t) for w, t in steps.items()))
     model = dict(profile.model)
@@ -390,9 +436,9 @@ def apply_profile(
         ),
         network=NetworkSpec(gradient_bytes=0.0, latency_s=0.0, bandwidth_bytes_per_s=1e12),
         batch=BatchSpec(
-            semantics=BatchSemantics.FIXED,
+            semantics=semantics,
             reference_batch=profile.global_batch,
-            gradient_noise_scale=0.0,
+            gradient_noise_scale=0.0 if b_noise is None else b_noise,
         ),
         nodes=NodesSpec(min=min_nodes, max=profile.max_world, gpus_per_node=1),
         checkpoint=_checkpoint_spec(profile, state_bytes),
@@ -455,25 +501,6 @@ def _rescale_spec(profile: Profile, state_bytes: float) -> RescaleSpec:
 _CHANGE_KINDS = ("scale_up", "scale_down", "resume")
 
 
-def _step_samples(
-    steps: Any, busy: Iterable[tuple[float, float]] = ()
-) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
-    """Step durations per world size: (taken while nobody started, taken while some did)."""
-    frame = steps.sort_values("time_s", kind="stable")
-    spans = sorted(busy)
-    clean: dict[int, list[float]] = {}
-    slowed: dict[int, list[float]] = {}
-    previous = None
-    for row in frame.itertuples(index=False):
-        if previous is not None and row.gen == previous.gen and row.step == previous.step + 1:
-            begin, end = float(previous.time_s), float(row.time_s)
-            overlaps = any(a < end and b > begin for a, b in spans)
-            target = slowed if overlaps else clean
-            target.setdefault(int(row.world_size), []).append(end - begin)
-        previous = row
-    return clean, slowed
-
-
 def step_times_from_steps(steps: Any, busy: Iterable[tuple[float, float]] = ()) -> dict[int, float]:
     """Mean step time per world size from a run's ``steps.parquet`` frame.
 
@@ -489,7 +516,7 @@ def step_times_from_steps(steps: Any, busy: Iterable[tuple[float, float]] = ()) 
     written) are left out when the world size has other steps: they measure the
     contention, not the step.
     """
-    return _mean_step_times(*_step_samples(steps, busy))
+    return _mean_step_times(*step_samples(steps, busy))
 
 
 def _mean_step_times(
@@ -498,119 +525,6 @@ def _mean_step_times(
     """Mean of the quiet steps per world size; of the slowed ones where that is all."""
     pooled = {w: v for w, v in slowed.items() if v} | {w: v for w, v in clean.items() if v}
     return {w: statistics.fmean(v) for w, v in sorted(pooled.items())}
-
-
-@dataclass(frozen=True)
-class ColdStartBatch:
-    """Worker processes spawned together, and how long each took to be ready.
-
-    Attributes:
-        spawn_s: when the batch was spawned (real seconds since the run's start).
-        offsets_s: spawn-to-READY time of each, sorted.
-        trainers: workers training meanwhile (competing for a shared host's cores).
-        trainer_step_s: their mean step time until the first of the batch was ready
-            (None: nobody trained).
-    """
-
-    spawn_s: float
-    offsets_s: tuple[float, ...]
-    trainers: int = 0
-    trainer_step_s: float | None = None
-
-
-def cold_starts_from_workers(
-    workers: Any, steps: Any = None, gap_s: float = 0.25
-) -> list[ColdStartBatch]:
-    """The cold starts of one run, batch by batch, from its ``workers.parquet`` frame.
-
-    Workers spawned within ``gap_s`` of the previous spawn belong to one batch (the
-    group spawns a batch in one loop: standbys at the start, replacements for the
-    workers one preemption killed, a restart's fresh group).  A batch with a worker
-    that never became ready (killed while starting, or the run ended first) is left
-    out.  With the run's ``steps.parquet`` frame, ``trainers`` is the median world
-    size of the steps taken while the batch's first worker started.
-    """
-    frame = workers.sort_values("spawn_s", kind="stable")
-    batches: list[list[tuple[float, float]]] = []
-    last = -math.inf
-    for row in frame.itertuples(index=False):
-        spawn, ready = float(row.spawn_s), float(row.ready_s)
-        if spawn - last > gap_s or not batches:
-            batches.append([])
-        batches[-1].append((spawn, ready))
-        last = spawn
-    out = []
-    for batch in batches:
-        if not all(math.isfinite(ready) for _, ready in batch):
-            continue
-        spawn = min(s for s, _ in batch)
-        offsets = tuple(sorted(ready - s for s, ready in batch))
-        trainers, step_s = 0, None
-        if steps is not None and len(steps):
-            during = steps[(steps["time_s"] > spawn) & (steps["time_s"] <= spawn + offsets[0])]
-            if len(during):
-                trainers = int(round(float(during["world_size"].median())))
-                _, slowed = _step_samples(during, [(spawn, spawn + offsets[0])])
-                if slowed.get(trainers):
-                    step_s = statistics.fmean(slowed[trainers])
-        out.append(ColdStartBatch(spawn, offsets, trainers, step_s))
-    return out
-
-
-def starting_weight(
-    batches: Iterable[ColdStartBatch], step_time_s: Mapping[int, float], cores: int
-) -> float:
-    """How many training workers' worth of CPU a starting worker takes (median).
-
-    Under processor sharing with ``r`` runnable processes on ``cores`` cores, ``m``
-    trainers slow by ``share(m + k w) / share(m)`` while ``k`` workers start; each
-    batch that started next to trainers gives its measured slowdown (their step time
-    then against the quiet ``step_time_s``), hence one ``w``.  A starting worker
-    imports torch and builds the job on several threads, so ``w`` can exceed 1.
-
-    Returns:
-        The median ``w`` (1.0 when no batch started next to trainers).
-    """
-    weights = []
-    for batch in batches:
-        m, k = batch.trainers, len(batch.offsets_s)
-        quiet = step_time_s.get(m)
-        if m <= 0 or batch.trainer_step_s is None or not quiet or cores <= 0:
-            continue
-        share_m = min(1.0, cores / m)
-        target = quiet / batch.trainer_step_s * share_m  # = share(m + k w)
-        if target >= 1.0:
-            weights.append(0.0)
-            continue
-        weights.append(max((cores / target - m) / k, 0.0))
-    return statistics.median(weights) if weights else 1.0
-
-
-def cold_start_alone_s(batches: Iterable[ColdStartBatch], cores: int) -> float:
-    """Start time of one worker alone on a ``cores``-core host, from shared-host batches.
-
-    Each start is scaled by the share of a core it had (processor sharing among the
-    batch and the trainers); the median over every start is returned (0: none).
-    """
-    alone = []
-    for batch in batches:
-        runnable = len(batch.offsets_s) + batch.trainers
-        share = min(1.0, cores / runnable) if cores > 0 else 1.0
-        alone.extend(o * share for o in batch.offsets_s)
-    return statistics.median(alone) if alone else 0.0
-
-
-def _cold_start_table(
-    batches: Iterable[ColdStartBatch],
-) -> tuple[tuple[int, tuple[float, ...]], ...]:
-    """Median i-th offset per batch size."""
-    by_size: dict[int, list[tuple[float, ...]]] = {}
-    for batch in batches:
-        by_size.setdefault(len(batch.offsets_s), []).append(batch.offsets_s)
-    return tuple(
-        (size, tuple(statistics.median(b[i] for b in items) for i in range(size)))
-        for size, items in sorted(by_size.items())
-    )
 
 
 def pauses_from_events(events: Any, mechanism: str) -> list[MeasuredPause]:
@@ -651,7 +565,9 @@ def profile_from_runs(
     :func:`step_times_from_steps`); pauses are keyed by each run's mechanism;
     checkpoint save time is the median ``state_s`` of ``checkpoint`` events; load time
     the median ``state_s`` of restart-mode group formations (which load a checkpoint);
-    cold starts come from ``workers.parquet`` (runs of version 2).
+    cold starts come from ``workers.parquet`` (runs of version 2); the gradient noise
+    scale from the ``gns_*`` columns of ``steps.parquet``, each run's averaged over its
+    progress and the runs pooled by progress (:mod:`elasim.noise_scale`).
 
     Args:
         run_dirs: ``elasim run --out`` directories.
@@ -688,7 +604,7 @@ def profile_from_runs(
         worker_start_s=float(worker_start_s or 0.0),
         detect_s=_median(pooled.detects),
         source=source,
-        cold_start_s=_cold_start_table(pooled.cold_batches),
+        cold_start_s=cold_start_table(pooled.cold_batches),
         shared_host_cores=shared_host_cores,
         cold_start_alone_s=cold_start_alone_s(pooled.cold_batches, shared_host_cores)
         if shared_host_cores
@@ -696,6 +612,9 @@ def profile_from_runs(
         starting_weight=starting_weight(pooled.cold_batches, step_table, shared_host_cores)
         if shared_host_cores
         else 1.0,
+        gradient_noise_scale=pooled.noise_scale.b_noise_samples
+        if math.isfinite(pooled.noise_scale.b_noise_samples)
+        else None,
     )
 
 
@@ -714,6 +633,7 @@ class _Measurements:
         global_batch: the typical step's samples (0: no steps yet).
         job_name: the job the first run trained, as its summary states it.
         runs: how many runs were pooled.
+        noise_scale: the gradient noise scale, pooled by each run's progress.
     """
 
     quiet_steps: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
@@ -726,6 +646,7 @@ class _Measurements:
     global_batch: int = 0
     job_name: Any = None
     runs: int = 0
+    noise_scale: PooledNoiseScale = PooledNoiseScale()
 
     def plus(self, later: _Measurements) -> _Measurements:
         """Pool with a later run's: lists concatenate, batch and name come from the first."""
@@ -746,6 +667,7 @@ class _Measurements:
             global_batch=self.global_batch or later.global_batch,
             job_name=self.job_name if self.runs else later.job_name,
             runs=self.runs + later.runs,
+            noise_scale=self.noise_scale.plus(later.noise_scale),
         )
 
 
@@ -773,7 +695,7 @@ def _measure_run(run: Path, shared_host_cores: int) -> _Measurements:
             (float(t), float(t) + float(w))
             for t, w in zip(writes["real_time_s"], writes["state_s"], strict=True)
         ]
-    clean, slowed = _step_samples(steps, busy)
+    clean, slowed = step_samples(steps, busy)
     changes = events[events["kind"].isin(_CHANGE_KINDS) & (events["nodes_after"] > 0)]
     return _Measurements(
         quiet_steps={w: tuple(v) for w, v in clean.items()},
@@ -787,4 +709,5 @@ def _measure_run(run: Path, shared_host_cores: int) -> _Measurements:
         global_batch=int(round(float(steps["samples"].median()))) if len(steps) else 0,
         job_name=summary.get("inputs", {}).get("job", "executor job"),
         runs=1,
+        noise_scale=noise_scale_of_steps(steps),
     )

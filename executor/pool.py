@@ -438,7 +438,8 @@ class WorkerPool:
     def _on_steps(self, raw: bytes) -> None:
         import json
 
-        for t_end, step, world, loss, samples, gen, epoch, total in json.loads(raw):
+        for row in json.loads(raw):
+            t_end, step, world, loss, samples, gen, epoch, total, *gns = row
             self._step_walls.append(float(t_end))
             self._steps.append(
                 StepRecord(
@@ -450,6 +451,7 @@ class WorkerPool:
                     int(gen),
                     int(epoch),
                     int(total),
+                    *(float(v) for v in gns),  # the noise-scale norms, when the worker sent them
                 )
             )
 

@@ -72,6 +72,11 @@ class StepRecord:
         gen: generation number.
         epoch: sampler epoch of the batch.
         samples_total: samples consumed by committed steps up to this one.
+        grad_sq_local: mean over the workers that had samples of the squared norm of
+            each one's own mean gradient (NaN: not measured).
+        grad_sq_global: squared norm of the all-reduced mean gradient.
+        local_batch: the workers' batch for the noise-scale estimator (harmonic mean
+            of the non-empty shards, :func:`elasim.noise_scale.harmonic_batch`).
     """
 
     real_s: float
@@ -82,6 +87,9 @@ class StepRecord:
     gen: int
     epoch: int
     samples_total: int
+    grad_sq_local: float = math.nan
+    grad_sq_global: float = math.nan
+    local_batch: float = math.nan
 
 
 @dataclass(frozen=True)

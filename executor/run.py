@@ -15,7 +15,8 @@ Outputs (:func:`write_run`), the simulator's files plus what only a real run has
   (raw last-step-end-before to first-step-end-after, real seconds).
 * ``steps.parquet``: one row per committed step: ``time_s`` (real seconds since the
   start), ``trace_time_s``, ``step``, ``world_size``, ``loss``, ``samples``, ``gen``,
-  ``epoch``.  In ``restart`` mode, steps rolled back and redone appear twice.
+  ``epoch``, and the gradient noise scale (:func:`steps_frame`).  In ``restart``
+  mode, steps rolled back and redone appear twice.
 * ``workers.parquet``: one row per worker process: ``wid``, ``spawn_s`` and
   ``ready_s`` (real seconds since the start; negative for standbys started before
   it; NaN when it never became ready).  Profiles take the cold-start model from it.
@@ -30,7 +31,7 @@ import math
 import statistics
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -501,12 +502,7 @@ def _run_result(
     starts: tuple[WorkerStart, ...],
     t0: float,
 ) -> RunResult:
-    steps = tuple(
-        StepRecord(
-            r.real_s - t0, r.step, r.world_size, r.loss, r.samples, r.gen, r.epoch, r.samples_total
-        )
-        for r in steps
-    )
+    steps = tuple(replace(r, real_s=r.real_s - t0) for r in steps)
     summary = _summary(config, result, steps, trace_name, group.job_name, group.target_accuracy)
     # in order of occurrence (a checkpoint is stamped when its write began); stable,
     # so a PREEMPT and the SCALE_DOWN it caused stay in that order
@@ -527,6 +523,49 @@ def _run_result(
     )
 
 
+def steps_frame(steps: tuple[StepRecord, ...], time_scale: float) -> Any:
+    """The ``steps.parquet`` table: one row per committed step.
+
+    Besides time, size, loss and batch, each row carries the gradient noise scale
+    measured in that step (:mod:`elasim.noise_scale`): the raw squared norms
+    ``grad_sq_local`` and ``grad_sq_global`` with ``local_batch``, the step's
+    unbiased estimates ``gns_grad_sq`` (``|G|^2``) and ``gns_noise_trace``
+    (``tr(Sigma)``), and ``gns_b_noise``, the smoothed ``B_noise`` (samples) as of
+    that step.  Steps on one worker have no estimate (NaN): there the local gradient
+    is the global one.
+    """
+    import pandas as pd
+
+    from elasim.noise_scale import smoothed_noise_scale, two_batch_estimates
+
+    estimates = [
+        two_batch_estimates(r.grad_sq_local, r.grad_sq_global, r.local_batch, r.samples)
+        for r in steps
+    ]
+    grad_sq = [g for g, _ in estimates]
+    noise_trace = [s for _, s in estimates]
+    frame = pd.DataFrame(
+        {
+            "time_s": [r.real_s for r in steps],
+            "trace_time_s": [r.real_s * time_scale for r in steps],
+            "step": [r.step for r in steps],
+            "world_size": [r.world_size for r in steps],
+            "loss": [r.loss for r in steps],
+            "samples": [r.samples for r in steps],
+            "gen": [r.gen for r in steps],
+            "epoch": [r.epoch for r in steps],
+            "grad_sq_local": [r.grad_sq_local for r in steps],
+            "grad_sq_global": [r.grad_sq_global for r in steps],
+            "local_batch": [r.local_batch for r in steps],
+            "gns_grad_sq": grad_sq,
+            "gns_noise_trace": noise_trace,
+            "gns_b_noise": smoothed_noise_scale(grad_sq, noise_trace),
+        }
+    )
+    ints = ("step", "world_size", "samples", "gen", "epoch")
+    return frame.astype({c: "int64" if c in ints else "float64" for c in frame.columns})
+
+
 def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> dict[str, Path]:
     """Write the run's files: summary, events, steps, workers and timeline (see above).
 
@@ -544,29 +583,7 @@ def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> d
             "interval_s": [math.nan if v is None else v for v in result.event_interval_s],
         },
     )
-    steps = pd.DataFrame(
-        {
-            "time_s": [r.real_s for r in result.steps],
-            "trace_time_s": [r.real_s * result.time_scale for r in result.steps],
-            "step": [r.step for r in result.steps],
-            "world_size": [r.world_size for r in result.steps],
-            "loss": [r.loss for r in result.steps],
-            "samples": [r.samples for r in result.steps],
-            "gen": [r.gen for r in result.steps],
-            "epoch": [r.epoch for r in result.steps],
-        }
-    ).astype(
-        {
-            "time_s": "float64",
-            "trace_time_s": "float64",
-            "step": "int64",
-            "world_size": "int64",
-            "loss": "float64",
-            "samples": "int64",
-            "gen": "int64",
-            "epoch": "int64",
-        }
-    )
+    steps = steps_frame(result.steps, result.time_scale)
     workers = pd.DataFrame(
         {
             "wid": [w.wid for w in result.worker_starts],

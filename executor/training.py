@@ -2,9 +2,10 @@
 
 Each step: the rank's share of the global batch (see :mod:`.sampler`), forward +
 backward, one all-reduce of a flat buffer holding every gradient plus control slots
-(rank 0's view of ``cmdseq``, the loss sum, the sample count, a stop flag),
-optimizer step.  After the all-reduce every rank knows the same command number, so
-all of them act on the same commands at the same step boundary
+(rank 0's view of ``cmdseq``, the loss sum, the sample count, a stop flag, the
+workers' local squared gradient norms for the gradient noise scale), optimizer
+step.  After the all-reduce every rank knows the same command number, so all of
+them act on the same commands at the same step boundary
 (:meth:`TrainingLoop._apply_commands`).  A generation ends when a command names a
 new one (``join``), drops this worker or a collective fails (``wait``), or training
 is over (``exit``); the :class:`_Next` it returns tells the worker's life cycle
@@ -24,6 +25,7 @@ joining) changes with the protocol.  :class:`TrainingLoop` is a base class of
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import statistics
@@ -34,7 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 import torch.distributed as dist
+
+from elasim.noise_scale import harmonic_batch
 
 from .api import move_to_device
 from .checkpoint import CHECKPOINT_NAME, save_checkpoint
@@ -45,8 +50,8 @@ __all__ = ["TrainingLoop"]
 
 #: exit code of rank 0 when the injected checkpoint crash fires (see ``FaultInjection``)
 _CHECKPOINT_CRASH_EXIT = 17
-_META_SLOTS = 4  # cmdseq, loss sum, samples, stop flag
-_META_SEQ, _META_LOSS, _META_SAMPLES, _META_STOP = range(_META_SLOTS)
+_META_SLOTS = 5  # cmdseq, loss sum, samples, stop flag, local gradients' squared norms
+_META_SEQ, _META_LOSS, _META_SAMPLES, _META_STOP, _META_GRAD_SQ = range(_META_SLOTS)
 _STEP_HISTORY = 32
 
 
@@ -73,6 +78,12 @@ class _Next:
     action: str  # "join" | "wait" | "exit"
     plan: Command | None = None
     notice: _Notice | None = None
+
+
+def _shard_sizes(n_global: int, world: int) -> list[int]:
+    """Samples of each rank's shard (``np.array_split``, as :meth:`.sampler.shard` cuts)."""
+    quotient, remainder = divmod(n_global, world)
+    return [quotient + 1] * remainder + [quotient] * (world - remainder)
 
 
 class TrainingLoop:
@@ -139,10 +150,11 @@ class TrainingLoop:
             n_global = len(global_ids)
             loss_sum = self._backward(local_ids, n_global)
             self._step_faults()
-            self._fill_meta(rank, announce_stop, loss_sum, len(local_ids))
+            self._fill_meta(rank, announce_stop, loss_sum, len(local_ids), n_global)
             failure = self._all_reduce()
             if failure is not None:
                 return self._on_failure(failure, prev_end, history)
+            grad_sq_global = self._grad_sq() if rank == 0 else math.nan
             t_end, values = self._commit(pos, n_global)
             if first:
                 first = False
@@ -152,7 +164,8 @@ class TrainingLoop:
                 history.append(t_end - prev_end)
             prev_end = t_end
             self._log_samples(plan, rank, world, pos, local_ids)
-            if rank == 0 and self._record_step(plan, world, pos, t_end, values, n_global):
+            row = (t_end, values, n_global, grad_sq_global)
+            if rank == 0 and self._record_step(plan, world, pos, row):
                 announce_stop = True  # everyone stops after the next step
             if values[_META_STOP] > 0:
                 stop_requested = True
@@ -188,8 +201,23 @@ class TrainingLoop:
             self._post(WorkerEventType.FAULT, step=self.state.step + 1)
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def _fill_meta(self, rank: int, announce_stop: bool, loss_sum: float, n_local: int) -> None:
-        """The control slots that ride in the all-reduce (rank 0 alone sets seq and stop)."""
+    def _grad_sq(self) -> float:
+        """Squared norm of the gradient in the buckets (control slots left out)."""
+        return sum(
+            float(torch.dot(flat[:numel], flat[:numel])) if numel else 0.0
+            for flat, numel in zip(self._buckets, self._grad_numels, strict=True)
+        )
+
+    def _fill_meta(
+        self, rank: int, announce_stop: bool, loss_sum: float, n_local: int, n_global: int
+    ) -> None:
+        """The control slots that ride in the all-reduce (rank 0 alone sets seq and stop).
+
+        Besides the loss, each rank adds the squared norm of its *own* mean gradient
+        (the bucket holds it scaled by ``n_local / n_global``): with the all-reduced
+        gradient that gives the gradient noise scale (:mod:`elasim.noise_scale`) at
+        the cost of one more float in a buffer that is all-reduced anyway.
+        """
         meta = self._meta
         assert meta is not None
         if rank == 0:
@@ -197,6 +225,7 @@ class TrainingLoop:
             meta[_META_STOP] = 1.0 if announce_stop else 0.0
         meta[_META_LOSS] = loss_sum
         meta[_META_SAMPLES] = float(n_local)
+        meta[_META_GRAD_SQ] = self._grad_sq() * (n_global / n_local) ** 2 if n_local else 0.0
 
     def _all_reduce(self) -> str | None:
         """All-reduce every bucket; the first line of the error if a collective raised."""
@@ -249,15 +278,21 @@ class TrainingLoop:
         plan: Command,
         world: int,
         pos: SamplerPosition,
-        t_end: float,
-        values: list[float],
-        n_global: int,
+        row: tuple[float, list[float], int, float],
     ) -> bool:
-        """Rank 0 after a step: report it, checkpoint on schedule; True: target reached."""
+        """Rank 0 after a step: report it, checkpoint on schedule; True: target reached.
+
+        ``row``: the step's end, the summed control slots, the global batch and the
+        squared norm of the all-reduced gradient.
+        """
         settings, state = self.settings, self.state
+        t_end, values, n_global, grad_sq_global = row
         loss_global = values[_META_LOSS] / max(values[_META_SAMPLES], 1.0)
+        shards = _shard_sizes(n_global, world)
+        workers = sum(1 for n in shards if n)
         self._step_buffer.append(
             [t_end, state.step, world, loss_global, n_global, plan.gen, pos.epoch, state.samples]
+            + [values[_META_GRAD_SQ] / max(workers, 1), grad_sq_global, harmonic_batch(shards)]
         )
         if time.monotonic() - self._last_flush >= settings.report_interval_s:
             self._flush_steps()

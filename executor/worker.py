@@ -268,6 +268,7 @@ class Worker(TrainingLoop):
         for p in params:
             by_dtype.setdefault(p.dtype, []).append(p)
         self._buckets: list[torch.Tensor] = []
+        self._grad_numels: list[int] = []  # gradient elements of each bucket
         self._meta: torch.Tensor | None = None
         for dtype, group in by_dtype.items():
             numel = sum(p.numel() for p in group)
@@ -280,9 +281,11 @@ class Worker(TrainingLoop):
             if extra:
                 self._meta = flat[numel:]
             self._buckets.append(flat)
+            self._grad_numels.append(numel)
         if self._meta is None:
             meta = torch.zeros(_META_SLOTS, dtype=torch.float64, device=self.device)
             self._buckets.append(meta)
+            self._grad_numels.append(0)
             self._meta = meta
 
     def _warm_up(self) -> None:

@@ -155,5 +155,18 @@ def test_cli_run_prints_exactly_one_json_object_and_writes_the_files(tmp_path):
     assert profile.shared_host_cores == os.cpu_count()
     # the two standbys spawned at the start are one batch of two cold starts
     assert dict(profile.cold_start_s)[2][0] > 0 and profile.cold_start_alone_s > 0
+    # the executor measures the gradient noise scale on two workers (NaN on one) and
+    # records it per step; the profile carries the run's figure
+    import pandas as pd
+
+    steps = pd.read_parquet(out / "steps.parquet")
+    pair = steps[steps["world_size"] >= 2]
+    assert len(pair) > 50
+    for column in ("grad_sq_local", "grad_sq_global", "gns_noise_trace"):
+        assert (pair[column] > 0).all(), column
+    assert (pair["grad_sq_local"] >= pair["grad_sq_global"]).mean() > 0.9  # smaller batch
+    assert pair["gns_b_noise"].iloc[20:].between(1, 1e5).all()
+    assert steps.loc[steps["world_size"] == 1, "gns_grad_sq"].isna().all()
+    assert profile.gradient_noise_scale is not None and 1 < profile.gradient_noise_scale < 1e5
     with contextlib.suppress(FileNotFoundError):
         assert json.loads((out / "summary.json").read_text())["steps"] == 150
