@@ -149,15 +149,15 @@ def job_plan(
     )
 
 
-def fastest_count(obs: Observation) -> int:
-    """The node count that trains fastest (the smallest of equals, the cheapest).
+def fastest_count(obs: Observation, least: int = 1) -> int:
+    """The node count, ``least`` or more, that trains fastest (the smallest of equals).
 
     Not always ``max_nodes``: for a job whose all-reduce costs more than a node adds
     (the ResNet-50 preset's two nodes are slower than one), running "flat out" on
     ``max_nodes`` would be slower than the plan it is meant to rescue.
     """
-    counts = range(max(obs.min_nodes, 1), obs.max_nodes + 1)
-    return max(counts, key=lambda n: (training_rate(obs, n), -n))
+    counts = range(max(obs.min_nodes, least, 1), obs.max_nodes + 1)
+    return max(counts, key=lambda n: (obs.goodput(n), -n))
 
 
 def flat_out(obs: Observation) -> Decision:

@@ -20,6 +20,7 @@ from ._ondemand import (
     DEFAULT_SAFETY_MARGIN_S,
     OnDemandPlan,
     cost_effective_spot,
+    fastest_count,
     flat_out,
     job_plan,
     job_samples,
@@ -304,7 +305,7 @@ class DeadlinePolicy(PolicyBase):
         for nodes in range(least, high + 1):
             if self.slack_s(obs, nodes) >= 0.0:
                 return nodes
-        return max(range(least, high + 1), key=lambda n: (obs.goodput(n), -n))
+        return fastest_count(obs, least)
 
     def _top_up(self, obs: Observation, on_demand: int, budget: float) -> int:
         """Spot nodes next to ``on_demand`` committed ones that make samples cheaper."""

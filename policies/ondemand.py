@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ._common import HOLD_NOTHING, check_int
-from ._ondemand import job_plan
+from ._ondemand import fastest_count, job_plan
 from .base import Decision, Observation, PolicyBase
 from .registry import register
 
@@ -52,7 +52,7 @@ class OnDemandPolicy(PolicyBase):
             plan = job_plan(obs)
             if plan is not None:
                 return plan.nodes
-            return max(counts, key=lambda n: (obs.goodput(n), -n))
+            return fastest_count(obs)
         # cheapest samples: least nodes per goodput (ties: fewer nodes)
         return min(counts, key=lambda n: (n / obs.goodput(n) if obs.goodput(n) else math.inf, n))
 

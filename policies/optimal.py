@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ._common import TIME_EPS_S, check_float, wake_after
-from ._ondemand import flat_out, start_pause_s, training_rate
+from ._ondemand import fastest_count, flat_out, start_pause_s, training_rate
 from .base import Decision, Observation, PolicyBase
 from .registry import register
 
@@ -158,7 +158,7 @@ class OptimalPolicy(PolicyBase):
         """Seconds left beyond what the fastest node count needs to finish from a start."""
         if obs.deadline_s is None:
             return None
-        fastest = max(training_rate(obs, n) for n in range(obs.min_nodes, obs.max_nodes + 1))
+        fastest = training_rate(obs, fastest_count(obs))
         if fastest <= 0.0:
             return None
         need = start_pause_s(obs) + obs.remaining_samples / fastest
