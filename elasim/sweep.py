@@ -15,6 +15,7 @@ Two backends:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
@@ -37,6 +38,7 @@ __all__ = [
     "plot_pareto",
     "run_point",
     "run_sweep",
+    "run_tasks",
 ]
 
 logger = logging.getLogger(__name__)
@@ -405,7 +407,7 @@ def _table(spec: SweepSpec, rows: list[dict[str, Any]]) -> pd.DataFrame:
     return _with_yardstick(frame, rows[grid:]) if spec.yardstick else frame
 
 
-def _batches(points: list[SweepPoint], slots: int) -> list[tuple[int, ...]]:
+def _batches(points: list[Any], slots: int) -> list[tuple[int, ...]]:
     """Group grid indices into batches of consecutive points on the same trace.
 
     A bundled-trace simulation takes a few milliseconds, about what it costs to hand a
@@ -418,7 +420,10 @@ def _batches(points: list[SweepPoint], slots: int) -> list[tuple[int, ...]]:
     batches: list[tuple[int, ...]] = []
     current: list[int] = []
     for i, point in enumerate(points):
-        if current and (len(current) == size or points[current[0]].trace != point.trace):
+        trace = getattr(point, "trace", None)
+        if current and (
+            len(current) == size or getattr(points[current[0]], "trace", None) != trace
+        ):
             batches.append(tuple(current))
             current = []
         current.append(i)
@@ -427,9 +432,9 @@ def _batches(points: list[SweepPoint], slots: int) -> list[tuple[int, ...]]:
     return batches
 
 
-def _run_batch(points: list[SweepPoint]) -> list[dict[str, Any]]:
-    """One pool task: several points, in order."""
-    return [run_point(point) for point in points]
+def _run_batch(points: list[Any], task: Callable[[Any], Any] = run_point) -> list[Any]:
+    """One pool task: several points (or items of :func:`run_tasks`), in order."""
+    return [task(point) for point in points]
 
 
 def _simulate_batch(points: list[SweepPoint], trace: Any, job: Any) -> list[dict[str, Any]]:
@@ -438,20 +443,28 @@ def _simulate_batch(points: list[SweepPoint], trace: Any, job: Any) -> list[dict
 
 
 def _run_local(
-    points: list[SweepPoint], *, workers: int, on_done: Callable[[], None] | None
-) -> list[dict[str, Any]]:
-    """Run the points in this process (1 worker) or in a process pool."""
-    rows: list[dict[str, Any] | None] = [None] * len(points)
+    points: list[Any],
+    *,
+    workers: int,
+    on_done: Callable[[], None] | None,
+    task: Callable[[Any], Any] = run_point,
+) -> list[Any]:
+    """Run the points in this process (1 worker) or in a process pool.
+
+    ``task`` runs one point; it must be a module-level function (pool processes
+    import it by name).  Points without a ``trace`` batch as if on one trace.
+    """
+    rows: list[Any] = [None] * len(points)
     if workers <= 1 or len(points) <= 1:
         for i, point in enumerate(points):
-            rows[i] = run_point(point)
+            rows[i] = task(point)
             if on_done:
                 on_done()
         return _complete(rows)
     workers = min(workers, len(points))
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures: dict[Future[list[dict[str, Any]]], tuple[int, ...]] = {
-            pool.submit(_run_batch, [points[i] for i in batch]): batch
+        futures: dict[Future[list[Any]], tuple[int, ...]] = {
+            pool.submit(_run_batch, [points[i] for i in batch], task): batch
             for batch in _batches(points, workers)
         }
         try:
@@ -486,6 +499,19 @@ def _run_ray(
     address: str | None,
 ) -> list[dict[str, Any]]:
     """Run the points as Ray tasks; see :func:`run_sweep` for the instance rules."""
+    with _ray_connection(workers, address) as (ray, slots, cap):
+        return _gather_ray(ray, spec, points, slots=slots, max_in_flight=cap, on_done=on_done)
+
+
+@contextlib.contextmanager
+def _ray_connection(
+    workers: int | None, address: str | None
+) -> Iterator[tuple[Any, int, int | None]]:
+    """Ray, connected by the rules of :func:`run_sweep`: (ray, task slots, in-flight cap).
+
+    Shared by the policy grid and :func:`run_tasks`; an instance started here is
+    stopped on exit, a connection made here is closed, one the caller made is kept.
+    """
     try:
         import ray
     except ImportError:
@@ -522,8 +548,7 @@ def _run_ray(
         # a private instance already has exactly `workers` CPUs; on a shared cluster
         # (or a connection the caller made), `workers` caps the tasks in flight
         cap = None if private else workers
-        slots = cap or int(ray.cluster_resources().get("CPU", 1))
-        return _gather_ray(ray, spec, points, slots=slots, max_in_flight=cap, on_done=on_done)
+        yield ray, cap or int(ray.cluster_resources().get("CPU", 1)), cap
     finally:
         if connected_here:  # stops an instance started here; only disconnects from a cluster
             ray.shutdown()
@@ -542,16 +567,32 @@ def _gather_ray(
     remote = _ray_task(ray)
     traces = {name: ray.put(_load_trace(name)) for name in spec.traces}
     job = ray.put(_load_job(spec.job, spec.max_nodes))
+
+    def launch(batch: tuple[int, ...]) -> Any:
+        trace = traces[points[batch[0]].trace]
+        return remote.remote([points[i] for i in batch], trace, job)
+
+    return _ray_in_flight(ray, points, launch, slots, max_in_flight, on_done)
+
+
+def _ray_in_flight(
+    ray: Any,
+    points: list[Any],
+    launch: Callable[[tuple[int, ...]], Any],
+    slots: int,
+    max_in_flight: int | None,
+    on_done: Callable[[], None] | None,
+) -> list[Any]:
+    """Launch batches as Ray tasks, at most ``max_in_flight`` at once; rows by index."""
     batches = _batches(points, slots)
     limit = max_in_flight or len(batches)
-    rows: list[dict[str, Any] | None] = [None] * len(points)
+    rows: list[Any] = [None] * len(points)
     in_flight: dict[Any, tuple[int, ...]] = {}
     todo = iter(batches)
 
     def submit(count: int) -> None:
         for batch in itertools.islice(todo, count):
-            trace = traces[points[batch[0]].trace]
-            in_flight[remote.remote([points[i] for i in batch], trace, job)] = batch
+            in_flight[launch(batch)] = batch
 
     submit(limit)
     try:
@@ -574,6 +615,49 @@ def _gather_ray(
         _cancel(ray, in_flight)
         raise
     return _complete(rows)
+
+
+def run_tasks(
+    task: Callable[[Any], Any],
+    items: list[Any],
+    *,
+    workers: int | None = None,
+    on_done: Callable[[], None] | None = None,
+    backend: str = "local",
+    address: str | None = None,
+) -> list[Any]:
+    """``[task(item) for item in items]`` on a sweep backend, results in item order.
+
+    The machinery of :func:`run_sweep` (batches, process pool or Ray, progress, the
+    first failure re-raised as it is) for grids that are not policy x trace x seed
+    ones, such as ``elasim cluster sweep``.  ``task`` must be a module-level function
+    and ``items`` picklable: pool processes and Ray workers import the one and
+    receive the other.
+
+    Raises:
+        ValueError: as :func:`run_sweep`; a failing item's own exception as it is.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown sweep backend {backend!r} (known: {', '.join(BACKENDS)})")
+    if address is not None and backend != "ray":
+        raise ValueError(f"a cluster address is only used by the ray backend, not {backend!r}")
+    if workers is not None and workers < 0:
+        raise ValueError(f"workers must be >= 0 (0: one per core), got {workers}")
+    if backend == "local":
+        return _run_local(items, workers=workers or os.cpu_count() or 1, on_done=on_done, task=task)
+    with _ray_connection(workers or None, address) as (ray, slots, cap):
+        remote = _ray_batch_task(ray)
+
+        def launch(batch: tuple[int, ...]) -> Any:
+            return remote.remote([items[i] for i in batch], task)
+
+        return _ray_in_flight(ray, items, launch, slots, cap, on_done)
+
+
+@functools.lru_cache(maxsize=1)
+def _ray_batch_task(ray: Any) -> Any:
+    """The Ray remote version of :func:`_run_batch` (see :func:`_ray_task`)."""
+    return ray.remote(num_cpus=1)(_run_batch)
 
 
 @functools.lru_cache(maxsize=1)
