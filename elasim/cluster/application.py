@@ -142,6 +142,8 @@ class Application:
         self.target_progress = self.epoch_progress[-1]
         self._stats = {b: rows for b, rows in prof.validation}
         self._choice_cache: dict[tuple, BatchChoice | None] = {}
+        self._config_cache: dict[tuple, BatchChoice] = {}
+        self._frontiers: dict[tuple[int, ...], list[tuple[int, int]]] = {}
 
     # -- step time ------------------------------------------------------------------------
 
@@ -226,6 +228,10 @@ class Application:
         per-GPU batch; a one-GPU job above ``B0`` accumulates at least once; the batch
         never exceeds the largest validated one.
         """
+        key = (tuple(sorted(placement)), batch_size, min(epoch, self.max_epochs - 1))
+        hit = self._config_cache.get(key)
+        if hit is not None:
+            return hit
         replicas = sum(placement)
         local = math.ceil(batch_size / replicas - 1e-8)
         accum = math.ceil(local / self.max_local_bsz - 1e-8) - 1
@@ -233,7 +239,8 @@ class Application:
             accum = max(1, accum)
         atomic = math.ceil(local / (accum + 1) - 1e-8)
         atomic = max(min(atomic, int(self.max_batch / (replicas * (accum + 1)))), 1)
-        return self._choice(placement, atomic, accum, epoch)
+        out = self._config_cache[key] = self._choice(key[0], atomic, accum, epoch)
+        return out
 
     def _choice(
         self, placement: tuple[int, ...], atomic: int, accum: int, epoch: int
@@ -250,29 +257,49 @@ class Application:
 
         Pollux's co-adaptation, by enumeration: every measured per-GPU batch and up to
         ``MAX_ACCUM_STEPS`` accumulation steps whose global batch lies within the
-        validated range.  None when even the smallest per-GPU batch on this many GPUs
-        exceeds the largest validated batch.
+        validated range.  The candidates of a shape are pruned once to those that no
+        other beats on both batch (more progress per step) and step time, so each
+        epoch evaluates only a handful.  None when even the smallest per-GPU batch on
+        this many GPUs exceeds the largest validated batch.
         """
         shape = tuple(sorted(g for g in placement if g))
         key = (shape, min(epoch, self.max_epochs - 1))
         if key in self._choice_cache:
             return self._choice_cache[key]
-        replicas = sum(shape)
         best: BatchChoice | None = None
+        for atomic, accum in self._frontier(shape):
+            choice = self._choice(shape, atomic, accum, epoch)
+            if best is None or choice.goodput > best.goodput:
+                best = choice
+        self._choice_cache[key] = best
+        return best
+
+    def _frontier(self, shape: tuple[int, ...]) -> list[tuple[int, int]]:
+        """(atomic, accum) candidates of a shape not dominated in (batch, step time)."""
+        hit = self._frontiers.get(shape)
+        if hit is not None:
+            return hit
+        replicas = sum(shape)
+        cands = []
         for atomic in self.local_sizes:
+            step, sync = self.step_time(shape, atomic)
             for accum in range(MAX_ACCUM_STEPS + 1):
                 batch = replicas * atomic * (accum + 1)
                 if batch > self.max_batch:
                     break
-                if batch < self.init_batch:
-                    continue
-                choice = self._choice(shape, atomic, accum, epoch)
-                if best is None or choice.goodput > best.goodput:
-                    best = choice
-        if best is None and replicas * self.min_local_bsz <= self.max_batch:
-            best = self._choice(shape, self.min_local_bsz, 0, epoch)
-        self._choice_cache[key] = best
-        return best
+                if batch >= self.init_batch:
+                    cands.append((batch, step + accum * (step - sync), atomic, accum))
+        if not cands and replicas * self.min_local_bsz <= self.max_batch:
+            cands.append((replicas * self.min_local_bsz, 0.0, self.min_local_bsz, 0))
+        # keep a candidate only if no other has a batch >= and a step time <=
+        cands.sort(key=lambda c: (-c[0], c[1]))
+        out, fastest = [], math.inf
+        for _batch, total, atomic, accum in cands:
+            if total < fastest:
+                out.append((atomic, accum))
+                fastest = total
+        self._frontiers[shape] = out
+        return out
 
     def max_gpus(self) -> int:
         """Most GPUs a job can use (the largest batch at the smallest per-GPU batch)."""

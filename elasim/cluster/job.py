@@ -106,6 +106,7 @@ class ClusterJob:
         self.attained_gpu_s = 0.0
         self.held_s = 0.0
         self.restarts = -1
+        self.peak_gpus = 0
         self.has_checkpoint = False
         self.events: list[EventRecord] = []
         self._speed: JobSpeedModel | None = None
@@ -142,6 +143,7 @@ class ClusterJob:
             remaining=max(app.target_progress - self.progress, 0.0),
             epoch=self.epoch,
             restarts=max(self.restarts, 0),
+            peak_gpus=self.peak_gpus,
             speed=self._speed,
         )
 
@@ -277,6 +279,7 @@ class ClusterJob:
         self.restarts += 1
         self.sm.to(JobState.RESCALING)
         self.placement, self.gpus = placement, after
+        self.peak_gpus = max(self.peak_gpus, after)
         self.pause_end_s = now_s + pause.pause_s
         self._configure()
         event = EventRecord(now_s, kind, before, after, pause=pause)

@@ -21,7 +21,10 @@ from .base import (
     placement_nodes,
 )
 from .fifo import FifoPolicy
+from .optimus import OptimusPolicy
 from .place import place
+from .pollux import PolluxPolicy
+from .tiresias import TiresiasPolicy
 
 __all__ = [
     "ClusterDecision",
@@ -31,6 +34,9 @@ __all__ = [
     "ClusterPolicy",
     "ClusterPolicyBase",
     "FifoPolicy",
+    "OptimusPolicy",
+    "PolluxPolicy",
+    "TiresiasPolicy",
     "JobSpeed",
     "Placement",
     "place",

@@ -85,6 +85,7 @@ class ClusterJobView:
         remaining: progress units to go (see :class:`JobSpeed`).
         epoch: epochs completed.
         restarts: reallocations after its first start.
+        peak_gpus: most GPUs it has held at once (what it has been profiled on).
         speed: its speed model (not compared: two views are equal by their state).
     """
 
@@ -102,6 +103,7 @@ class ClusterJobView:
     remaining: float
     epoch: int
     restarts: int
+    peak_gpus: int = 0
     speed: JobSpeed | None = field(default=None, compare=False, repr=False)
 
     @property
