@@ -7,11 +7,14 @@ touching the rest of the CLI.  Library code does no I/O; this module prints.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from .clitools import UsageError, out_console, parse_sets, sets_option
+from .cli_cluster_sweep import register as _register_sweep
+from .cli_cluster_sweep import write_simulate_outputs
+from .clitools import UsageError, ensure_writable_dir, out_console, parse_sets, sets_option
 from .clitools import fmt as _fmt
 from .clitools import json_safe as _json_safe
 from .clitools import run_guarded as _run_guarded
@@ -50,11 +53,14 @@ def _simulate(
     pause_job: str,
     applications: str | None,
     as_json: bool,
+    out: Path | None = None,
 ) -> None:
     from elasim.cluster import ClusterSetup
     from elasim.sim.cluster import simulate_cluster
 
     _check_shape(nodes, gpus_per_node)
+    if out is not None:
+        ensure_writable_dir(out, "--out")
     setup = ClusterSetup(
         workload=workload,
         policy=policy,
@@ -65,8 +71,10 @@ def _simulate(
         pause_job=pause_job,
         applications=applications,
     )
-    result = simulate_cluster(setup)
+    result = simulate_cluster(setup, record_timeline=out is not None)
     summary = result.summary.as_dict()
+    if out is not None:
+        write_simulate_outputs(out, setup, result)
     if as_json:
         payload = {"workload": workload, "policy": policy, **summary}
         typer.echo(json.dumps(_json_safe(payload), sort_keys=True))
@@ -100,6 +108,9 @@ def simulate(
         None, "--applications", help="Folder of application profiles (default: bundled)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Write jobs/allocations parquet, summary.json and plots here."
+    ),
 ) -> None:
     """Simulate one workload on a shared cluster under one cluster policy."""
     _run_guarded(
@@ -113,6 +124,7 @@ def simulate(
         pause_job,
         applications,
         as_json,
+        out,
     )
 
 
@@ -130,6 +142,9 @@ def policies() -> None:
         opts = ", ".join(f"{o.name}={o.default!r}" for o in info.options)
         table.add_row(info.name, info.summary, opts)
     out_console.print(table)
+
+
+_register_sweep(cluster_app)
 
 
 def register(app: typer.Typer) -> None:

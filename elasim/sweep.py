@@ -193,15 +193,21 @@ class SweepSpec:
             spec.with_nodes(max_nodes=self.max_nodes)
 
 
-def _options_for(policy: str, options: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """The ``--set`` options that ``policy``'s ``Config`` has (a sweep mixes policies)."""
+def _options_for(
+    policy: str, options: tuple[tuple[str, str], ...], kind: Any = None
+) -> tuple[tuple[str, str], ...]:
+    """The ``--set`` options that ``policy``'s ``Config`` has (a sweep mixes policies).
+
+    ``kind`` is the registry kind (None: job policies; the cluster sweep passes
+    ``CLUSTER_KIND``).
+    """
     if not options:
         return ()
     import dataclasses
 
     from elasim.policies import get_policy_class
 
-    config = getattr(get_policy_class(policy), "Config", None)
+    config = getattr(get_policy_class(policy, kind), "Config", None)
     names = (
         {f.name for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else set()
     )

@@ -24,6 +24,7 @@ bit for bit for the same inputs, whichever shell ran the loop.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Sequence
@@ -297,6 +298,7 @@ class ClusterLoop:
                     rescale_s=job.books.rescale_s,
                 )
             )
-        return summarize_jobs(
+        result = summarize_jobs(
             rows, self.num_nodes * self.gpus_per_node, len(self.decisions), wall_time_s
         )
+        return dataclasses.replace(result, timeline=tuple(self.timeline))

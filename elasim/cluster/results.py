@@ -79,10 +79,13 @@ class ClusterResult:
     Attributes:
         summary: the headline numbers.
         jobs: one row per job, in arrival order.
+        timeline: ``(time_s, job, gpus, nodes, batch_size)`` at every change of a
+            job's allocation, in time order (empty when the loop kept none).
     """
 
     summary: ClusterSummary
     jobs: tuple[JobResult, ...]
+    timeline: tuple[tuple[float, str, int, int, int], ...] = ()
 
 
 def _rank(sorted_values: list[float], q: float) -> float:

@@ -1,0 +1,114 @@
+"""Cluster mode at scale: the full Philly trace, mapped to applications, on 64 and 1,024 GPUs.
+
+    python benchmarks/bench_cluster_scale.py [--philly PATH] [--policies fifo,pollux]
+        [--clusters 16x4,256x4] [--max-jobs N] [--timeout-s S]
+
+Each (cluster, policy) case runs to completion in a fresh child process, so that its
+peak memory (``resource.getrusage`` max RSS of that process, which includes the
+interpreter and the loaded profiles) is its own; the child also reports the
+wall time of the simulation alone (building the workload is timed apart).  The
+workload is ``philly:PATH`` (:mod:`elasim.traces.philly_workload`): the raw Pollux
+``philly.csv`` (82,247 jobs, 74,428 after Pollux's filter, 106 days of arrivals).
+Each case runs once (a case can take minutes): on a shared, loaded machine read the
+numbers as one sample, not a median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_PHILLY = REPO.parent / "shared" / "traces-real" / "pollux-philly" / "philly.csv"
+
+
+def one_case(workload: str, policy: str, nodes: int, gpus_per_node: int) -> dict[str, object]:
+    """Run one case in this process; the numbers the parent prints."""
+    from elasim.cluster import ClusterSetup, build_loop
+    from elasim.sim.cluster import run_cluster_loop
+
+    setup = ClusterSetup(
+        workload=workload, policy=policy, num_nodes=nodes, gpus_per_node=gpus_per_node
+    )
+    start = time.perf_counter()
+    loop = build_loop(setup, record_timeline=False)
+    built_s = time.perf_counter() - start
+    start = time.perf_counter()
+    run_cluster_loop(loop)
+    wall_s = time.perf_counter() - start
+    summary = loop.result(wall_time_s=wall_s).summary
+    return {
+        "policy": policy,
+        "gpus": nodes * gpus_per_node,
+        "jobs": summary.jobs,
+        "jobs_completed": summary.jobs_completed,
+        "avg_jct_h": summary.avg_jct_s / 3600.0,
+        "makespan_d": summary.makespan_s / 86400.0,
+        "decisions": summary.decisions,
+        "build_s": built_s,
+        "wall_s": wall_s,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--philly", type=Path, default=DEFAULT_PHILLY)
+    parser.add_argument("--policies", default="fifo")
+    parser.add_argument("--clusters", default="16x4,256x4", help="NODESxGPUS, comma-separated")
+    parser.add_argument("--max-jobs", type=int, default=None, help="a sample (quick check)")
+    parser.add_argument("--timeout-s", type=float, default=3600.0)
+    parser.add_argument("--one", nargs=4, metavar=("WORKLOAD", "POLICY", "NODES", "GPUS"))
+    args = parser.parse_args(argv)
+    if args.one:
+        workload, policy, nodes, gpus = args.one
+        print(json.dumps(one_case(workload, policy, int(nodes), int(gpus))))
+        return 0
+    if not args.philly.is_file():
+        print(f"error: --philly {args.philly}: no such file", file=sys.stderr)
+        return 2
+    workload = f"philly:{args.philly}" + (f":max_jobs={args.max_jobs}" if args.max_jobs else "")
+    rows = []
+    for cluster in args.clusters.split(","):
+        nodes, gpus = (int(x) for x in cluster.lower().split("x"))
+        for policy in args.policies.split(","):
+            cmd = [sys.executable, __file__, "--one", workload, policy, str(nodes), str(gpus)]
+            try:
+                done = subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=args.timeout_s, check=True
+                )
+            except subprocess.TimeoutExpired:
+                print(f"{cluster} {policy}: over {args.timeout_s:g} s, stopped", flush=True)
+                continue
+            except subprocess.CalledProcessError as exc:
+                print(f"{cluster} {policy}: failed\n{exc.stderr}", file=sys.stderr)
+                return 1
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print(f"\nworkload: {workload}")
+    head = ("gpus", "policy", "jobs", "done", "avg JCT h", "makespan d", "wall s", "peak MiB")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        cells = (
+            r["gpus"],
+            r["policy"],
+            r["jobs"],
+            r["jobs_completed"],
+            f"{r['avg_jct_h']:.2f}",
+            f"{r['makespan_d']:.1f}",
+            f"{r['wall_s']:.1f}",
+            f"{r['peak_rss_mib']:.0f}",
+        )
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,239 @@
+"""``elasim cluster sweep`` and the files of ``elasim cluster simulate --out``.
+
+Kept apart from :mod:`elasim.cli_cluster` (the simulate command and the sub-app) so
+that the two can grow without stepping on each other; :func:`register` adds the
+sweep command to the ``cluster`` sub-app.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from .clitools import (
+    UsageError,
+    ensure_writable_dir,
+    err_console,
+    out_console,
+    parse_sets,
+    sets_option,
+    split_list,
+)
+from .clitools import fail as _fail
+from .clitools import json_safe as _json_safe
+from .clitools import run_guarded as _run_guarded
+
+__all__ = ["register", "write_simulate_outputs"]
+
+
+def write_simulate_outputs(out: Path, setup: Any, result: Any) -> None:
+    """``simulate --out``: jobs, allocations, summary and both plots of one run."""
+    from elasim.cluster_output import write_cluster_outputs
+
+    summary = {
+        "inputs": {
+            "workload": setup.workload,
+            "policy": setup.policy,
+            "options": dict(setup.options),
+            "nodes": setup.num_nodes,
+            "gpus_per_node": setup.gpus_per_node,
+            "rescale": setup.rescale.value,
+            "pause_job": setup.pause_job,
+            "applications": setup.applications,
+        },
+        **result.summary.as_dict(),
+    }
+    _run_guarded(
+        write_cluster_outputs,
+        out,
+        [(setup.workload, setup.policy, result)],
+        total_gpus=setup.num_nodes * setup.gpus_per_node,
+        summary=summary,
+    )
+
+
+def sweep(
+    workloads: str = typer.Option(
+        ..., "--workloads", help="Comma-separated workloads (bundled names, paths, philly[...])."
+    ),
+    policies: str = typer.Option(
+        "all", "--policies", help="Comma-separated cluster policies, or 'all'."
+    ),
+    nodes: int = typer.Option(16, "--nodes", help="Nodes in the cluster."),
+    gpus_per_node: int = typer.Option(4, "--gpus-per-node", help="GPUs per node."),
+    sets: list[str] | None = sets_option(),
+    rescale: str = typer.Option("restart", "--rescale", help="restart or inplace."),
+    pause_job: str = typer.Option(
+        "resnet50_v100", "--pause-job", help="Job preset or TOML whose pause figures apply."
+    ),
+    applications: str | None = typer.Option(
+        None, "--applications", help="Folder of application profiles (default: bundled)."
+    ),
+    workers: int = typer.Option(0, "--workers", help="Processes (0: one per core)."),
+    backend: str = typer.Option("local", "--backend", help="'local' processes or 'ray'."),
+    address: str | None = typer.Option(
+        None, "--address", help="Ray cluster address (with --backend ray; default: start one)."
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Folder for tables and plots."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object per run."),
+) -> None:
+    """Compare cluster policies over workloads: one table, a progress bar, optional files.
+
+    Each (workload, policy) is one simulation; they run in parallel on the sweep
+    backends.  With --out: sweep.parquet (one row per run), jobs.parquet (every job
+    of every run), allocations.parquet and jct_cdf.png (one curve per policy).
+    """
+    _run_guarded(_sweep, **locals())
+
+
+def _spec(
+    workloads: str,
+    policies: str,
+    nodes: int,
+    gpus_per_node: int,
+    sets: list[str] | None,
+    rescale: str,
+    pause_job: str,
+    applications: str | None,
+) -> Any:
+    import elasim.policies.cluster  # noqa: F401 - registers the built-ins
+    from elasim.cluster_sweep import ClusterSweepSpec
+    from elasim.policies.registry import CLUSTER_KIND, policy_names
+
+    if nodes < 1:
+        raise UsageError(f"--nodes must be >= 1, got {nodes}")
+    if gpus_per_node < 1:
+        raise UsageError(f"--gpus-per-node must be >= 1, got {gpus_per_node}")
+    if rescale not in ("restart", "inplace"):
+        raise UsageError(f"--rescale must be inplace or restart, got {rescale!r}")
+    names = (
+        policy_names(kind=CLUSTER_KIND)
+        if policies.strip() == "all"
+        else split_list(policies, "--policies")
+    )
+    return ClusterSweepSpec(
+        workloads=tuple(split_list(workloads, "--workloads")),
+        policies=tuple(names),
+        options=tuple(sorted(parse_sets(sets).items())),
+        num_nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        rescale=rescale,
+        pause_job=pause_job,
+        applications=applications,
+    )
+
+
+def _sweep(
+    *,
+    workers: int,
+    backend: str,
+    address: str | None,
+    out: Path | None,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from elasim.cluster_sweep import run_cluster_sweep
+    from elasim.sweep import BACKENDS
+
+    if workers < 0:
+        raise _fail(f"--workers must be >= 0, got {workers}")
+    if backend not in BACKENDS:
+        raise _fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    spec = _spec(**flags)
+    spec.validate()
+    if out is not None:
+        ensure_writable_dir(out, "--out")
+    # transient: a failure's one line is then the only thing left on stderr
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=as_json,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("simulating", total=spec.size)
+        runs = run_cluster_sweep(
+            spec,
+            workers=workers or None,
+            on_done=lambda: progress.advance(task),
+            backend=backend,
+            address=address,
+        )
+    _report(runs, spec, out, as_json)
+
+
+def _report(runs: list[Any], spec: Any, out: Path | None, as_json: bool) -> None:
+    """Write the files (all computed first), then print the table or JSON lines."""
+    from elasim.cluster_output import write_cluster_outputs
+    from elasim.cluster_sweep import sweep_frame
+    from elasim.output import write_parquet
+
+    frame = sweep_frame(runs)
+    if out is not None:
+        triples = [(setup.workload, setup.policy, result) for setup, result in runs]
+        summary = {"grid": {"workloads": spec.workloads, "policies": spec.policies}}
+        summary["runs"] = frame.to_dict(orient="records")
+        write_cluster_outputs(
+            out, triples, total_gpus=spec.num_nodes * spec.gpus_per_node, summary=summary
+        )
+        write_parquet(out / "sweep.parquet", frame)
+    if as_json:
+        for row in frame.to_dict(orient="records"):
+            sys.stdout.write(json.dumps(_json_safe(row), sort_keys=True) + "\n")
+        return
+    _print_table(frame, spec)
+    if out is not None:
+        out_console.print(f"wrote {out}/sweep.parquet, jobs.parquet, allocations.parquet, ...")
+
+
+def _cell(value: float, digits: int = 0) -> str:
+    return "-" if value is None or math.isnan(float(value)) else f"{float(value):,.{digits}f}"
+
+
+def _print_table(frame: Any, spec: Any) -> None:
+    """Policies as rows: avg JCT per workload, then means over the workloads."""
+    from elasim.cluster_sweep import policy_means
+
+    title = (
+        f"{len(spec.policies)} cluster policies x {len(spec.workloads)} workloads "
+        f"on {spec.num_nodes} x {spec.gpus_per_node} GPUs (JCT in s)"
+    )
+    table = Table(title=title)
+    table.add_column("policy", no_wrap=True)
+    for workload in spec.workloads:
+        table.add_column(f"avg JCT {workload}", justify="right", overflow="fold")
+    multi = len(spec.workloads) > 1
+    label = "mean " if multi else ""
+    for head in ("avg JCT", "vs best", "p99 JCT", "GPU util", "rescales", "done"):
+        table.add_column(f"{label}{head}" if head != "done" else head, justify="right")
+    means = policy_means(frame)
+    best = float(means["avg_jct_s"].min())
+    for policy, row in means.iterrows():
+        mine = frame[frame["policy"] == policy]
+        by_workload = dict(zip(mine["workload"], mine["avg_jct_s"], strict=True))
+        table.add_row(
+            str(policy),
+            *(_cell(by_workload[w]) for w in spec.workloads),
+            _cell(row["avg_jct_s"]),
+            _cell(row["avg_jct_s"] / best, 2) if best > 0 else "-",
+            _cell(row["p99_jct_s"]),
+            _cell(row["gpu_utilization"], 3),
+            _cell(row["rescales"], 1 if multi else 0),
+            f"{int(mine['jobs_completed'].sum())}/{int(mine['jobs'].sum())}",
+        )
+    out_console.print(table)
+
+
+def register(cluster_app: typer.Typer) -> None:
+    """Add ``sweep`` to the ``elasim cluster`` sub-app."""
+    cluster_app.command("sweep")(sweep)

@@ -1,0 +1,160 @@
+"""``elasim cluster simulate --out`` and ``elasim cluster sweep``: files, table, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from elasim.cli import app
+from elasim.cluster_output import ALLOCATION_COLUMNS, JOB_COLUMNS
+
+runner = CliRunner()
+SMALL = "philly:max_jobs=14"  # 14 jobs of the bundled Philly week: a run takes ~1 s
+
+RAISING = """
+from elasim.policies.cluster import ClusterPolicyBase
+
+
+class Boom(ClusterPolicyBase):
+    name = "boom"
+
+    def decide(self, obs):
+        raise ZeroDivisionError("no GPUs for you")
+"""
+
+
+def _one_line(result, *needles: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    text = result.stderr.strip()
+    assert len(text.splitlines()) == 1, text
+    for needle in needles:
+        assert needle in text, text
+
+
+@pytest.mark.timeout(120)
+def test_simulate_out_writes_jobs_allocations_summary_and_plots(tmp_path: Path):
+    out = tmp_path / "run"
+    res = runner.invoke(
+        app, ["cluster", "simulate", "-w", SMALL, "-p", "pollux", "--out", str(out), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    printed = json.loads(res.stdout)
+    names = {p.name for p in out.iterdir()}
+    assert names == {
+        "jobs.parquet",
+        "allocations.parquet",
+        "summary.json",
+        "jct_cdf.png",
+        "gpus_per_job.png",
+    }
+    jobs = pd.read_parquet(out / "jobs.parquet")
+    assert tuple(jobs.columns) == JOB_COLUMNS and len(jobs) == 14
+    assert np.allclose(jobs["jct_s"], jobs["finish_s"] - jobs["arrival_s"])
+    assert (jobs["start_s"] >= jobs["arrival_s"]).all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["inputs"]["workload"] == SMALL
+    assert summary["avg_jct_s"] == pytest.approx(printed["avg_jct_s"])
+    assert summary["avg_jct_s"] == pytest.approx(jobs["jct_s"].mean())
+    # the timeline accounts for every GPU-second of every job (pauses included)
+    alloc = pd.read_parquet(out / "allocations.parquet")
+    assert tuple(alloc.columns) == ALLOCATION_COLUMNS
+    for job in jobs.itertuples():
+        rows = alloc[alloc["job"] == job.name].sort_values("time_s", kind="stable")
+        assert rows["gpus"].iloc[-1] == 0 and rows["time_s"].iloc[-1] == pytest.approx(job.finish_s)
+        held = float(np.sum(np.diff(rows["time_s"].to_numpy()) * rows["gpus"].to_numpy()[:-1]))
+        assert held == pytest.approx(job.gpu_s, rel=1e-6)
+
+
+def test_simulate_unwritable_out_fails_before_any_work(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = runner.invoke(app, ["cluster", "simulate", "-w", SMALL, "-p", "fifo", "-o", str(blocker)])
+    _one_line(res, "--out", str(blocker))
+
+
+@pytest.mark.timeout(180)
+def test_sweep_compares_policies_in_one_table_and_writes_its_files(tmp_path: Path):
+    out = tmp_path / "sweep"
+    args = ["cluster", "sweep", "--workloads", f"{SMALL},philly:max_jobs=10:seed=1"]
+    res = runner.invoke(
+        app, [*args, "--policies", "fifo,tiresias", "--workers", "2", "-o", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    for needle in ("fifo", "tiresias", "mean", "24/24"):
+        assert needle in res.stdout
+    frame = pd.read_parquet(out / "sweep.parquet")
+    assert list(zip(frame["workload"], frame["policy"], strict=True)) == [
+        (SMALL, "fifo"),
+        (SMALL, "tiresias"),
+        ("philly:max_jobs=10:seed=1", "fifo"),
+        ("philly:max_jobs=10:seed=1", "tiresias"),
+    ]
+    jobs = pd.read_parquet(out / "jobs.parquet")
+    assert len(jobs) == 2 * (14 + 10)
+    assert (out / "jct_cdf.png").stat().st_size > 0
+    # one process or two: the same numbers (wall time aside)
+    res = runner.invoke(app, [*args, "--policies", "fifo,tiresias", "--workers", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+    assert [r["avg_jct_s"] for r in rows] == pytest.approx(frame["avg_jct_s"].tolist(), rel=0)
+
+
+@pytest.mark.timeout(120)
+def test_sweep_with_a_raising_policy_fails_in_one_line_and_writes_nothing(tmp_path: Path):
+    plugin = tmp_path / "boom.py"
+    plugin.write_text(RAISING)
+    out = tmp_path / "sweep"
+    res = runner.invoke(
+        app,
+        [
+            "cluster",
+            "sweep",
+            "--workloads",
+            SMALL,
+            "--policies",
+            f"fifo,{plugin}:Boom",
+            "--workers",
+            "2",
+            "-o",
+            str(out),
+        ],
+    )
+    _one_line(res, "boom", "ZeroDivisionError")
+    assert not out.exists() or not os.listdir(out)
+
+
+@pytest.mark.parametrize(
+    ("extra", "needles"),
+    [
+        (["--policies", "nope"], ("unknown cluster policy 'nope'",)),
+        (["--workloads", "nope.csv"], ("nope.csv",)),
+        (["--nodes", "0"], ("--nodes",)),
+        (["--set", "bogus=1"], ("--set bogus",)),
+        (["--backend", "slurm"], ("--backend",)),
+        (["--workloads", "philly:hours=-1"], ("hours must be > 0",)),
+    ],
+)
+def test_sweep_bad_input_is_one_line(tmp_path: Path, extra: list[str], needles: tuple[str, ...]):
+    base = {"--workloads": SMALL, "--policies": "fifo"}
+    for flag, value in zip(extra[::2], extra[1::2], strict=True):
+        base[flag] = value
+    args = [x for pair in base.items() for x in pair]
+    res = runner.invoke(app, ["cluster", "sweep", *args, "-o", str(tmp_path / "o")])
+    _one_line(res, *needles)
+    assert not (tmp_path / "o").exists() or not os.listdir(tmp_path / "o")
+
+
+def test_sweep_unwritable_out_is_one_line(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = runner.invoke(
+        app, ["cluster", "sweep", "--workloads", SMALL, "--policies", "fifo", "-o", str(blocker)]
+    )
+    _one_line(res, "--out")
