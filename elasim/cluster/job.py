@@ -35,12 +35,13 @@ _EPS = 1e-9
 class JobSpeedModel:
     """The :class:`~elasim.policies.cluster.JobSpeed` of one job in one epoch."""
 
-    __slots__ = ("_app", "_epoch", "_gpn")
+    __slots__ = ("_app", "_cache", "_epoch", "_gpn")
 
     def __init__(self, app: Application, epoch: int, gpus_per_node: int) -> None:
         self._app = app
         self._epoch = epoch
         self._gpn = gpus_per_node
+        self._cache: dict[tuple[int, int, int | None], float] = {}
 
     def _shape(self, nodes: int, gpus: int) -> tuple[int, ...]:
         nodes = max(1, min(nodes, gpus))
@@ -51,11 +52,18 @@ class JobSpeedModel:
         """Progress per second (see the protocol)."""
         if gpus <= 0:
             return 0.0
+        key = (nodes, gpus, batch_size)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         shape = self._shape(nodes, gpus)
         if batch_size is None or batch_size == ADAPTIVE:
             choice = self._app.best(shape, self._epoch)
-            return choice.goodput if choice is not None else 0.0
-        return self._app.configure(shape, batch_size, self._epoch).goodput
+            out = choice.goodput if choice is not None else 0.0
+        else:
+            out = self._app.configure(shape, batch_size, self._epoch).goodput
+        self._cache[key] = out
+        return out
 
     def best_batch(self, nodes: int, gpus: int) -> int:
         """The best global batch on that shape (0 when none fits)."""

@@ -96,6 +96,7 @@ class ClusterLoop:
         self.active: list[ClusterJob] = []
         self._events: list[tuple[float, int, str]] = []  # (due, seq, job): lazy heap
         self._seq = 0
+        self._queued: dict[str, float] = {}  # the due time last pushed, per job
         self.decisions: list[ClusterDecisionRecord] = []
         #: (time_s, job, gpus, nodes, batch_size) at every change of a job's allocation
         self.timeline: list[tuple[float, str, int, int, int]] = []
@@ -157,6 +158,7 @@ class ClusterLoop:
             job = self._by_name[name]
             if job.done or abs(job.next_due_s() - due) > _EPS * max(1.0, abs(due)):
                 heapq.heappop(events)  # stale: the job changed since
+                self._unqueue(name, due)
                 continue
             best = min(best, due)
             break
@@ -164,14 +166,20 @@ class ClusterLoop:
 
     def _push(self, job: ClusterJob) -> None:
         due = job.next_due_s()
-        if due < math.inf:
+        if due < math.inf and due != self._queued.get(job.name):
+            self._queued[job.name] = due
             self._seq += 1
             heapq.heappush(self._events, (due, self._seq, job.name))
+
+    def _unqueue(self, name: str, due: float) -> None:
+        if self._queued.get(name) == due:
+            del self._queued[name]
 
     def _due_jobs(self, now_s: float) -> None:
         events = self._events
         while events and events[0][0] <= now_s + _EPS * max(1.0, abs(now_s)):
             due, _, name = heapq.heappop(events)
+            self._unqueue(name, due)
             job = self._by_name[name]
             if job.done or abs(job.next_due_s() - due) > _EPS * max(1.0, abs(due)):
                 continue

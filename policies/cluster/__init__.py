@@ -24,6 +24,7 @@ from .fifo import FifoPolicy
 from .optimus import OptimusPolicy
 from .place import place
 from .pollux import PolluxPolicy
+from .srtf import SrtfPolicy
 from .tiresias import TiresiasPolicy
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "FifoPolicy",
     "OptimusPolicy",
     "PolluxPolicy",
+    "SrtfPolicy",
     "TiresiasPolicy",
     "JobSpeed",
     "Placement",

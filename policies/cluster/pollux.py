@@ -15,6 +15,8 @@ __all__ = ["PolluxPolicy", "speedup_fn"]
 
 #: A batch size of 0 in a decision: the job adapts its own batch (``elasim.cluster.ADAPTIVE``).
 ADAPTIVE = 0
+#: Speedups below this count as none (``s ** p`` with ``p < 0`` would overflow).
+_TINY = 1e-9
 
 
 def speedup_fn(obs: ClusterObservation, job: ClusterJobView, fair: int, delay_s: float):
@@ -32,6 +34,7 @@ def speedup_fn(obs: ClusterObservation, job: ClusterJobView, fair: int, delay_s:
         base = speed.goodput(shape_nodes(fair, gpn), fair)
     age = max(obs.now_s - job.arrival_s, 0.0)
     factor = max(age - job.restarts * delay_s, 0.0) / (age + delay_s) if delay_s > 0 else 1.0
+    held = job.gpus
 
     def speedup(n: int) -> float:
         if n <= 0 or speed is None or base <= 0:
@@ -39,7 +42,7 @@ def speedup_fn(obs: ClusterObservation, job: ClusterJobView, fair: int, delay_s:
         hit = cache.get(n)
         if hit is None:
             hit = cache[n] = speed.goodput(shape_nodes(n, gpn), n) / base
-        return hit if n == job.gpus else hit * factor
+        return hit if n == held else hit * factor
 
     return speedup
 
@@ -112,12 +115,15 @@ class PolluxPolicy(ClusterPolicyBase):
             lo, hi = s(n), s(n + 1)
             if p < 0:
                 # maximising -sum s^p (p < 0): a job at zero speedup is infinitely bad
-                before = math.inf if lo <= 0 else lo**p
-                after = math.inf if hi <= 0 else hi**p
+                before = math.inf if lo <= _TINY else lo**p
+                after = math.inf if hi <= _TINY else hi**p
                 if before == math.inf:
                     return math.inf if after < math.inf else 0.0
                 return before - after
-            return hi**p - lo**p
+            try:
+                return hi**p - lo**p
+            except OverflowError:  # astronomically large speedups with p > 1
+                return math.inf
 
         start = {j.name: 1 for j in jobs[:total]}
         counts = greedy_counts(jobs, total, gain, self.caps(obs), start)
