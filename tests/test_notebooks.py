@@ -31,6 +31,11 @@ SMALL_PARAMETERS: dict[str, dict[str, object]] = {
     },
     # already small: it re-simulates the bundled measurement (no executor run)
     "sim_vs_real.ipynb": {"OUT_DIR": "sim-vs-real-ci"},
+    # one workload (its claim checks hold on each) and a 2-hour Philly window
+    "cluster_scheduling.ipynb": {
+        "WORKLOADS": ["pollux-workload-8"],
+        "PHILLY": "philly:start_h=40:hours=2",
+    },
 }
 
 
@@ -50,7 +55,12 @@ def _parameter_names(notebook: dict) -> set[str]:
 
 
 def test_there_are_notebooks():
-    expected = {"policy_comparison.ipynb", "checkpoint_interval.ipynb", "sim_vs_real.ipynb"}
+    expected = {
+        "policy_comparison.ipynb",
+        "checkpoint_interval.ipynb",
+        "sim_vs_real.ipynb",
+        "cluster_scheduling.ipynb",
+    }
     assert expected <= {p.name for p in PATHS}
 
 
