@@ -175,3 +175,29 @@ def test_reallocation_pauses_come_from_the_job_model() -> None:
     assert pauses, "no reallocation in the first hour"
     # not a flat constant: the checkpoint size (hence restore/write) differs by model
     assert len(set(round(p, 3) for p in pauses.values())) > 1
+
+
+def test_bundled_cluster_data_equals_a_fresh_build(tmp_path: Path) -> None:
+    import importlib.util
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    real = repo.parent / "shared" / "traces-real"
+    if not (real / "pollux-philly").is_dir():
+        pytest.skip("the shared real traces are not on this machine")
+    spec = importlib.util.spec_from_file_location(
+        "_bbt", repo / "scripts" / "build_bundled_traces.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    written = module.build_cluster(real, tmp_path)
+    assert len(written) == 8 + sum(
+        len(list((real / "pollux-philly" / "applications" / a).glob("*.csv")))
+        for a in bundled_application_names()
+    )
+    committed = repo / "traces" / "data"
+    for path in written:
+        rel = path.relative_to(tmp_path)
+        assert (committed / rel).read_bytes() == path.read_bytes(), rel
