@@ -150,11 +150,14 @@ def test_pollux_decision_log_is_bit_identical_across_runs_and_clocks(tmp_path: P
     setup = ClusterSetup(str(small), "pollux", num_nodes=4)
     one = build_loop(setup)
     run_cluster_loop(one)
-    two = build_loop(setup)
+    changes: list[tuple] = []
+    two = build_loop(setup, on_change=lambda *row: changes.append(row))
     two.run_to_end()  # a plain (fake) clock, as the executor side can use
+    assert [c[:2] for c in changes] == [t[:2] for t in two.timeline] != []
     assert one.decisions == two.decisions
     assert repr(one.decisions) == repr(two.decisions)
     assert one.timeline == two.timeline
+    assert repr(one.decision_log()) == repr(two.decision_log())
     assert one.result() == two.result()
     # pollux moves jobs and lets them adapt their batch
     assert one.result().summary.rescales > 0

@@ -200,3 +200,34 @@ def test_plugins_from_a_file_and_duplicate_names(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="cluster policy name 'fifo' is already registered"):
         register_cluster(Fifo2)
+
+
+def test_entry_point_group_of_cluster_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    from elasim.policies import registry
+
+    state = registry._State(policies=dict(registry._cluster_state.policies))
+    monkeypatch.setattr(registry, "_cluster_state", state)
+    groups: list[str] = []
+
+    class FakeEntryPoint:
+        name = "from-ep"
+        value = "somewhere:Idle"
+
+        def load(self) -> type:
+            class Idle:
+                name = "from-ep"
+
+                def decide(self, obs):
+                    return ClusterDecision()
+
+            return Idle
+
+    def fake_entry_points(group: str) -> list[object]:
+        groups.append(group)
+        return [FakeEntryPoint()] if group == "elasim.cluster_policies" else []
+
+    monkeypatch.setattr(registry.importlib.metadata, "entry_points", fake_entry_points)
+    policy = make_policy("from-ep", kind=CLUSTER_KIND)
+    assert policy.decide(ClusterObservation(0.0, 1, 1, ())) == ClusterDecision()
+    assert groups == ["elasim.cluster_policies"]
+    assert "from-ep" in policy_names(kind=CLUSTER_KIND)

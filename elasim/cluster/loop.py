@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from elasim.jobmodel import PolicyError, RescaleMode
@@ -36,6 +36,7 @@ from elasim.policies.cluster import (
     ClusterDecisionRecord,
     ClusterObservation,
     ClusterPolicy,
+    Placement,
 )
 from elasim.traces.cluster import WorkloadJob
 
@@ -61,6 +62,9 @@ class ClusterLoop:
         gpus_per_node: GPUs per node.
         mode: how a job re-forms its group (restart: AdaptDL's checkpoint-restart).
         record_timeline: keep the allocation timeline.
+        on_change: called as ``on_change(time_s, job, placement, batch_size)`` whenever a
+            job's allocation or batch changes (its completion included, with ``()``):
+            how a shell with real workers learns what to start, move or stop.
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class ClusterLoop:
         gpus_per_node: int,
         mode: RescaleMode = RescaleMode.RESTART,
         record_timeline: bool = True,
+        on_change: Callable[[float, str, Placement, int], None] | None = None,
     ) -> None:
         if num_nodes < 1 or gpus_per_node < 1:
             raise ValueError("a cluster needs at least one node and one GPU per node")
@@ -100,6 +105,7 @@ class ClusterLoop:
         #: (time_s, job, gpus, nodes, batch_size) at every change of a job's allocation
         self.timeline: list[tuple[float, str, int, int, int]] = []
         self._record_timeline = record_timeline
+        self._on_change = on_change
         self.decision_due = False
         self.wake_at_s = math.inf
         self.now_s = 0.0
@@ -226,9 +232,9 @@ class ClusterLoop:
         batches = decision.batch_map()
         for job in self.active:
             job.set_batch(batches.get(job.name))
-            before = job.gpus, job.batch_size
+            before = job.placement, job.batch_size
             job.reallocate(allocations.get(job.name, ()), now_s)
-            if (job.gpus, job.batch_size) != before:
+            if (job.placement, job.batch_size) != before:
                 self._timeline(now_s, job)
             self._push(job)
 
@@ -273,6 +279,25 @@ class ClusterLoop:
     def _timeline(self, t: float, job: ClusterJob) -> None:
         if self._record_timeline:
             self.timeline.append((t, job.name, job.gpus, len(job.placement), job.batch_size))
+        if self._on_change is not None:
+            self._on_change(t, job.name, job.placement, job.batch_size)
+
+    def decision_log(self) -> list[tuple[float, int, tuple, tuple, float | None]]:
+        """The decisions as plain tuples: what two shells compare, bit for bit.
+
+        Each is ``(time_s, active jobs, allocations, batch sizes, wake_after_s)``, fit
+        for ``repr`` or JSON.
+        """
+        return [
+            (
+                r.time_s,
+                r.active_jobs,
+                r.decision.allocations,
+                r.decision.batch_sizes,
+                r.decision.wake_after_s,
+            )
+            for r in self.decisions
+        ]
 
     # -- results --------------------------------------------------------------------------
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import elasim.policies.cluster  # noqa: F401 - registers the built-in cluster policies
 from elasim.job import JobSpec, load_job
 from elasim.jobmodel import RescaleMode
+from elasim.policies.cluster import Placement
 from elasim.policies.registry import CLUSTER_KIND, make_policy
 from elasim.traces.cluster import (
     WorkloadJob,
@@ -118,8 +119,13 @@ class ClusterSetup:
     applications: str | None = None
 
 
-def build_loop(setup: ClusterSetup, *, record_timeline: bool = True) -> ClusterLoop:
-    """The loop of one run.
+def build_loop(
+    setup: ClusterSetup,
+    *,
+    record_timeline: bool = True,
+    on_change: Callable[[float, str, Placement, int], None] | None = None,
+) -> ClusterLoop:
+    """The loop of one run (``on_change``: see :class:`ClusterLoop`).
 
     Raises:
         TraceError: a bad workload or application profile.
@@ -140,4 +146,5 @@ def build_loop(setup: ClusterSetup, *, record_timeline: bool = True) -> ClusterL
         gpus_per_node=setup.gpus_per_node,
         mode=setup.rescale,
         record_timeline=record_timeline,
+        on_change=on_change,
     )
