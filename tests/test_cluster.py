@@ -204,3 +204,32 @@ def test_bundled_cluster_data_equals_a_fresh_build(tmp_path: Path) -> None:
     for path in written:
         rel = path.relative_to(tmp_path)
         assert (committed / rel).read_bytes() == path.read_bytes(), rel
+
+
+@pytest.mark.parametrize("policy", ["pollux", "tiresias"])
+def test_a_capacity_drop_preempts_and_loses_work(policy: str, tmp_path: Path) -> None:
+    lines = Path(resolve_workload("pollux-workload-4")).read_text().splitlines()
+    small = tmp_path / "small.csv"
+    small.write_text("\n".join(lines[:31]) + "\n")
+    capacity = ((0.0, 16), (1800.0, 2), (5400.0, 16))
+    loop = build_loop(ClusterSetup(str(small), policy), capacity=capacity)
+    run_cluster_loop(loop)
+    result = loop.result()
+    assert result.summary.jobs_completed == 30
+    assert result.summary.preemptions > 0
+    assert result.summary.lost_work_h > 0
+    # nobody ran on the lost nodes while they were gone
+    for record in loop.decisions:
+        if 1800.0 <= record.time_s < 5400.0:
+            for _, placement in record.decision.allocations:
+                assert all(node < 2 for node, _ in placement)
+
+
+def test_cli_capacity_trace() -> None:
+    args = ["cluster", "simulate", "-w", "pollux-workload-1", "-p", "tiresias", "--json"]
+    res = runner.invoke(app, [*args, "--capacity", "spot_us_east.csv"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["jobs_completed"] == 160 and data["preemptions"] > 0
+    bad = runner.invoke(app, [*args, "--capacity", "nope.csv"])
+    assert bad.exit_code == 2 and "no such trace" in bad.output

@@ -107,6 +107,8 @@ class ClusterSetup:
         rescale: how jobs re-form their groups.
         pause_job: the job preset (or TOML path) of the pause figures.
         applications: a folder of application profiles (None: the bundled ones).
+        capacity: a capacity trace (bundled name or path) whose ``available`` is the
+            nodes usable over time (None: all, always); the simulator's shell loads it.
     """
 
     workload: str
@@ -117,6 +119,7 @@ class ClusterSetup:
     rescale: RescaleMode = RescaleMode.RESTART
     pause_job: str = DEFAULT_PAUSE_JOB
     applications: str | None = None
+    capacity: str | None = None
 
 
 def build_loop(
@@ -124,8 +127,10 @@ def build_loop(
     *,
     record_timeline: bool = True,
     on_change: Callable[[float, str, Placement, int], None] | None = None,
+    capacity: tuple[tuple[float, int], ...] | None = None,
+    capacity_period_s: float | None = None,
 ) -> ClusterLoop:
-    """The loop of one run (``on_change``: see :class:`ClusterLoop`).
+    """The loop of one run (``on_change``, ``capacity``: see :class:`ClusterLoop`).
 
     Raises:
         TraceError: a bad workload or application profile.
@@ -147,4 +152,6 @@ def build_loop(
         mode=setup.rescale,
         record_timeline=record_timeline,
         on_change=on_change,
+        capacity=capacity,
+        capacity_period_s=capacity_period_s,
     )
