@@ -52,6 +52,7 @@ def _simulate(
     rescale: str,
     pause_job: str,
     applications: str | None,
+    capacity: str | None,
     as_json: bool,
     out: Path | None = None,
 ) -> None:
@@ -70,6 +71,7 @@ def _simulate(
         rescale=_rescale_mode(rescale),
         pause_job=pause_job,
         applications=applications,
+        capacity=capacity,
     )
     result = simulate_cluster(setup, record_timeline=out is not None)
     summary = result.summary.as_dict()
@@ -107,6 +109,9 @@ def simulate(
     applications: str | None = typer.Option(
         None, "--applications", help="Folder of application profiles (default: bundled)."
     ),
+    capacity: str | None = typer.Option(
+        None, "--capacity", help="Capacity trace: nodes usable over time (spot capacity)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Write jobs/allocations parquet, summary.json and plots here."
@@ -123,6 +128,7 @@ def simulate(
         rescale,
         pause_job,
         applications,
+        capacity,
         as_json,
         out,
     )

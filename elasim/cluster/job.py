@@ -116,6 +116,9 @@ class ClusterJob:
         self.restarts = -1
         self.peak_gpus = 0
         self.has_checkpoint = False
+        self.ckpt_progress = 0.0  # progress saved by the last checkpoint
+        self.run_since_ckpt_s = 0.0  # training time a preemption would lose
+        self.lost_progress = 0.0
         self.events: list[EventRecord] = []
         self._speed: JobSpeedModel | None = None
 
@@ -218,6 +221,7 @@ class ClusterJob:
         self.attained_gpu_s += dt * self.gpus
         self.held_s += dt
         if running:
+            self.run_since_ckpt_s += dt
             self.books.running_s += dt
             if self.choice is not None:
                 self.books.raw_samples += self.choice.throughput * dt
@@ -238,6 +242,37 @@ class ClusterJob:
 
     # -- changes --------------------------------------------------------------------------
 
+    def _saved(self) -> None:
+        self.ckpt_progress = self.progress
+        self.run_since_ckpt_s = 0.0
+
+    def preempt(self, now_s: float) -> EventRecord | None:
+        """Its GPUs are taken without notice (capacity dropped): back to the last checkpoint.
+
+        Cluster jobs checkpoint when they restart or release their GPUs (AdaptDL's
+        checkpoint-restart), not periodically, so a preemption loses the progress
+        made since the job last (re)started.
+        """
+        if self.done or not self.placement:
+            return None
+        before = self.gpus
+        lost_progress = self.progress - self.ckpt_progress
+        lost_h = self.run_since_ckpt_s / 3600.0
+        raw = self.choice.throughput * self.run_since_ckpt_s if self.choice else 0.0
+        self.progress = self.ckpt_progress
+        self.epoch = self.app.epoch(self.progress)
+        self.run_since_ckpt_s = 0.0
+        self.sm.to(JobState.WAITING)
+        self.placement, self.gpus, self.choice = (), 0, None
+        self.pause_end_s = math.inf
+        self.has_checkpoint = self.has_checkpoint or self.start_s is not None
+        self.lost_progress += lost_progress
+        event = EventRecord(
+            now_s, EventKind.PREEMPT, before, 0, lost_samples=raw, lost_work_h=lost_h
+        )
+        self._event(event)
+        return event
+
     def set_batch(self, batch_size: int | None) -> None:
         """Use ``batch_size`` from now on (None: the requested batch; 0: adaptive)."""
         if batch_size is None:
@@ -252,6 +287,7 @@ class ClusterJob:
             return None
         before, after = self.gpus, placement_gpus(placement)
         if not placement:
+            self._saved()  # releasing on purpose writes a checkpoint first
             self.sm.to(JobState.WAITING)
             self.placement, self.gpus, self.choice = (), 0, None
             self.pause_end_s = math.inf
@@ -265,6 +301,8 @@ class ClusterJob:
             survivors = sum(min(g, old.get(n, 0)) for n, g in placement)
         restart = survivors == 0
         write_s = self.pause_job.checkpoint.write_s if restart and self.placement else 0.0
+        if restart and self.placement:
+            self._saved()  # a restart checkpoints before it stops
         pause = pause_for(
             self.pause_job,
             self.mode,

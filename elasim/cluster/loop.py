@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from elasim.jobmodel import PolicyError, RescaleMode
@@ -37,6 +37,7 @@ from elasim.policies.cluster import (
     ClusterDecisionRecord,
     ClusterObservation,
     ClusterPolicy,
+    Placement,
 )
 from elasim.traces.cluster import WorkloadJob
 
@@ -62,6 +63,14 @@ class ClusterLoop:
         gpus_per_node: GPUs per node.
         mode: how a job re-forms its group (restart: AdaptDL's checkpoint-restart).
         record_timeline: keep the allocation timeline.
+        on_change: called as ``on_change(time_s, job, placement, batch_size)`` whenever a
+            job's allocation or batch changes (its completion included, with ``()``):
+            how a shell with real workers learns what to start, move or stop.
+        capacity: ``((time_s, nodes available), ...)`` from time 0, sorted: spot
+            capacity (nodes ``0 .. available - 1`` are usable); a drop preempts the
+            jobs on the lost nodes without notice.  None: every node, always.
+        capacity_period_s: repeat the capacity rows with this period (a trace's
+            duration); None: the last row holds forever.
     """
 
     def __init__(
@@ -75,6 +84,9 @@ class ClusterLoop:
         gpus_per_node: int,
         mode: RescaleMode = RescaleMode.RESTART,
         record_timeline: bool = True,
+        on_change: Callable[[float, str, Placement, int], None] | None = None,
+        capacity: Sequence[tuple[float, int]] | None = None,
+        capacity_period_s: float | None = None,
     ) -> None:
         if num_nodes < 1 or gpus_per_node < 1:
             raise ValueError("a cluster needs at least one node and one GPU per node")
@@ -101,11 +113,20 @@ class ClusterLoop:
         #: (time_s, job, gpus, nodes, batch_size) at every change of a job's allocation
         self.timeline: list[tuple[float, str, int, int, int]] = []
         self._record_timeline = record_timeline
+        self._on_change = on_change
         self.decision_due = False
         self.wake_at_s = math.inf
         self.now_s = 0.0
         self.turns = 0
         self._rescale_estimate_s = self._estimate_rescale_s()
+        self._capacity = tuple(capacity or ())
+        if self._capacity and self._capacity[0][0] > 0:
+            raise ValueError("a capacity trace starts at time 0")
+        self._cap_period_s = capacity_period_s
+        self._cap_index = 0
+        self._cap_cycle = 0
+        self.available_nodes: int | None = None
+        self.preemptions = 0
 
     def _estimate_rescale_s(self) -> float:
         if not self.jobs:
@@ -132,6 +153,8 @@ class ClusterLoop:
         self.turns += 1
         self.now_s = now_s
         self._due_jobs(now_s)
+        while self._next_capacity_s() <= now_s + _EPS:
+            self._capacity_change(now_s)
         while self._next_arrival < len(self.jobs):
             job = self.jobs[self._next_arrival]
             if job.spec.arrival_s > now_s + _EPS:
@@ -147,9 +170,40 @@ class ClusterLoop:
             self._decide(now_s)
         return self.next_time_s()
 
+    def _next_capacity_s(self) -> float:
+        rows = self._capacity
+        if not rows:
+            return math.inf
+        if self._cap_index >= len(rows):
+            if not self._cap_period_s:
+                return math.inf
+            self._cap_index = 0
+            self._cap_cycle += 1
+        return rows[self._cap_index][0] + self._cap_cycle * (self._cap_period_s or 0.0)
+
+    def _capacity_change(self, now_s: float) -> None:
+        """The next capacity row is due: jobs on nodes now gone are preempted."""
+        available = min(max(int(self._capacity[self._cap_index][1]), 0), self.num_nodes)
+        self._cap_index += 1
+        if available == self.available_nodes:
+            return
+        self.available_nodes = available
+        self.decision_due = True
+        for job in list(self.active):
+            if any(node >= available for node, _ in job.placement):
+                job.advance(now_s)
+                if job.done:
+                    self._complete(job)
+                    continue
+                if job.preempt(now_s) is not None:
+                    self.preemptions += 1
+                    self._timeline(now_s, job)
+
     def next_time_s(self) -> float:
         """The next arrival, job event or wake-up (inf when nothing is left to happen)."""
         best = self.wake_at_s if self.active else math.inf
+        if self.active or self._next_arrival < len(self.jobs):
+            best = min(best, self._next_capacity_s())
         if self._next_arrival < len(self.jobs):
             best = min(best, self.jobs[self._next_arrival].spec.arrival_s)
         events = self._events
@@ -208,6 +262,7 @@ class ClusterLoop:
             gpus_per_node=self.gpus_per_node,
             jobs=tuple(job.view() for job in self.active),
             rescale_cost_s=self._rescale_estimate_s,
+            available_nodes=self.available_nodes,
         )
 
     def _decide(self, now_s: float) -> None:
@@ -227,9 +282,9 @@ class ClusterLoop:
         batches = decision.batch_map()
         for job in self.active:
             job.set_batch(batches.get(job.name))
-            before = job.gpus, job.batch_size
+            before = job.placement, job.batch_size
             job.reallocate(allocations.get(job.name, ()), now_s)
-            if (job.gpus, job.batch_size) != before:
+            if (job.placement, job.batch_size) != before:
                 self._timeline(now_s, job)
             self._push(job)
 
@@ -243,15 +298,14 @@ class ClusterLoop:
         if not isinstance(raw, ClusterDecision):
             raise bad(f"decide() returned {type(raw).__name__} {raw!r:.60}, not a ClusterDecision")
         active = {job.name for job in obs.jobs}
+        usable = obs.usable_nodes
         used = [0] * self.num_nodes
         for name, placement in raw.allocations:
             if name not in active:
                 raise bad(f"allocated GPUs to {name!r}, which is not an active job")
             for node, gpus in placement:
-                if not (isinstance(node, int) and 0 <= node < self.num_nodes):
-                    raise bad(
-                        f"placed {name!r} on node {node!r}; nodes are 0..{self.num_nodes - 1}"
-                    )
+                if not (isinstance(node, int) and 0 <= node < usable):
+                    raise bad(f"placed {name!r} on node {node!r}; usable nodes are 0..{usable - 1}")
                 if not (isinstance(gpus, int) and gpus > 0):
                     raise bad(f"gave {name!r} {gpus!r} GPUs on node {node}; must be an int > 0")
                 used[node] += gpus
@@ -274,6 +328,25 @@ class ClusterLoop:
     def _timeline(self, t: float, job: ClusterJob) -> None:
         if self._record_timeline:
             self.timeline.append((t, job.name, job.gpus, len(job.placement), job.batch_size))
+        if self._on_change is not None:
+            self._on_change(t, job.name, job.placement, job.batch_size)
+
+    def decision_log(self) -> list[tuple[float, int, tuple, tuple, float | None]]:
+        """The decisions as plain tuples: what two shells compare, bit for bit.
+
+        Each is ``(time_s, active jobs, allocations, batch sizes, wake_after_s)``, fit
+        for ``repr`` or JSON.
+        """
+        return [
+            (
+                r.time_s,
+                r.active_jobs,
+                r.decision.allocations,
+                r.decision.batch_sizes,
+                r.decision.wake_after_s,
+            )
+            for r in self.decisions
+        ]
 
     # -- results --------------------------------------------------------------------------
 
@@ -304,6 +377,8 @@ class ClusterLoop:
                     final_batch_size=job.batch_size,
                     running_s=job.books.running_s,
                     rescale_s=job.books.rescale_s,
+                    preemptions=job.books.preemptions,
+                    lost_work_h=job.books.lost_s / 3600.0,
                 )
             )
         result = summarize_jobs(

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import elasim.policies.cluster  # noqa: F401 - registers the built-in cluster policies
 from elasim.job import JobSpec, load_job
 from elasim.jobmodel import RescaleMode
+from elasim.policies.cluster import Placement
 from elasim.policies.registry import CLUSTER_KIND, make_policy
 from elasim.traces.cluster import (
     WorkloadJob,
@@ -106,6 +107,8 @@ class ClusterSetup:
         rescale: how jobs re-form their groups.
         pause_job: the job preset (or TOML path) of the pause figures.
         applications: a folder of application profiles (None: the bundled ones).
+        capacity: a capacity trace (bundled name or path) whose ``available`` is the
+            nodes usable over time (None: all, always); the simulator's shell loads it.
     """
 
     workload: str
@@ -116,10 +119,18 @@ class ClusterSetup:
     rescale: RescaleMode = RescaleMode.RESTART
     pause_job: str = DEFAULT_PAUSE_JOB
     applications: str | None = None
+    capacity: str | None = None
 
 
-def build_loop(setup: ClusterSetup, *, record_timeline: bool = True) -> ClusterLoop:
-    """The loop of one run.
+def build_loop(
+    setup: ClusterSetup,
+    *,
+    record_timeline: bool = True,
+    on_change: Callable[[float, str, Placement, int], None] | None = None,
+    capacity: tuple[tuple[float, int], ...] | None = None,
+    capacity_period_s: float | None = None,
+) -> ClusterLoop:
+    """The loop of one run (``on_change``, ``capacity``: see :class:`ClusterLoop`).
 
     Raises:
         TraceError: a bad workload or application profile.
@@ -140,4 +151,7 @@ def build_loop(setup: ClusterSetup, *, record_timeline: bool = True) -> ClusterL
         gpus_per_node=setup.gpus_per_node,
         mode=setup.rescale,
         record_timeline=record_timeline,
+        on_change=on_change,
+        capacity=capacity,
+        capacity_period_s=capacity_period_s,
     )

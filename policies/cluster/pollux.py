@@ -127,6 +127,6 @@ class PolluxPolicy(ClusterPolicyBase):
 
         start = {j.name: 1 for j in jobs[:total]}
         counts = greedy_counts(jobs, total, gain, self.caps(obs), start)
-        allocations = place(obs.jobs, counts, obs.num_nodes, obs.gpus_per_node)
+        allocations = place(obs.jobs, counts, obs.usable_nodes, obs.gpus_per_node)
         batches = {name: ADAPTIVE for name in allocations}
         return ClusterDecision.of(allocations, batches, self.config.interval_s)
