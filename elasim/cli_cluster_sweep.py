@@ -75,6 +75,9 @@ def sweep(
     applications: str | None = typer.Option(
         None, "--applications", help="Folder of application profiles (default: bundled)."
     ),
+    capacity: str | None = typer.Option(
+        None, "--capacity", help="Capacity trace: nodes usable over time (spot capacity)."
+    ),
     workers: int = typer.Option(0, "--workers", help="Processes (0: one per core)."),
     backend: str = typer.Option("local", "--backend", help="'local' processes or 'ray'."),
     address: str | None = typer.Option(
@@ -101,6 +104,7 @@ def _spec(
     rescale: str,
     pause_job: str,
     applications: str | None,
+    capacity: str | None,
 ) -> Any:
     import elasim.policies.cluster  # noqa: F401 - registers the built-ins
     from elasim.cluster_sweep import ClusterSweepSpec
@@ -126,6 +130,7 @@ def _spec(
         rescale=rescale,
         pause_job=pause_job,
         applications=applications,
+        capacity=capacity,
     )
 
 

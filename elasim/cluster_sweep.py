@@ -55,6 +55,7 @@ class ClusterSweepSpec:
         rescale: ``restart`` or ``inplace``.
         pause_job: job preset (or TOML) whose pause figures apply.
         applications: folder of application profiles (None: bundled).
+        capacity: a capacity trace of usable nodes over time (None: all nodes).
     """
 
     workloads: tuple[str, ...]
@@ -65,6 +66,7 @@ class ClusterSweepSpec:
     rescale: str = "restart"
     pause_job: str = "resnet50_v100"
     applications: str | None = None
+    capacity: str | None = None
 
     @property
     def size(self) -> int:
@@ -88,6 +90,7 @@ class ClusterSweepSpec:
                 rescale=RescaleMode(self.rescale),
                 pause_job=self.pause_job,
                 applications=self.applications,
+                capacity=self.capacity,
             )
             for workload, policy in itertools.product(self.workloads, self.policies)
         ]
@@ -109,6 +112,10 @@ class ClusterSweepSpec:
         if self.num_nodes < 1 or self.gpus_per_node < 1:
             raise ValueError("--nodes and --gpus-per-node must be >= 1")
         RescaleMode(self.rescale)
+        if self.capacity is not None:
+            from elasim.traces import load_trace
+
+            load_trace(self.capacity)
         used: set[str] = set()
         for policy in self.policies:
             options = _options_for(policy, self.options, CLUSTER_KIND)

@@ -139,6 +139,7 @@ def test_sweep_with_a_raising_policy_fails_in_one_line_and_writes_nothing(tmp_pa
         (["--set", "bogus=1"], ("--set bogus",)),
         (["--backend", "slurm"], ("--backend",)),
         (["--workloads", "philly:hours=-1"], ("hours must be > 0",)),
+        (["--capacity", "nope.csv"], ("nope.csv",)),
     ],
 )
 def test_sweep_bad_input_is_one_line(tmp_path: Path, extra: list[str], needles: tuple[str, ...]):
