@@ -196,6 +196,9 @@ def load_workload(
 ) -> list[WorkloadJob]:
     """Parse a workload CSV (a bundled name such as ``pollux-workload-6``, or a path).
 
+    A spec ``philly[:TRACE][:key=value...]`` is a job trace mapped to applications
+    instead (:func:`elasim.traces.philly_workload.load_workload_spec`).
+
     Args:
         name_or_path: the workload.
         applications: the application names it may use (None: any name).
@@ -205,7 +208,13 @@ def load_workload(
 
     Raises:
         TraceError: with file, line and column.
+        ValueError: a bad ``philly`` spec.
     """
+    text = os.fspath(name_or_path)
+    if text == "philly" or text.startswith("philly:"):
+        from .philly_workload import load_workload_spec  # NumPy, only when asked
+
+        return load_workload_spec(text, applications)
     path = resolve_workload(name_or_path)
     display = os.fspath(name_or_path)
     rows = _rows(path, display, WORKLOAD_COLUMNS)

@@ -21,8 +21,8 @@ from elasim.traces.cluster import (
     WorkloadJob,
     bundled_application_names,
     load_application,
+    load_workload,
 )
-from elasim.traces.philly_workload import load_workload_spec
 
 from .application import Application
 from .loop import ClusterLoop
@@ -138,7 +138,7 @@ def build_loop(
         JobSpecError: a bad pause preset.
     """
     known = None if setup.applications else set(bundled_application_names())
-    workload: list[WorkloadJob] = load_workload_spec(setup.workload, known)
+    workload: list[WorkloadJob] = load_workload(setup.workload, known)
     names = sorted({job.application for job in workload})
     apps = load_applications(names, setup.applications)
     policy = make_policy(setup.policy, dict(setup.options), kind=CLUSTER_KIND)
