@@ -233,3 +233,17 @@ def test_cli_capacity_trace() -> None:
     assert data["jobs_completed"] == 160 and data["preemptions"] > 0
     bad = runner.invoke(app, [*args, "--capacity", "nope.csv"])
     assert bad.exit_code == 2 and "no such trace" in bad.output
+
+
+def test_a_policy_that_never_allocates_does_not_hang_the_loop() -> None:
+    class Idle:
+        name = "idle"
+
+        def decide(self, obs):
+            return ClusterDecision(wake_after_s=60.0)
+
+    loop = build_loop(ClusterSetup("pollux-workload-1", "fifo"))
+    loop.policy = Idle()
+    run_cluster_loop(loop)
+    assert loop.stalled
+    assert loop.result().summary.jobs_completed == 0
