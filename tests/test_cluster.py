@@ -235,14 +235,17 @@ def test_cli_capacity_trace() -> None:
     assert bad.exit_code == 2 and "no such trace" in bad.output
 
 
-def test_a_policy_that_never_allocates_does_not_hang_the_loop() -> None:
+def test_a_policy_that_never_allocates_does_not_hang_the_loop(tmp_path: Path) -> None:
     class Idle:
         name = "idle"
 
         def decide(self, obs):
             return ClusterDecision(wake_after_s=60.0)
 
-    loop = build_loop(ClusterSetup("pollux-workload-1", "fifo"))
+    lines = Path(resolve_workload("pollux-workload-1")).read_text().splitlines()
+    small = tmp_path / "small.csv"
+    small.write_text("\n".join(lines[:11]) + "\n")
+    loop = build_loop(ClusterSetup(str(small), "fifo"))
     loop.policy = Idle()
     run_cluster_loop(loop)
     assert loop.stalled
