@@ -121,6 +121,8 @@ class ClusterJob:
         self.lost_progress = 0.0
         self.events: list[EventRecord] = []
         self._speed: JobSpeedModel | None = None
+        self._view: ClusterJobView | None = None
+        self._view_key: tuple[Any, ...] = ()
 
     # -- views ----------------------------------------------------------------------------
 
@@ -135,11 +137,29 @@ class ClusterJob:
         return self.choice.batch_size if self.choice is not None else self.batch_target
 
     def view(self) -> ClusterJobView:
-        """What a policy sees of it."""
+        """What a policy sees of it.
+
+        The last view is kept and returned again while nothing in it changed: a job
+        that waits for GPUs looks the same at every decision, and on an overloaded
+        cluster (thousands of waiting jobs) building those views was half the run.
+        """
+        key = (
+            self.placement,
+            self.batch_size,
+            self.attained_gpu_s,
+            self.held_s,
+            self.progress,
+            self.epoch,
+            self.restarts,
+            self.peak_gpus,
+        )
+        if self._view is not None and key == self._view_key:
+            return self._view
         app = self.app
         if self._speed is None or self._speed._epoch != self.epoch:
             self._speed = JobSpeedModel(app, self.epoch, self.gpus_per_node)
-        return ClusterJobView(
+        self._view_key = key
+        self._view = ClusterJobView(
             name=self.name,
             application=app.name,
             arrival_s=self.spec.arrival_s,
@@ -157,6 +177,7 @@ class ClusterJob:
             peak_gpus=self.peak_gpus,
             speed=self._speed,
         )
+        return self._view
 
     # -- time -----------------------------------------------------------------------------
 
