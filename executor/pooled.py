@@ -80,6 +80,8 @@ class PooledJob(GroupActuator):
         super().__init__(group, config, origin)
         self._started = False
         self._closed = False
+        #: GPUs per launcher (node) the cluster placed the job on (None: anywhere)
+        self.per_launcher: dict[int, int] | None = None
 
     def start(self) -> None:
         """Open the job's store (its workers start when the cluster grants slots)."""
@@ -91,12 +93,22 @@ class PooledJob(GroupActuator):
         """Move towards ``spot + on_demand`` workers within a quota of as many slots."""
         self.start()
         want = spot + on_demand
-        self.pool.set_quota(self.name, want)
+        self.pool.set_quota(self.name, want, self.per_launcher)
         events = super().apply(spot, on_demand, now_s, fresh)
         members = sum(self.group.held())
         if not self.group.done:
             self.group.release_standbys(keep=max(want - members, 0))
         return events
+
+    def release(self) -> None:
+        """The job is done: its quota goes to 0 and its idle workers are sent home.
+
+        Its slots free up as its processes exit (they do after the last step);
+        nothing here waits, so the other jobs' loop turns are not held up.
+        """
+        self.pool.set_quota(self.name, 0)
+        if self._started:
+            self.group.finish()
 
     def close(self) -> None:
         """Send every worker home and give the slots back (idempotent)."""

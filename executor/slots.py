@@ -71,6 +71,7 @@ class SlotPool:
             raise ValueError("a slot pool needs at least one launcher")
         self._slots = [_Slots(launcher) for launcher in launchers]
         self._quota: dict[str, int] = {}
+        self._per_launcher: dict[str, dict[int, int] | None] = {}
 
     @property
     def total(self) -> int:
@@ -90,11 +91,21 @@ class SlotPool:
             s.held[job] = []
         return [SlotView(self, job, i) for i in range(len(self._slots))]
 
-    def set_quota(self, job: str, workers: int) -> None:
-        """Let ``job`` have at most ``workers`` processes alive over all launchers."""
-        if workers < 0:
-            raise ValueError(f"quota must be >= 0, got {workers}")
+    @property
+    def launchers(self) -> list[Launcher]:
+        """The real launchers, in order (launcher ``i`` is node ``i`` of a cluster run)."""
+        return [s.launcher for s in self._slots]
+
+    def set_quota(self, job: str, workers: int, per_launcher: dict[int, int] | None = None) -> None:
+        """Let ``job`` have at most ``workers`` processes alive over all launchers.
+
+        ``per_launcher`` (launcher index -> processes) also caps each launcher: a
+        cluster policy's placement, GPUs per node.
+        """
+        if workers < 0 or any(v < 0 for v in (per_launcher or {}).values()):
+            raise ValueError(f"quota must be >= 0, got {workers} {per_launcher or ''}")
         self._quota[job] = int(workers)
+        self._per_launcher[job] = None if per_launcher is None else dict(per_launcher)
 
     def quota(self, job: str) -> int:
         """The most processes ``job`` may have alive."""
@@ -120,8 +131,11 @@ class SlotPool:
         own_here = len(mine.held[job])
         own_total = sum(len(s.held[job]) for s in self._slots)
         free_here = mine.launcher.slots - len(mine.used())
-        room = max(min(free_here, self._quota[job] - own_total), 0)
-        return own_here + room
+        room = min(free_here, self._quota[job] - own_total)
+        caps = self._per_launcher.get(job)
+        if caps is not None:
+            room = min(room, caps.get(index, 0) - own_here)
+        return own_here + max(room, 0)
 
     def _spawn(self, job: str, index: int, wid: int, args: Sequence[str]) -> ProcessHandle:
         """Start a worker of ``job`` in the lowest free physical slot of launcher ``index``.

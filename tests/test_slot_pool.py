@@ -144,3 +144,19 @@ def test_the_pool_never_overcommits(sizes, ops):
         alive = {k: sum(1 for p in owned[k] if p.code is None) for k in jobs}
         assert [pool.alive(k) for k in jobs] == [alive[k] for k in jobs]
         assert pool.free() == sum(sizes) - sum(alive.values()) >= 0
+
+
+def test_a_placement_caps_each_launcher():
+    hosts = [FakeLauncher("h0", 2), FakeLauncher("h1", 2)]
+    pool = SlotPool(hosts)
+    v0, v1 = pool.views("a")
+    pool.set_quota("a", 3, {0: 1, 1: 2})
+    assert (v0.slots, v1.slots) == (1, 2)
+    v0.spawn(0, _args())
+    assert v0.slots == 1  # its one process, no room for more
+    with pytest.raises(RuntimeError):
+        v0.spawn(1, _args())
+    v1.spawn(1, _args())
+    v1.spawn(2, _args())
+    assert pool.alive("a") == 3 and pool.free() == 1
+    assert pool.launchers == hosts
