@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +40,13 @@ from .pooled import PooledJob
 from .protocol import WorkerSettings
 from .slots import SlotPool
 
-__all__ = ["ClusterRunConfig", "ClusterRunResult", "PooledClusterJob", "run_cluster"]
+__all__ = [
+    "ClusterRunConfig",
+    "ClusterRunResult",
+    "PooledClusterJob",
+    "drive_cluster",
+    "run_cluster",
+]
 
 log = logging.getLogger(__name__)
 
@@ -297,6 +302,33 @@ def _factory(
     return make
 
 
+def drive_cluster(
+    loop: Any,
+    clock: Clock,
+    *,
+    time_scale: float,
+    max_wall_real_s: float,
+    idle_poll_real_s: float = 0.05,
+    on_turn: Callable[[Any], None] | None = None,
+) -> tuple[float, float]:
+    """Turn ``loop`` on ``clock`` until every job is done or the budget is spent.
+
+    The executor's whole shell: the one-job controller's :func:`~.controller.drive`
+    on a :class:`~.controller.TraceClock`.  Returns ``(end, real seconds)``; the
+    end is in workload seconds.
+    """
+    trace = TraceClock(clock, time_scale)
+    end = drive(
+        loop,
+        trace,
+        clock.sleep,
+        max_wall_real_s=max_wall_real_s,
+        idle_poll_real_s=idle_poll_real_s,
+        on_turn=None if on_turn is None else lambda: on_turn(loop),
+    )
+    return end, trace.real_s()
+
+
 def run_cluster(
     config: ClusterRunConfig,
     *,
@@ -315,7 +347,6 @@ def run_cluster(
     clock = clock or RealClock()
     launchers, server = _launchers(config)
     pool = SlotPool(launchers)
-    trace = TraceClock(clock, config.time_scale)
     setup = ClusterSetup(
         workload=config.workload,
         policy=config.policy,
@@ -327,20 +358,18 @@ def run_cluster(
         applications=config.applications,
     )
     loop = None
+    origin = [clock.now()]
     try:
-        loop = build_loop(setup, job_factory=_factory(config, pool, lambda: trace.t0))
-        trace = TraceClock(clock, config.time_scale)
-        start = time.monotonic()
-        end = drive(
+        loop = build_loop(setup, job_factory=_factory(config, pool, lambda: origin[0]))
+        origin[0] = clock.now()
+        end, wall = drive_cluster(
             loop,
-            trace,
-            clock.sleep,
+            clock,
+            time_scale=config.time_scale,
             max_wall_real_s=config.max_wall_real_s,
-            idle_poll_real_s=0.05,
-            on_turn=None if on_turn is None else lambda: on_turn(loop),
+            on_turn=on_turn,
         )
         loop.observe(end)
-        wall = time.monotonic() - start
     finally:
         for job in getattr(loop, "jobs", []):
             job.actuator.close()
