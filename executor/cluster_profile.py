@@ -39,7 +39,10 @@ from .protocol import WorkerSettings
 from .records import ExecutorError, StepRecord
 from .slots import SlotPool
 
-__all__ = ["ApplicationMeasurement", "measure_application", "write_application"]
+__all__ = ["PAUSES_FILE", "ApplicationMeasurement", "measure_application", "write_application"]
+
+#: measured pause components per transition, next to the profile (not Pollux's format)
+PAUSES_FILE = "pauses.json"
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class ApplicationMeasurement:
         grad_var: pooled ``tr(Sigma)`` estimate.
         worker: the settings every worker ran with.
         wall_s: real seconds the measurement took.
+        host: where it ran.
+        pauses: ``(before, after, {component: median real s})`` of every planned
+            in-place transition measured (the starts ``0 -> n`` included).
     """
 
     step_s: dict[int, float]
@@ -68,6 +74,7 @@ class ApplicationMeasurement:
     worker: WorkerSettings
     wall_s: float
     host: dict[str, Any] = field(default_factory=dict)
+    pauses: tuple[tuple[int, int, dict[str, float]], ...] = ()
 
 
 def _noise(steps: list[StepRecord]) -> tuple[float, float]:
@@ -115,14 +122,15 @@ def measure_application(
     config = ControllerConfig(time_scale=1.0, max_steps=run.max_steps, max_nodes=slots)
     job = PooledJob("measure", pool, run, config, lambda: t0)
     timed: dict[int, int] = {}
+    events: list[Any] = []
     try:
         size = 1
         while size <= slots or job.group.progress().step < steps:
             if time.monotonic() - t0 > timeout_s:
                 raise ExecutorError(f"measuring did not finish in {timeout_s:g} s")
             now = time.monotonic() - t0
-            job.apply(min(size, slots), 0, now, True)
-            job.poll(now)
+            events += job.apply(min(size, slots), 0, now, True)
+            events += job.poll(now)
             held = sum(job.group.held())
             records = job.group.step_records()
             timed[held] = sum(1 for r in records if r.world_size == held)
@@ -141,6 +149,8 @@ def measure_application(
         upto = [r for r in lineage if r.step <= round(e * steps / epochs)]
         losses.append(upto[-1].loss if upto else math.nan)
     grad_sqr, grad_var = _noise(list(records))
+    for n in range(1, slots + 1):  # each start from nothing (0 -> n), alone
+        events += _start(run, config, n, launcher_slots=slots, timeout_s=timeout_s)
     return ApplicationMeasurement(
         step_s=dict(sorted(table.items())),
         global_batch=batch,
@@ -152,7 +162,53 @@ def measure_application(
         worker=replace(worker, checkpoint_dir=None),
         wall_s=time.monotonic() - t0,
         host={"machine": platform.machine(), "python": platform.python_version()},
+        pauses=_pause_table(events),
     )
+
+
+def _start(
+    worker: WorkerSettings,
+    config: ControllerConfig,
+    n: int,
+    *,
+    launcher_slots: int,
+    timeout_s: float,
+) -> list[Any]:
+    """The events of one group started from nothing on ``n`` workers (forked)."""
+    from .pooled import PooledJob
+
+    launcher = ForkLauncher(launcher_slots)
+    launcher.warm()
+    pool = SlotPool([launcher])
+    t0 = time.monotonic()
+    job = PooledJob(f"start{n}", pool, worker, config, lambda: t0)
+    events: list[Any] = []
+    try:
+        while sum(job.group.held()) < n:
+            if time.monotonic() - t0 > timeout_s:
+                raise ExecutorError(f"{n} workers did not start in {timeout_s:g} s")
+            events += job.apply(n, 0, time.monotonic() - t0, True)
+            time.sleep(0.02)
+    finally:
+        job.close()
+        pool.close()
+    return events
+
+
+def _pause_table(events: list[Any]) -> tuple[tuple[int, int, dict[str, float]], ...]:
+    """Median pause components per planned transition ``(before, after)``."""
+    from elasim.policies import PAUSE_COMPONENTS, EventKind
+
+    kinds = (EventKind.SCALE_UP, EventKind.SCALE_DOWN, EventKind.RESUME)
+    by: dict[tuple[int, int], list[Any]] = {}
+    for e in events:
+        if e.kind in kinds and e.nodes_after > 0:
+            by.setdefault((e.nodes_before, e.nodes_after), []).append(e.pause)
+    out = []
+    for (before, after), pauses in sorted(by.items()):
+        comps = {c: statistics.median(getattr(p, c) for p in pauses) for c in PAUSE_COMPONENTS}
+        out.append((before, after, comps))
+    return tuple(out)
 
 
 def write_application(
@@ -183,6 +239,14 @@ def write_application(
         rows.append(f"{done},{done},{loss!r},{sqr!r},{var!r}")
     atomic_write_text(out / f"validation-{batch}.csv", "\n".join(rows) + "\n")
     atomic_write_text(out / "SOURCE.md", _source(measured, total, epochs))
+    if measured.pauses:
+        import json
+
+        rows = [
+            {"mode": "inplace", "before": b, "after": a, "failure": False, **comps}
+            for b, a, comps in measured.pauses
+        ]
+        atomic_write_text(out / PAUSES_FILE, json.dumps(rows, indent=1) + "\n")
     return out
 
 
@@ -203,4 +267,8 @@ def _source(measured: ApplicationMeasurement, steps: int, epochs: int) -> str:
         "all (progress = steps: one validated batch, efficiency 1); metric = the "
         "measuring run's training loss at the epoch's end; `grad_sqr`/`grad_var` = its "
         "gradient noise statistics pooled over steps on more than one worker.\n"
+        f"- `{PAUSES_FILE}`: the median measured pause components (real s) of each "
+        "planned in-place change of that run, and of starts from nothing on 1.. workers "
+        "(forked workers, `acquire_s` = spawn to ready); the simulator's pause model "
+        "for this application (`elasim cluster run --compare`).\n"
     )
