@@ -176,7 +176,9 @@ class ClusterRunConfig:
         bind_host: address of the stores and of the agent listener.
         agent_port: listen for ``elasim agent`` here (None: no agents).
         expect_agents: wait for this many agents before starting.
-        pause_job: job preset of the pause model the loop's estimate uses.
+        pause_job: job preset of the pause model the loop's estimate uses; the
+            measured ``pauses.json`` of the applications replace its figures where
+            they have the transition (:func:`elasim.cluster_compare.measured_pause_job`).
         log_dir: worker stderr logs (None: discarded).
     """
 
@@ -226,6 +228,8 @@ class ClusterRunResult:
         wall_time_s: real seconds the run took.
         gave_up: the wall budget ran out before every job finished.
         steps: per job, the optimizer steps it committed.
+        num_nodes: nodes of the cluster (one per launcher).
+        gpus_per_node: slots per node.
     """
 
     result: Any
@@ -234,6 +238,8 @@ class ClusterRunResult:
     wall_time_s: float
     gave_up: bool
     steps: dict[str, int]
+    num_nodes: int = 1
+    gpus_per_node: int = 1
 
 
 def _launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
@@ -343,8 +349,12 @@ def run_cluster(
         ExecutorError: workers could not be kept running.
     """
     from elasim.cluster import ClusterSetup, build_loop
+    from elasim.cluster_compare import measured_pause_job
+    from elasim.traces.cluster import load_workload
 
     clock = clock or RealClock()
+    names = sorted({job.application for job in load_workload(config.workload)})
+    pause_job = measured_pause_job(config.pause_job, config.applications, names)
     launchers, server = _launchers(config)
     pool = SlotPool(launchers)
     setup = ClusterSetup(
@@ -354,7 +364,7 @@ def run_cluster(
         num_nodes=len(launchers),
         gpus_per_node=launchers[0].slots,
         rescale=config.rescale,
-        pause_job=config.pause_job,
+        pause_job=pause_job,
         applications=config.applications,
     )
     loop = None
@@ -384,4 +394,6 @@ def run_cluster(
         wall_time_s=wall,
         gave_up=not loop.finished,
         steps={job.name: job.steps for job in jobs},
+        num_nodes=setup.num_nodes,
+        gpus_per_node=setup.gpus_per_node,
     )
