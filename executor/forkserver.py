@@ -31,8 +31,11 @@ from .launchers import ProcessHandle, worker_env
 
 __all__ = ["ForkLauncher"]
 
-#: imported once, by the server, before any worker is forked
-PRELOAD = ["torch", "torch.distributed", "elasim.executor.worker"]
+#: imported once, by the server, before any worker is forked.  ``__main__`` too: a
+#: forked child otherwise imports the controller's main module again (for the
+#: ``elasim`` console script: the whole CLI), which costs every worker CPU seconds on
+#: a loaded host; imported in the server, each child finds it there and skips it.
+PRELOAD = ["__main__", "torch", "torch.distributed", "elasim.executor.worker"]
 
 
 def _forked_worker(argv: list[str], env: dict[str, str], log_path: str | None) -> None:
