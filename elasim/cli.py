@@ -430,9 +430,11 @@ def list_jobs() -> None:
 
 def _register() -> None:
     """Add the other commands (the executor's without importing torch now)."""
+    from .cli_cluster import register as register_cluster
     from .cli_fidelity import register as register_fidelity
     from .cli_sweep import register as register_sweep
 
+    register_cluster(app)
     register_sweep(app)
     register_fidelity(app)
     try:

@@ -47,7 +47,11 @@ from typing import Any, TypeVar
 from .base import Policy
 
 __all__ = [
+    "CLUSTER_ENTRY_POINT_GROUP",
+    "CLUSTER_KIND",
     "ENTRY_POINT_GROUP",
+    "POLICY_KIND",
+    "RegistryKind",
     "REQUIRED",
     "OptionInfo",
     "PolicyConfigError",
@@ -60,12 +64,15 @@ __all__ = [
     "oracle_names",
     "policy_names",
     "register",
+    "register_cluster",
 ]
 
 logger = logging.getLogger(__name__)
 
 #: The entry-point group through which installed distributions contribute policies.
 ENTRY_POINT_GROUP = "elasim.policies"
+#: The entry-point group through which installed distributions contribute cluster policies.
+CLUSTER_ENTRY_POINT_GROUP = "elasim.cluster_policies"
 
 #: Policy names are what users type; ``:`` and ``/`` would make them look like a path.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -146,6 +153,39 @@ class _State:
 
 
 _state = _State()
+_cluster_state = _State()
+
+
+@dataclass(frozen=True)
+class RegistryKind:
+    """One kind of policy: its own registry and entry-point group, the same machinery.
+
+    Job scaling policies (``decide(Observation) -> Decision``) and cluster policies
+    (``decide(ClusterObservation) -> ClusterDecision``) are looked up, configured with
+    ``--set`` and loaded from files or entry points in exactly the same way; only the
+    table of names and the entry-point group differ, so a name means one thing per kind.
+
+    Attributes:
+        label: what error messages call it (``policy``, ``cluster policy``).
+        group: the entry-point group of installed plug-ins.
+        state_attr: the module global holding its :class:`_State` (looked up at each
+            call, so tests can swap it).
+    """
+
+    label: str
+    group: str
+    state_attr: str
+
+    @property
+    def state(self) -> _State:
+        """The registry of this kind (looked up now, so a swapped one is seen)."""
+        return globals()[self.state_attr]
+
+
+#: Job scaling policies (``elasim simulate --policy``).
+POLICY_KIND = RegistryKind("policy", ENTRY_POINT_GROUP, "_state")
+#: Cluster policies (``elasim cluster simulate --policy``).
+CLUSTER_KIND = RegistryKind("cluster policy", CLUSTER_ENTRY_POINT_GROUP, "_cluster_state")
 
 
 # ------------------------------------------------------------------------ register
@@ -173,7 +213,7 @@ def _check_policy_class(cls: object, what: str) -> str:
     return name
 
 
-def register(cls: _T) -> _T:
+def register(cls: _T, *, kind: RegistryKind | None = None) -> _T:
     """Class decorator: make a policy findable by its ``name``.
 
     Registering the same class twice is a no-op (a module may be imported through two
@@ -187,29 +227,37 @@ def register(cls: _T) -> _T:
         name = _check_policy_class(cls, f"{getattr(cls, '__qualname__', cls)!r}")
     except PolicyLoadError as exc:
         raise ValueError(str(exc)) from None
-    existing = _state.policies.get(name)
+    kind = kind or POLICY_KIND
+    state = kind.state
+    existing = state.policies.get(name)
     if existing is not None and existing is not cls:
         raise ValueError(
-            f"policy name {name!r} is already registered by "
+            f"{kind.label} name {name!r} is already registered by "
             f"{existing.__module__}.{existing.__qualname__}; "
             f"cannot register {cls.__module__}.{cls.__qualname__} under it"
         )
-    _state.policies[name] = cls
+    state.policies[name] = cls
     return cls
+
+
+def register_cluster(cls: _T) -> _T:
+    """Class decorator: make a cluster policy findable by its ``name`` (see :func:`register`)."""
+    return register(cls, kind=CLUSTER_KIND)
 
 
 # -------------------------------------------------------------------- entry points
 
 
-def _discover_entry_points() -> None:
+def _discover_entry_points(kind: RegistryKind) -> None:
     """Enumerate the ``elasim.policies`` entry points once, without importing them."""
+    _state = kind.state
     if _state.discovered:
         return
     _state.discovered = True
     try:
-        found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        found = importlib.metadata.entry_points(group=kind.group)
     except Exception as exc:  # a corrupt installation must not break built-ins
-        logger.warning("cannot list %s entry points: %s", ENTRY_POINT_GROUP, exc)
+        logger.warning("cannot list %s entry points: %s", kind.group, exc)
         return
     # Sorted, so a conflict is reported the same way whatever the sys.path order.
     for ep in sorted(found, key=lambda e: (e.name, e.value)):
@@ -219,19 +267,20 @@ def _discover_entry_points() -> None:
         other = _state.pending.get(ep.name)
         if other is not None and other.value != ep.value:
             _state.errors[ep.name] = (
-                f"entry point {ep.name!r} of group {ENTRY_POINT_GROUP} is declared twice, "
+                f"entry point {ep.name!r} of group {kind.group} is declared twice, "
                 f"as {other.value} and {ep.value}"
             )
             continue
         _state.pending[ep.name] = ep
 
 
-def _load_entry_point(name: str) -> type:
+def _load_entry_point(name: str, kind: RegistryKind) -> type:
     """Import the pending entry point ``name`` and register its class.
 
     Raises:
         PolicyLoadError: the import failed or the object is not a policy called ``name``.
     """
+    _state = kind.state
     ep = _state.pending.pop(name)
     what = f"entry point {name!r} ({ep.value})"
     try:
@@ -245,7 +294,7 @@ def _load_entry_point(name: str) -> type:
                 f"{what} is a policy named {policy_name!r}; the entry point must use that name"
             )
         try:
-            register(obj)
+            register(obj, kind=kind)
         except ValueError as exc:
             raise PolicyLoadError(f"{what}: {exc}") from None
     except PolicyLoadError as exc:
@@ -254,12 +303,12 @@ def _load_entry_point(name: str) -> type:
     return obj
 
 
-def _load_all_entry_points() -> None:
+def _load_all_entry_points(kind: RegistryKind) -> None:
     """Import every pending entry point; failures are logged and remembered."""
-    _discover_entry_points()
-    for name in sorted(_state.pending):
+    _discover_entry_points(kind)
+    for name in sorted(kind.state.pending):
         try:
-            _load_entry_point(name)
+            _load_entry_point(name, kind)
         except PolicyLoadError as exc:
             logger.warning("%s", exc)
 
@@ -276,31 +325,34 @@ def is_oracle(policy: object) -> bool:
     return bool(getattr(policy, "oracle", False))
 
 
-def policy_names(*, include_oracles: bool = False) -> list[str]:
+def policy_names(*, include_oracles: bool = False, kind: RegistryKind | None = None) -> list[str]:
     """Sorted names of the registered policies, including loadable entry points.
 
     Args:
         include_oracles: also list oracles (see :func:`is_oracle`).  Off by default:
             "every policy" means every policy a user can run, live or simulated.
+        kind: which registry (default: job scaling policies).
     """
-    _load_all_entry_points()
+    kind = kind or POLICY_KIND
+    _load_all_entry_points(kind)
     return sorted(
-        name for name, cls in _state.policies.items() if include_oracles or not is_oracle(cls)
+        name for name, cls in kind.state.policies.items() if include_oracles or not is_oracle(cls)
     )
 
 
 def oracle_names() -> list[str]:
     """Sorted names of the registered oracles (``optimal``)."""
-    _load_all_entry_points()
+    _load_all_entry_points(POLICY_KIND)
     return sorted(name for name, cls in _state.policies.items() if is_oracle(cls))
 
 
-def get_policy_class(spec: str) -> type:
+def get_policy_class(spec: str, kind: RegistryKind | None = None) -> type:
     """The policy class named by ``spec``.
 
     Args:
         spec: a registered or entry-point name (``greedy``),
             ``path/to/file.py:ClassName`` or ``package.module:ClassName``.
+        kind: which registry (default: job scaling policies).
 
     Raises:
         PolicyLoadError: nothing loadable by that spec; the message lists the known
@@ -315,17 +367,20 @@ def get_policy_class(spec: str) -> type:
         raise PolicyLoadError(
             f"policy spec {spec!r} names a file but no class; use {spec}:ClassName"
         )
+    kind = kind or POLICY_KIND
+    _state = kind.state
     cls = _state.policies.get(spec)
     if cls is not None:
         return cls
-    _discover_entry_points()
+    _discover_entry_points(kind)
     if spec in _state.pending:
-        return _load_entry_point(spec)
+        return _load_entry_point(spec, kind)
     if spec in _state.errors:
         raise PolicyLoadError(_state.errors[spec])
     known = ", ".join(sorted(set(_state.policies) | set(_state.pending))) or "(none)"
     raise PolicyLoadError(
-        f"unknown policy {spec!r}; known policies: {known}; "
+        f"unknown {kind.label} {spec!r}; known {kind.label.replace('policy', 'policies')}: "
+        f"{known}; "
         "or give path/to/file.py:ClassName or package.module:ClassName"
     )
 
@@ -411,6 +466,7 @@ def make_policy(
     spec: str,
     options: Mapping[str, str | int | float | bool] | None = None,
     seed: int = 0,
+    kind: RegistryKind | None = None,
 ) -> Policy:
     """Build a policy from a spec and ``key=value`` options.
 
@@ -420,13 +476,14 @@ def make_policy(
             other values must already have it.
         seed: fills the ``Config``'s ``seed`` field, if it has one and ``options``
             does not set it; ignored otherwise (deterministic policies need none).
+        kind: which registry (default: job scaling policies).
 
     Raises:
         PolicyLoadError: see :func:`get_policy_class`.
         PolicyConfigError: an unknown option, an unparsable value, or a value that the
             ``Config`` rejects.
     """
-    cls = get_policy_class(spec)
+    cls = get_policy_class(spec, kind)
     name = getattr(cls, "name", spec)
     options = dict(options or {})
     config_cls = getattr(cls, "Config", None)
@@ -556,13 +613,15 @@ def _parse_value(raw: object, tp: Any) -> Any:
 # ------------------------------------------------------------------------ describe
 
 
-def describe_policies() -> list[PolicyInfo]:
+def describe_policies(kind: RegistryKind | None = None) -> list[PolicyInfo]:
     """Every registered policy with its summary and options, sorted by name.
 
     Entry points that fail to load are listed too, with the error as their summary,
     so ``elasim policies`` tells the user why a plug-in is missing.
     """
-    _load_all_entry_points()
+    kind = kind or POLICY_KIND
+    _load_all_entry_points(kind)
+    _state = kind.state
     infos = [_describe(name, cls) for name, cls in _state.policies.items()]
     infos += [
         PolicyInfo(name, f"failed to load: {message}", ())

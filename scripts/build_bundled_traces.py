@@ -156,6 +156,42 @@ def build(src: Path, out: Path) -> list[Path]:
     return written
 
 
+#: The Pollux cluster-scheduling data, copied byte for byte (see traces/README.md):
+#: the eight evaluation workloads and the six measured application profiles.
+CLUSTER_WORKLOADS = tuple(range(1, 9))
+CLUSTER_APPLICATIONS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
+
+
+def build_cluster(src: Path, out: Path) -> list[Path]:
+    """Copy the Pollux workloads and application profiles under ``out/cluster``.
+
+    Byte copies, not a derived form: the files are small (about 620 KiB in all) and
+    byte identity is what makes their provenance checkable against the upstream
+    blobs.  Every file is parsed on the way (``elasim.cluster.load_workload`` /
+    ``load_application``), so a damaged source fails the build, not a later run.
+    """
+    from elasim.traces.cluster import load_application, load_workload
+
+    root = src / "pollux-philly"
+    written = []
+    work_dir = out / "cluster" / "workloads"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    for i in CLUSTER_WORKLOADS:
+        target = work_dir / f"pollux-workload-{i}.csv"
+        target.write_bytes((root / "workloads" / f"workload-{i}.csv").read_bytes())
+        load_workload(target)
+        written.append(target)
+    for app in CLUSTER_APPLICATIONS:
+        app_dir = out / "cluster" / "applications" / app
+        app_dir.mkdir(parents=True, exist_ok=True)
+        for source in sorted((root / "applications" / app).glob("*.csv")):
+            target = app_dir / source.name
+            target.write_bytes(source.read_bytes())
+            written.append(target)
+        load_application(app_dir)
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("src", nargs="?", type=Path, default=DEFAULT_SRC)
@@ -166,11 +202,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         paths = build(args.src, args.out)
+        cluster = build_cluster(args.src, args.out)
     except TraceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from elasim.traces import load_trace
 
+    print(f"{args.out / 'cluster'}: {len(cluster)} files (Pollux workloads and applications)")
     for path in paths:
         info = summarize(load_trace(path))
         if info["kind"] == "capacity":

@@ -1,0 +1,38 @@
+"""Cluster mode: many elastic jobs sharing one cluster under one cluster policy.
+
+Standard library only (no SimPy, no torch), so the simulator's shell
+(:mod:`elasim.sim.cluster`) and the executor's run the same :class:`ClusterLoop`.
+
+* :mod:`.application`: throughput per placement and batch, statistical efficiency
+  per batch and epoch, from a measured profile.
+* :mod:`.job`: one job's life on the GPUs it is granted (the job model's rules).
+* :mod:`.loop`: :class:`ClusterLoop`, arrivals -> decide -> reallocate.
+* :mod:`.setup`: building a loop from a workload name and options.
+* :mod:`.results`: per-job rows and the summary.
+"""
+
+from __future__ import annotations
+
+from .application import EPOCH_LIMITS, Application, BatchChoice
+from .job import ADAPTIVE, ClusterJob, JobSpeedModel
+from .loop import ClusterLoop
+from .results import ClusterResult, ClusterSummary, JobResult, summarize_jobs
+from .setup import DEFAULT_PAUSE_JOB, ClusterSetup, build_loop, load_applications
+
+__all__ = [
+    "ADAPTIVE",
+    "DEFAULT_PAUSE_JOB",
+    "EPOCH_LIMITS",
+    "Application",
+    "BatchChoice",
+    "ClusterJob",
+    "ClusterLoop",
+    "ClusterResult",
+    "ClusterSetup",
+    "ClusterSummary",
+    "JobResult",
+    "JobSpeedModel",
+    "build_loop",
+    "load_applications",
+    "summarize_jobs",
+]

@@ -1,0 +1,302 @@
+"""Many elastic jobs on one cluster under one cluster policy, driven by any clock.
+
+:class:`ClusterLoop` is to a cluster what :class:`elasim.jobmodel.JobLoop` is to one
+job: it never waits.  A shell (SimPy's environment in :mod:`elasim.sim.cluster`, a
+fake or real clock on the executor side) calls :meth:`ClusterLoop.turn` with the
+current time and gets back the time at which the loop next has work.  Time is
+event-driven: arrivals, a job's pause ending or epoch ending (its speed changes),
+completions and the policy's own ``wake_after_s``; nothing is ticked.
+
+Within one turn at time ``t``:
+
+1. jobs whose own event is due are advanced to ``t`` (pause ends, epochs, completion);
+2. jobs that arrive by ``t`` join;
+3. a decision is due after an arrival, a completion or the policy's wake-up: every
+   active job is brought to ``t``, the policy sees a frozen
+   :class:`~elasim.policies.cluster.ClusterObservation`, its answer is validated
+   (a bad answer is a :class:`~elasim.jobmodel.PolicyError` naming the policy) and
+   logged, and each job whose placement or batch changes is reallocated;
+4. the next time: the next arrival, the earliest job event, the wake-up.
+
+The decision log (:attr:`ClusterLoop.decisions`) is a list of frozen records, equal
+bit for bit for the same inputs, whichever shell ran the loop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from elasim.jobmodel import PolicyError, RescaleMode
+from elasim.jobmodel.loop import MIN_WAKE_S, _policy_error
+from elasim.policies.cluster import (
+    ClusterDecision,
+    ClusterDecisionRecord,
+    ClusterObservation,
+    ClusterPolicy,
+)
+from elasim.traces.cluster import WorkloadJob
+
+from .application import Application
+from .job import ClusterJob
+from .results import ClusterResult, JobResult, summarize_jobs
+
+__all__ = ["ClusterLoop"]
+
+_EPS = 1e-9
+
+
+class ClusterLoop:
+    """The jobs of one workload on ``num_nodes`` x ``gpus_per_node`` GPUs.
+
+    Args:
+        policy: the cluster policy.
+        workload: the jobs (any order; they join at their arrival).
+        applications: the application models by name.
+        pause_job: the job spec whose ``[rescale]``/``[checkpoint]`` figures give each
+            reallocation's pause, or a mapping from application name to one.
+        num_nodes: nodes in the cluster.
+        gpus_per_node: GPUs per node.
+        mode: how a job re-forms its group (restart: AdaptDL's checkpoint-restart).
+        record_timeline: keep the allocation timeline.
+    """
+
+    def __init__(
+        self,
+        policy: ClusterPolicy,
+        workload: Sequence[WorkloadJob],
+        applications: dict[str, Application],
+        pause_job: Any,
+        *,
+        num_nodes: int,
+        gpus_per_node: int,
+        mode: RescaleMode = RescaleMode.RESTART,
+        record_timeline: bool = True,
+    ) -> None:
+        if num_nodes < 1 or gpus_per_node < 1:
+            raise ValueError("a cluster needs at least one node and one GPU per node")
+        self.policy = policy
+        self.num_nodes = num_nodes
+        self.gpus_per_node = gpus_per_node
+        self.jobs = [
+            ClusterJob(
+                spec,
+                applications[spec.application],
+                pause_job[spec.application] if isinstance(pause_job, dict) else pause_job,
+                mode,
+                gpus_per_node,
+            )
+            for spec in sorted(workload, key=lambda j: (j.arrival_s, j.name))
+        ]
+        self._by_name = {job.name: job for job in self.jobs}
+        self._next_arrival = 0
+        self.active: list[ClusterJob] = []
+        self._events: list[tuple[float, int, str]] = []  # (due, seq, job): lazy heap
+        self._seq = 0
+        self.decisions: list[ClusterDecisionRecord] = []
+        #: (time_s, job, gpus, nodes, batch_size) at every change of a job's allocation
+        self.timeline: list[tuple[float, str, int, int, int]] = []
+        self._record_timeline = record_timeline
+        self.decision_due = False
+        self.wake_at_s = math.inf
+        self.now_s = 0.0
+        self.turns = 0
+        self._rescale_estimate_s = self._estimate_rescale_s()
+
+    def _estimate_rescale_s(self) -> float:
+        if not self.jobs:
+            return 0.0
+        job = self.jobs[0]
+        from elasim.jobmodel import pause_for
+
+        return pause_for(
+            job.pause_job,
+            job.mode,
+            nodes_after=self.gpus_per_node,
+            survivors=0,
+            newcomers=self.gpus_per_node,
+            failure=False,
+            has_checkpoint=True,
+            waited_boot=False,
+            checkpoint_write_s=job.pause_job.checkpoint.write_s,
+        ).pause_s
+
+    # -- the turn -------------------------------------------------------------------------
+
+    def turn(self, now_s: float) -> float:
+        """Do everything due at ``now_s``; return when the loop next has work (inf: done)."""
+        self.turns += 1
+        self.now_s = now_s
+        self._due_jobs(now_s)
+        while self._next_arrival < len(self.jobs):
+            job = self.jobs[self._next_arrival]
+            if job.spec.arrival_s > now_s + _EPS:
+                break
+            self._next_arrival += 1
+            job.last_s = job.spec.arrival_s
+            self.active.append(job)
+            self.decision_due = True
+        if now_s >= self.wake_at_s - _EPS:
+            self.wake_at_s = math.inf
+            self.decision_due = True
+        if self.decision_due:
+            self._decide(now_s)
+        return self.next_time_s()
+
+    def next_time_s(self) -> float:
+        """The next arrival, job event or wake-up (inf when nothing is left to happen)."""
+        best = self.wake_at_s if self.active else math.inf
+        if self._next_arrival < len(self.jobs):
+            best = min(best, self.jobs[self._next_arrival].spec.arrival_s)
+        events = self._events
+        while events:
+            due, _, name = events[0]
+            job = self._by_name[name]
+            if job.done or abs(job.next_due_s() - due) > _EPS * max(1.0, abs(due)):
+                heapq.heappop(events)  # stale: the job changed since
+                continue
+            best = min(best, due)
+            break
+        return best
+
+    def _push(self, job: ClusterJob) -> None:
+        due = job.next_due_s()
+        if due < math.inf:
+            self._seq += 1
+            heapq.heappush(self._events, (due, self._seq, job.name))
+
+    def _due_jobs(self, now_s: float) -> None:
+        events = self._events
+        while events and events[0][0] <= now_s + _EPS * max(1.0, abs(now_s)):
+            due, _, name = heapq.heappop(events)
+            job = self._by_name[name]
+            if job.done or abs(job.next_due_s() - due) > _EPS * max(1.0, abs(due)):
+                continue
+            job.advance(max(due, job.last_s))
+            if job.done:
+                self._complete(job)
+            else:
+                self._push(job)
+
+    def _complete(self, job: ClusterJob) -> None:
+        self.active.remove(job)
+        self.decision_due = True
+        self._timeline(job.finish_s or self.now_s, job)
+
+    # -- deciding -------------------------------------------------------------------------
+
+    def observe(self, now_s: float) -> ClusterObservation:
+        """Bring every active job to ``now_s`` and build the policy's view."""
+        for job in list(self.active):
+            job.advance(now_s)
+            if job.done:
+                self._complete(job)
+        return ClusterObservation(
+            now_s=now_s,
+            num_nodes=self.num_nodes,
+            gpus_per_node=self.gpus_per_node,
+            jobs=tuple(job.view() for job in self.active),
+            rescale_cost_s=self._rescale_estimate_s,
+        )
+
+    def _decide(self, now_s: float) -> None:
+        obs = self.observe(now_s)
+        self.decision_due = False
+        policy = self.policy
+        try:
+            raw = policy.decide(obs)
+        except Exception as exc:  # noqa: BLE001 - a user's plugin may raise anything
+            detail = f"decide() raised {type(exc).__name__}: {exc}".splitlines()[0]
+            raise _policy_error(policy, exc, detail) from exc  # type: ignore[arg-type]
+        decision = self._validate(raw, obs)
+        self.decisions.append(ClusterDecisionRecord(now_s, len(obs.jobs), decision))
+        wake = decision.wake_after_s
+        self.wake_at_s = math.inf if wake is None else now_s + max(wake, MIN_WAKE_S)
+        allocations = decision.allocation_map()
+        batches = decision.batch_map()
+        for job in self.active:
+            job.set_batch(batches.get(job.name))
+            before = job.gpus, job.batch_size
+            job.reallocate(allocations.get(job.name, ()), now_s)
+            if (job.gpus, job.batch_size) != before:
+                self._timeline(now_s, job)
+            self._push(job)
+
+    def _validate(self, raw: object, obs: ClusterObservation) -> ClusterDecision:
+        """The decision, or a :class:`PolicyError` saying what is wrong with it."""
+        policy = self.policy
+
+        def bad(detail: str) -> PolicyError:
+            return _policy_error(policy, None, detail)  # type: ignore[arg-type]
+
+        if not isinstance(raw, ClusterDecision):
+            raise bad(f"decide() returned {type(raw).__name__} {raw!r:.60}, not a ClusterDecision")
+        active = {job.name for job in obs.jobs}
+        used = [0] * self.num_nodes
+        for name, placement in raw.allocations:
+            if name not in active:
+                raise bad(f"allocated GPUs to {name!r}, which is not an active job")
+            for node, gpus in placement:
+                if not (isinstance(node, int) and 0 <= node < self.num_nodes):
+                    raise bad(
+                        f"placed {name!r} on node {node!r}; nodes are 0..{self.num_nodes - 1}"
+                    )
+                if not (isinstance(gpus, int) and gpus > 0):
+                    raise bad(f"gave {name!r} {gpus!r} GPUs on node {node}; must be an int > 0")
+                used[node] += gpus
+        for node, total in enumerate(used):
+            if total > self.gpus_per_node:
+                raise bad(f"node {node} given {total} GPUs; it has {self.gpus_per_node}")
+        for name, batch in raw.batch_sizes:
+            if name not in active:
+                raise bad(f"set the batch size of {name!r}, which is not an active job")
+            if not (isinstance(batch, int) and batch >= 0):
+                raise bad(f"batch size of {name!r} is {batch!r}; must be an int >= 0")
+        wake = raw.wake_after_s
+        if wake is not None and not (isinstance(wake, (int, float)) and wake > 0):
+            raise bad(f"wake_after_s is {wake!r}; must be a number > 0 or None")
+        names = [name for name, _ in raw.allocations]
+        if len(set(names)) != len(names):
+            raise bad("allocated to the same job twice")
+        return raw
+
+    def _timeline(self, t: float, job: ClusterJob) -> None:
+        if self._record_timeline:
+            self.timeline.append((t, job.name, job.gpus, len(job.placement), job.batch_size))
+
+    # -- results --------------------------------------------------------------------------
+
+    def run_to_end(self, horizon_s: float = math.inf) -> float:
+        """Drive the loop on a plain (non-SimPy) clock until nothing is left; end time."""
+        now = 0.0
+        while True:
+            nxt = self.turn(now)
+            if nxt == math.inf or nxt > horizon_s:
+                return now
+            now = max(nxt, now)
+
+    def result(self, wall_time_s: float = 0.0) -> ClusterResult:
+        """Per-job rows and the summary."""
+        rows = []
+        for job in self.jobs:
+            finish = job.finish_s
+            rows.append(
+                JobResult(
+                    name=job.name,
+                    application=job.app.name,
+                    arrival_s=job.spec.arrival_s,
+                    start_s=job.start_s,
+                    finish_s=finish,
+                    jct_s=None if finish is None else finish - job.spec.arrival_s,
+                    gpu_s=job.attained_gpu_s,
+                    rescales=job.books.rescales,
+                    final_batch_size=job.batch_size,
+                    running_s=job.books.running_s,
+                    rescale_s=job.books.rescale_s,
+                )
+            )
+        return summarize_jobs(
+            rows, self.num_nodes * self.gpus_per_node, len(self.decisions), wall_time_s
+        )

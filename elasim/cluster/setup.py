@@ -1,0 +1,143 @@
+"""Building a :class:`ClusterLoop` from names: a workload, a policy, a cluster shape.
+
+Kept apart from the loop so that both shells (the simulator's and the executor's)
+and the CLI build loops the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import elasim.policies.cluster  # noqa: F401 - registers the built-in cluster policies
+from elasim.job import JobSpec, load_job
+from elasim.jobmodel import RescaleMode
+from elasim.policies.registry import CLUSTER_KIND, make_policy
+from elasim.traces.cluster import (
+    WorkloadJob,
+    bundled_application_names,
+    load_application,
+    load_workload,
+)
+
+from .application import Application
+from .loop import ClusterLoop
+
+__all__ = [
+    "DEFAULT_PAUSE_JOB",
+    "MODEL_PARAMS",
+    "ClusterSetup",
+    "build_loop",
+    "load_applications",
+    "pause_jobs",
+]
+
+#: The job preset whose ``[rescale]`` and ``[checkpoint]`` figures (rendezvous,
+#: storage bandwidth, warm-up; each cited in the preset) give a reallocation's pause.
+DEFAULT_PAUSE_JOB = "resnet50_v100"
+
+#: [estimate] Parameters of the model behind each of Pollux's applications (public
+#: model sizes: ResNet-18, ResNet-50, BERT-base, DeepSpeech2, YOLOv3, NeuMF); a
+#: checkpoint holds 12 bytes per parameter (FP32 weights and two optimizer moments).
+#: Only the checkpoint size, hence the restore/write part of a pause, depends on it.
+MODEL_PARAMS: dict[str, float] = {
+    "cifar10": 11.2e6,
+    "imagenet": 25.6e6,
+    "bert": 110e6,
+    "deepspeech2": 38e6,
+    "yolov3": 61.9e6,
+    "ncf": 10e6,
+}
+_BYTES_PER_PARAM = 12.0
+
+
+@functools.lru_cache(maxsize=32)
+def _bundled_application(name: str) -> Application:
+    return Application(load_application(name))
+
+
+def load_applications(
+    names: set[str] | list[str], folder: str | Path | None = None
+) -> dict[str, Application]:
+    """Application models by name: from ``folder/<name>/`` or the bundled profiles.
+
+    Bundled models are cached per process (their speed tables fill as they are used,
+    and are the same for every run).
+
+    Raises:
+        TraceError: a profile is missing or malformed.
+    """
+    out = {}
+    for name in sorted(names):
+        if folder is None:
+            out[name] = _bundled_application(name)
+        else:
+            out[name] = Application(load_application(Path(folder) / name))
+    return out
+
+
+def pause_jobs(preset: str | JobSpec, applications: list[str]) -> dict[str, JobSpec]:
+    """One pause spec per application: the preset with that model's checkpoint size."""
+    base = load_job(preset) if isinstance(preset, str) else preset
+    out = {}
+    for name in applications:
+        params = MODEL_PARAMS.get(name)
+        if params is None:
+            out[name] = base
+            continue
+        ckpt = dataclasses.replace(base.checkpoint, size_bytes=params * _BYTES_PER_PARAM)
+        out[name] = dataclasses.replace(base, checkpoint=ckpt)
+    return out
+
+
+@dataclass(frozen=True)
+class ClusterSetup:
+    """Everything one cluster run needs, by name.
+
+    Attributes:
+        workload: a bundled workload name (``pollux-workload-6``) or a path.
+        policy: a cluster policy name, ``file.py:Class`` or ``module:Class``.
+        options: the policy's ``--set`` options.
+        num_nodes: nodes.
+        gpus_per_node: GPUs per node.
+        rescale: how jobs re-form their groups.
+        pause_job: the job preset (or TOML path) of the pause figures.
+        applications: a folder of application profiles (None: the bundled ones).
+    """
+
+    workload: str
+    policy: str
+    options: Mapping[str, str] = field(default_factory=dict)
+    num_nodes: int = 16
+    gpus_per_node: int = 4
+    rescale: RescaleMode = RescaleMode.RESTART
+    pause_job: str = DEFAULT_PAUSE_JOB
+    applications: str | None = None
+
+
+def build_loop(setup: ClusterSetup, *, record_timeline: bool = True) -> ClusterLoop:
+    """The loop of one run.
+
+    Raises:
+        TraceError: a bad workload or application profile.
+        PolicyLoadError, PolicyConfigError: a bad policy or option.
+        JobSpecError: a bad pause preset.
+    """
+    known = None if setup.applications else set(bundled_application_names())
+    workload: list[WorkloadJob] = load_workload(setup.workload, known)
+    names = sorted({job.application for job in workload})
+    apps = load_applications(names, setup.applications)
+    policy = make_policy(setup.policy, dict(setup.options), kind=CLUSTER_KIND)
+    return ClusterLoop(
+        policy,  # type: ignore[arg-type]
+        workload,
+        apps,
+        pause_jobs(setup.pause_job, names),
+        num_nodes=setup.num_nodes,
+        gpus_per_node=setup.gpus_per_node,
+        mode=setup.rescale,
+        record_timeline=record_timeline,
+    )

@@ -1,0 +1,59 @@
+"""Greedy marginal allocation: the optimiser the elastic cluster policies share.
+
+Each policy states what one more GPU is worth to a job (``gain(job, n)``: the value
+of going from ``n`` to ``n + 1`` GPUs); the helper hands GPUs out one at a time to
+the job where it is worth most, until none are left or no job gains.  With concave
+speedups this is the optimum of a separable objective (the exchange argument of
+Optimus's and Pollux's allocators); it is deterministic (ties go to the earlier job).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+
+from .base import ClusterJobView
+
+__all__ = ["greedy_counts", "shape_nodes"]
+
+
+def shape_nodes(gpus: int, gpus_per_node: int) -> int:
+    """Nodes a packed placement of ``gpus`` spans."""
+    return -(-gpus // gpus_per_node) if gpus > 0 else 0
+
+
+def greedy_counts(
+    jobs: Sequence[ClusterJobView],
+    total: int,
+    gain: Callable[[ClusterJobView, int], float],
+    caps: dict[str, int],
+    start: dict[str, int] | None = None,
+) -> dict[str, int]:
+    """GPU counts per job, adding one GPU at a time where ``gain`` is largest.
+
+    Args:
+        jobs: the jobs, in tie-breaking order.
+        total: GPUs to hand out (those of ``start`` included).
+        gain: value of the ``n + 1``-th GPU to a job holding ``n``.
+        caps: most GPUs per job.
+        start: counts to begin from (e.g. one GPU each).
+    """
+    counts = {job.name: 0 for job in jobs}
+    counts.update(start or {})
+    left = total - sum(counts.values())
+    heap: list[tuple[float, int, int]] = []
+    for i, job in enumerate(jobs):
+        n = counts[job.name]
+        if n < caps.get(job.name, total):
+            heap.append((-gain(job, n), i, n))
+    heapq.heapify(heap)
+    while left > 0 and heap:
+        neg, i, n = heapq.heappop(heap)
+        if -neg <= 0:
+            break
+        job = jobs[i]
+        counts[job.name] = n + 1
+        left -= 1
+        if n + 1 < caps.get(job.name, total):
+            heapq.heappush(heap, (-gain(job, n + 1), i, n + 1))
+    return counts

@@ -1,0 +1,224 @@
+"""What a cluster policy sees and what it answers (standard library only).
+
+A cluster policy divides the GPUs of a shared cluster among the jobs that have
+arrived and not finished.  It is pure like a job policy: ``decide`` maps a frozen
+:class:`ClusterObservation` to a frozen :class:`ClusterDecision`, and the loop that
+calls it (:class:`elasim.cluster.ClusterLoop`, the same in the simulator and on real
+workers) applies the answer.  A job missing from the decision gets no GPUs.
+
+A placement is sparse, ``((node, gpus), ...)`` sorted by node index: a 1,024-GPU
+cluster has 256 nodes, and a job uses a handful of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol, runtime_checkable
+
+__all__ = [
+    "ClusterDecision",
+    "ClusterDecisionRecord",
+    "ClusterJobView",
+    "ClusterObservation",
+    "ClusterPolicy",
+    "ClusterPolicyBase",
+    "JobSpeed",
+    "Placement",
+    "placement_gpus",
+    "placement_nodes",
+]
+
+#: GPUs per node a job holds: ``((node index, gpus), ...)``, sorted by node, gpus > 0.
+Placement = tuple[tuple[int, int], ...]
+
+
+def placement_gpus(placement: Placement) -> int:
+    """GPUs in a placement."""
+    return sum(g for _, g in placement)
+
+
+def placement_nodes(placement: Placement) -> int:
+    """Nodes a placement spans."""
+    return len(placement)
+
+
+@runtime_checkable
+class JobSpeed(Protocol):
+    """What a policy may know of a job's speed: a model, not the job's future.
+
+    Speeds are in *progress per second*, where progress counts optimizer steps at the
+    application's smallest validated batch (statistical efficiency included), so the
+    speeds of different jobs compare and ``remaining / goodput`` is a time.  They hold
+    for the job's current epoch (the gradient noise scale moves between epochs).
+    """
+
+    def goodput(self, nodes: int, gpus: int, batch_size: int | None = None) -> float:
+        """Progress per second on ``gpus`` GPUs over ``nodes`` nodes.
+
+        ``batch_size`` None: the best batch for that shape (batch-size co-adaptation);
+        otherwise that global batch (accumulating where it does not fit).
+        """
+        ...
+
+    def best_batch(self, nodes: int, gpus: int) -> int:
+        """The global batch of highest goodput on that shape."""
+        ...
+
+
+@dataclass(frozen=True)
+class ClusterJobView:
+    """One active job, as the policy sees it.
+
+    Attributes:
+        name: unique job name.
+        application: the application it runs.
+        arrival_s: when it arrived.
+        requested_gpus: GPUs the workload asks for (rigid policies use it).
+        requested_batch_size: global batch the workload asks for.
+        max_gpus: most GPUs the application can use.
+        placement: GPUs it holds now, per node.
+        batch_size: global batch it trains with now (its requested one before it runs).
+        attained_gpu_s: GPU-seconds it has held so far (pauses included).
+        running_s: seconds it has held GPUs so far.
+        progress: fraction of its work done.
+        remaining: progress units to go (see :class:`JobSpeed`).
+        epoch: epochs completed.
+        restarts: reallocations after its first start.
+        peak_gpus: most GPUs it has held at once (what it has been profiled on).
+        speed: its speed model (not compared: two views are equal by their state).
+    """
+
+    name: str
+    application: str
+    arrival_s: float
+    requested_gpus: int
+    requested_batch_size: int
+    max_gpus: int
+    placement: Placement
+    batch_size: int
+    attained_gpu_s: float
+    running_s: float
+    progress: float
+    remaining: float
+    epoch: int
+    restarts: int
+    peak_gpus: int = 0
+    speed: JobSpeed | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs held now."""
+        return placement_gpus(self.placement)
+
+
+@dataclass(frozen=True)
+class ClusterObservation:
+    """The cluster at one decision.
+
+    Attributes:
+        now_s: time of the decision (s).
+        num_nodes: nodes in the cluster.
+        gpus_per_node: GPUs per node.
+        jobs: the active jobs (arrived, not finished), by arrival then name.
+        rescale_cost_s: the pause a reallocation costs a typical job (estimate).
+    """
+
+    now_s: float
+    num_nodes: int
+    gpus_per_node: int
+    jobs: tuple[ClusterJobView, ...]
+    rescale_cost_s: float = 0.0
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs in the cluster."""
+        return self.num_nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class ClusterDecision:
+    """The allocation from now on.
+
+    Attributes:
+        allocations: ``((job, placement), ...)``; jobs not named get no GPUs.
+        batch_sizes: ``((job, global batch), ...)`` for jobs whose batch the policy
+            chooses; the others train with their requested batch.
+        wake_after_s: ask again after this long even if nothing happens (None: only
+            at arrivals and completions).
+    """
+
+    allocations: tuple[tuple[str, Placement], ...] = ()
+    batch_sizes: tuple[tuple[str, int], ...] = ()
+    wake_after_s: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        allocations: Mapping[str, Placement],
+        batch_sizes: Mapping[str, int] | None = None,
+        wake_after_s: float | None = None,
+    ) -> ClusterDecision:
+        """Build a decision from mappings, in a canonical (sorted) order."""
+        allocs = tuple(sorted((k, tuple(sorted(v))) for k, v in allocations.items() if v))
+        batches = tuple(sorted((batch_sizes or {}).items()))
+        return cls(allocs, batches, wake_after_s)
+
+    def allocation_map(self) -> dict[str, Placement]:
+        """The allocations as a dict."""
+        return dict(self.allocations)
+
+    def batch_map(self) -> dict[str, int]:
+        """The batch sizes as a dict."""
+        return dict(self.batch_sizes)
+
+
+@dataclass(frozen=True)
+class ClusterDecisionRecord:
+    """One decision as the loop logs it (both shells log the same records).
+
+    Attributes:
+        time_s: when it was made.
+        active_jobs: jobs the policy saw.
+        decision: what it answered (validated).
+    """
+
+    time_s: float
+    active_jobs: int
+    decision: ClusterDecision
+
+
+class ClusterPolicy(Protocol):
+    """The interface: a ``name`` and a pure ``decide``."""
+
+    name: str
+
+    def decide(self, obs: ClusterObservation) -> ClusterDecision:
+        """Return the allocation from now on."""
+        ...
+
+
+@dataclass(frozen=True)
+class _EmptyConfig:
+    """No options."""
+
+
+class ClusterPolicyBase:
+    """Convenience base class: stores a validated ``Config`` and exposes ``name``."""
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type] = _EmptyConfig
+
+    def __init__(self, config: object | None = None) -> None:
+        if config is None:
+            config = self.Config()
+        if not isinstance(config, self.Config):
+            raise TypeError(f"{type(self).__name__} needs a {self.Config.__name__}, got {config!r}")
+        self.config = config
+
+    def decide(self, obs: ClusterObservation) -> ClusterDecision:  # pragma: no cover
+        """Return the allocation from now on."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config!r})"

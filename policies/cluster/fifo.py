@@ -1,0 +1,54 @@
+"""``fifo``: first come, first served, rigid (each job runs on the GPUs it asks for)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..registry import register_cluster
+from .base import ClusterDecision, ClusterObservation, ClusterPolicyBase
+from .place import place
+
+__all__ = ["FifoPolicy"]
+
+
+@register_cluster
+class FifoPolicy(ClusterPolicyBase):
+    """First come, first served with the requested GPUs; a running job is never moved.
+
+    The baseline of every cluster-scheduling paper: jobs start in arrival order, each
+    on exactly the GPUs the workload asks for (capped at the cluster), and keep them to
+    the end.  Strict by default: when the oldest waiting job does not fit, nobody
+    behind it starts (``backfill`` lets smaller jobs behind it start).
+    """
+
+    name: ClassVar[str] = "fifo"
+
+    @dataclass(frozen=True)
+    class Config:
+        """Options of ``fifo``.
+
+        Attributes:
+            backfill: start later jobs that fit while the oldest waiting one does not.
+        """
+
+        backfill: bool = False
+
+    def decide(self, obs: ClusterObservation) -> ClusterDecision:
+        """Keep the running jobs; start waiting ones in arrival order while they fit."""
+        free = obs.total_gpus
+        counts: dict[str, int] = {}
+        for job in obs.jobs:
+            if job.gpus:
+                counts[job.name] = job.gpus
+                free -= job.gpus
+        for job in obs.jobs:
+            if job.gpus:
+                continue
+            want = min(job.requested_gpus, obs.total_gpus)
+            if want <= free:
+                counts[job.name] = want
+                free -= want
+            elif not self.config.backfill:
+                break
+        return ClusterDecision.of(place(obs.jobs, counts, obs.num_nodes, obs.gpus_per_node))

@@ -1,0 +1,131 @@
+"""``pollux``: goodput with batch-size co-adaptation (Pollux, OSDI'21), our own optimiser."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..registry import register_cluster
+from ._greedy import greedy_counts, shape_nodes
+from .base import ClusterDecision, ClusterJobView, ClusterObservation, ClusterPolicyBase
+from .place import place
+
+__all__ = ["PolluxPolicy", "speedup_fn"]
+
+#: A batch size of 0 in a decision: the job adapts its own batch (``elasim.cluster.ADAPTIVE``).
+ADAPTIVE = 0
+#: Speedups below this count as none (``s ** p`` with ``p < 0`` would overflow).
+_TINY = 1e-9
+
+
+def speedup_fn(obs: ClusterObservation, job: ClusterJobView, fair: int, delay_s: float):
+    """Pollux's speedup of a job: goodput over its goodput at a fair share of the cluster.
+
+    A count other than the current one is discounted by the restart factor
+    ``max(age - restarts * delay, 0) / (age + delay)``: a job that has spent a large
+    part of its life restarting is moved less.
+    """
+    gpn = obs.gpus_per_node
+    speed = job.speed
+    cache: dict[int, float] = {}
+    base = 0.0
+    if speed is not None:
+        base = speed.goodput(shape_nodes(fair, gpn), fair)
+    age = max(obs.now_s - job.arrival_s, 0.0)
+    factor = max(age - job.restarts * delay_s, 0.0) / (age + delay_s) if delay_s > 0 else 1.0
+
+    def speedup(n: int) -> float:
+        if n <= 0 or speed is None or base <= 0:
+            return 0.0
+        hit = cache.get(n)
+        if hit is None:
+            hit = cache[n] = speed.goodput(shape_nodes(n, gpn), n) / base
+        return hit if n == job.gpus else hit * factor
+
+    return speedup
+
+
+@register_cluster
+class PolluxPolicy(ClusterPolicyBase):
+    """Maximise the p-mean of goodput speedups over fair share; jobs adapt their batch.
+
+    Pollux's objective (``p = -1`` by default: the harmonic mean, which strongly favours
+    giving every job something) with its restart penalty and its exploration limit (a
+    job grows to at most ``explore_factor`` times the most GPUs it has run on, as
+    Pollux's learned throughput model does).  Instead of Pollux's genetic algorithm, a
+    greedy marginal optimiser: one GPU per job in order of attained service while they
+    last, then each GPU to the job whose term of the p-mean it raises most.  Every job
+    trains with the batch of highest goodput for its allocation (AdaptDL's
+    co-adaptation), re-chosen at every epoch.
+    """
+
+    name: ClassVar[str] = "pollux"
+
+    @dataclass(frozen=True)
+    class Config:
+        """Options of ``pollux``.
+
+        Attributes:
+            p: the exponent of the p-mean (``-1`` harmonic; ``1`` total speedup).
+            interval_s: how often to re-optimise (Pollux: 60 s).
+            explore_factor: most GPUs as a multiple of the most a job has held (0: off).
+            max_gpus: most GPUs per job (0: the cluster; Pollux's simulator: 64).
+            restart_delay_s: the restart penalty's delay (0: the observed rescale cost).
+        """
+
+        p: float = -1.0
+        interval_s: float = 60.0
+        explore_factor: float = 2.0
+        max_gpus: int = 64
+        restart_delay_s: float = 30.0
+
+        def __post_init__(self) -> None:
+            if self.p == 0 or not math.isfinite(self.p):
+                raise ValueError("p must be finite and non-zero")
+            if not self.interval_s > 0 or self.explore_factor < 0 or self.max_gpus < 0:
+                raise ValueError("interval_s must be > 0, explore_factor and max_gpus >= 0")
+
+    def caps(self, obs: ClusterObservation) -> dict[str, int]:
+        """Most GPUs per job: application limit, ``max_gpus``, exploration limit."""
+        total = obs.total_gpus
+        top = min(self.config.max_gpus or total, total)
+        out = {}
+        for job in obs.jobs:
+            cap = min(top, max(job.max_gpus, 1))
+            if self.config.explore_factor > 0:
+                cap = min(cap, max(int(self.config.explore_factor * job.peak_gpus), 1))
+            out[job.name] = cap
+        return out
+
+    def decide(self, obs: ClusterObservation) -> ClusterDecision:
+        """Greedy maximisation of the p-mean of speedups."""
+        if not obs.jobs:
+            return ClusterDecision(wake_after_s=self.config.interval_s)
+        total = obs.total_gpus
+        fair = max(math.ceil(total / len(obs.jobs)), 1)
+        delay = self.config.restart_delay_s or obs.rescale_cost_s
+        jobs = sorted(obs.jobs, key=lambda j: (j.attained_gpu_s, j.arrival_s, j.name))
+        speedups = {j.name: speedup_fn(obs, j, fair, delay) for j in jobs}
+        p = self.config.p
+
+        def gain(job: ClusterJobView, n: int) -> float:
+            s = speedups[job.name]
+            lo, hi = s(n), s(n + 1)
+            if p < 0:
+                # maximising -sum s^p (p < 0): a job at zero speedup is infinitely bad
+                before = math.inf if lo <= _TINY else lo**p
+                after = math.inf if hi <= _TINY else hi**p
+                if before == math.inf:
+                    return math.inf if after < math.inf else 0.0
+                return before - after
+            try:
+                return hi**p - lo**p
+            except OverflowError:  # astronomically large speedups with p > 1
+                return math.inf
+
+        start = {j.name: 1 for j in jobs[:total]}
+        counts = greedy_counts(jobs, total, gain, self.caps(obs), start)
+        allocations = place(obs.jobs, counts, obs.num_nodes, obs.gpus_per_node)
+        batches = {name: ADAPTIVE for name in allocations}
+        return ClusterDecision.of(allocations, batches, self.config.interval_s)
