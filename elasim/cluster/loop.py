@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from elasim.jobmodel import PolicyError, RescaleMode
@@ -61,6 +61,12 @@ class ClusterLoop:
         gpus_per_node: GPUs per node.
         mode: how a job re-forms its group (restart: AdaptDL's checkpoint-restart).
         record_timeline: keep the allocation timeline.
+        job_factory: builds each job from ``(spec, app, pause_job, mode, gpus_per_node)``
+            (default :class:`ClusterJob`, the simulator's model).  The executor's
+            shell passes one whose jobs are real worker groups
+            (:mod:`elasim.executor.cluster`); such a job ``polls``: the loop asks it
+            at every turn (:meth:`ClusterJob.poll`), since real workers finish when
+            they finish, not when a model says.
     """
 
     def __init__(
@@ -74,6 +80,7 @@ class ClusterLoop:
         gpus_per_node: int,
         mode: RescaleMode = RescaleMode.RESTART,
         record_timeline: bool = True,
+        job_factory: Callable[..., ClusterJob] = ClusterJob,
     ) -> None:
         if num_nodes < 1 or gpus_per_node < 1:
             raise ValueError("a cluster needs at least one node and one GPU per node")
@@ -81,7 +88,7 @@ class ClusterLoop:
         self.num_nodes = num_nodes
         self.gpus_per_node = gpus_per_node
         self.jobs = [
-            ClusterJob(
+            job_factory(
                 spec,
                 applications[spec.application],
                 pause_job[spec.application] if isinstance(pause_job, dict) else pause_job,
@@ -91,6 +98,7 @@ class ClusterLoop:
             for spec in sorted(workload, key=lambda j: (j.arrival_s, j.name))
         ]
         self._by_name = {job.name: job for job in self.jobs}
+        self._polls = any(getattr(job, "polls", False) for job in self.jobs)
         self._next_arrival = 0
         self.active: list[ClusterJob] = []
         self._events: list[tuple[float, int, str]] = []  # (due, seq, job): lazy heap
@@ -130,6 +138,10 @@ class ClusterLoop:
         self.turns += 1
         self.now_s = now_s
         self._due_jobs(now_s)
+        if self._polls:
+            for job in list(self.active):
+                if job.poll(now_s) and job.done:
+                    self._complete(job)
         while self._next_arrival < len(self.jobs):
             job = self.jobs[self._next_arrival]
             if job.spec.arrival_s > now_s + _EPS:
@@ -144,6 +156,11 @@ class ClusterLoop:
         if self.decision_due:
             self._decide(now_s)
         return self.next_time_s()
+
+    @property
+    def finished(self) -> bool:
+        """Every job has arrived and finished (a shell stops turning)."""
+        return self._next_arrival >= len(self.jobs) and not self.active
 
     def next_time_s(self) -> float:
         """The next arrival, job event or wake-up (inf when nothing is left to happen)."""

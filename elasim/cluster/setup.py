@@ -11,6 +11,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import elasim.policies.cluster  # noqa: F401 - registers the built-in cluster policies
 from elasim.job import JobSpec, load_job
@@ -118,8 +119,10 @@ class ClusterSetup:
     applications: str | None = None
 
 
-def build_loop(setup: ClusterSetup, *, record_timeline: bool = True) -> ClusterLoop:
-    """The loop of one run.
+def build_loop(
+    setup: ClusterSetup, *, record_timeline: bool = True, job_factory: Any = None
+) -> ClusterLoop:
+    """The loop of one run (``job_factory``: see :class:`ClusterLoop`; None: the model).
 
     Raises:
         TraceError: a bad workload or application profile.
@@ -140,4 +143,5 @@ def build_loop(setup: ClusterSetup, *, record_timeline: bool = True) -> ClusterL
         gpus_per_node=setup.gpus_per_node,
         mode=setup.rescale,
         record_timeline=record_timeline,
+        **({} if job_factory is None else {"job_factory": job_factory}),
     )
