@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PAUSES_FILE", "JobComparison", "compare_jobs", "jct_errors", "measured_pause_job"]
+__all__ = [
+    "PAUSES_FILE",
+    "JobComparison",
+    "compare_jobs",
+    "jct_errors",
+    "measured_pause_job",
+    "simulate_like",
+]
 
 #: measured pause components per transition, in an application profile folder
 PAUSES_FILE = "pauses.json"
@@ -66,6 +73,43 @@ def measured_pause_job(preset: str, applications: str | Path | None, names: Sequ
     if not table:
         return job
     return dataclasses.replace(job, pause_table=tuple(sorted(table.items())))
+
+
+def simulate_like(
+    *,
+    workload: str,
+    policy: str,
+    options: dict[str, str],
+    num_nodes: int,
+    gpus_per_node: int,
+    rescale: Any,
+    pause_job: str,
+    applications: str | None,
+) -> Any:
+    """Simulate what a cluster run ran: same workload, policy, shape and profiles.
+
+    The pause model is the measured one (:func:`measured_pause_job`), as the run's
+    loop used it.  The loop is driven on its own plain clock
+    (:meth:`~elasim.cluster.ClusterLoop.run_to_end`), so the executor's CLI needs no
+    SimPy.  Returns the :class:`~elasim.cluster.ClusterResult`.
+    """
+    from elasim.cluster import ClusterSetup, build_loop
+    from elasim.traces.cluster import load_workload
+
+    names = sorted({job.application for job in load_workload(workload)})
+    setup = ClusterSetup(
+        workload=workload,
+        policy=policy,
+        options=options,
+        num_nodes=num_nodes,
+        gpus_per_node=gpus_per_node,
+        rescale=rescale,
+        pause_job=measured_pause_job(pause_job, applications, names),
+        applications=applications,
+    )
+    loop = build_loop(setup)
+    loop.run_to_end()
+    return loop.result()
 
 
 @dataclass(frozen=True)

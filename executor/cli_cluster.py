@@ -115,23 +115,17 @@ def _mode(text: str) -> Any:
 
 def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float]]:
     """The same workload simulated with the measured profiles and pauses; per-job JCTs."""
-    from elasim.cluster import ClusterSetup
-    from elasim.cluster_compare import compare_jobs, jct_errors, measured_pause_job
-    from elasim.sim.cluster import simulate_cluster
-    from elasim.traces.cluster import load_workload
+    from elasim.cluster_compare import compare_jobs, jct_errors, simulate_like
 
-    names = sorted({job.application for job in load_workload(config.workload)})
-    sim = simulate_cluster(
-        ClusterSetup(
-            workload=config.workload,
-            policy=config.policy,
-            options=dict(config.options),
-            num_nodes=run.num_nodes,
-            gpus_per_node=run.gpus_per_node,
-            rescale=config.rescale,
-            pause_job=measured_pause_job(config.pause_job, config.applications, names),
-            applications=config.applications,
-        )
+    sim = simulate_like(
+        workload=config.workload,
+        policy=config.policy,
+        options=dict(config.options),
+        num_nodes=run.num_nodes,
+        gpus_per_node=run.gpus_per_node,
+        rescale=config.rescale,
+        pause_job=config.pause_job,
+        applications=config.applications,
     )
     rows = compare_jobs(run.result.jobs, sim.jobs)
     return rows, jct_errors(rows)
