@@ -49,6 +49,7 @@ def _simulate(
     rescale: str,
     pause_job: str,
     applications: str | None,
+    capacity: str | None,
     as_json: bool,
 ) -> None:
     from elasim.cluster import ClusterSetup
@@ -64,6 +65,7 @@ def _simulate(
         rescale=_rescale_mode(rescale),
         pause_job=pause_job,
         applications=applications,
+        capacity=capacity,
     )
     result = simulate_cluster(setup)
     summary = result.summary.as_dict()
@@ -99,6 +101,9 @@ def simulate(
     applications: str | None = typer.Option(
         None, "--applications", help="Folder of application profiles (default: bundled)."
     ),
+    capacity: str | None = typer.Option(
+        None, "--capacity", help="Capacity trace: nodes usable over time (spot capacity)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Simulate one workload on a shared cluster under one cluster policy."""
@@ -112,6 +117,7 @@ def simulate(
         rescale,
         pause_job,
         applications,
+        capacity,
         as_json,
     )
 

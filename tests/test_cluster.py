@@ -150,11 +150,14 @@ def test_pollux_decision_log_is_bit_identical_across_runs_and_clocks(tmp_path: P
     setup = ClusterSetup(str(small), "pollux", num_nodes=4)
     one = build_loop(setup)
     run_cluster_loop(one)
-    two = build_loop(setup)
+    changes: list[tuple] = []
+    two = build_loop(setup, on_change=lambda *row: changes.append(row))
     two.run_to_end()  # a plain (fake) clock, as the executor side can use
+    assert [c[:2] for c in changes] == [t[:2] for t in two.timeline] != []
     assert one.decisions == two.decisions
     assert repr(one.decisions) == repr(two.decisions)
     assert one.timeline == two.timeline
+    assert repr(one.decision_log()) == repr(two.decision_log())
     assert one.result() == two.result()
     # pollux moves jobs and lets them adapt their batch
     assert one.result().summary.rescales > 0
@@ -175,3 +178,58 @@ def test_reallocation_pauses_come_from_the_job_model() -> None:
     assert pauses, "no reallocation in the first hour"
     # not a flat constant: the checkpoint size (hence restore/write) differs by model
     assert len(set(round(p, 3) for p in pauses.values())) > 1
+
+
+def test_bundled_cluster_data_equals_a_fresh_build(tmp_path: Path) -> None:
+    import importlib.util
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    real = repo.parent / "shared" / "traces-real"
+    if not (real / "pollux-philly").is_dir():
+        pytest.skip("the shared real traces are not on this machine")
+    spec = importlib.util.spec_from_file_location(
+        "_bbt", repo / "scripts" / "build_bundled_traces.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    written = module.build_cluster(real, tmp_path)
+    assert len(written) == 8 + sum(
+        len(list((real / "pollux-philly" / "applications" / a).glob("*.csv")))
+        for a in bundled_application_names()
+    )
+    committed = repo / "traces" / "data"
+    for path in written:
+        rel = path.relative_to(tmp_path)
+        assert (committed / rel).read_bytes() == path.read_bytes(), rel
+
+
+@pytest.mark.parametrize("policy", ["pollux", "tiresias"])
+def test_a_capacity_drop_preempts_and_loses_work(policy: str, tmp_path: Path) -> None:
+    lines = Path(resolve_workload("pollux-workload-4")).read_text().splitlines()
+    small = tmp_path / "small.csv"
+    small.write_text("\n".join(lines[:31]) + "\n")
+    capacity = ((0.0, 16), (1800.0, 2), (5400.0, 16))
+    loop = build_loop(ClusterSetup(str(small), policy), capacity=capacity)
+    run_cluster_loop(loop)
+    result = loop.result()
+    assert result.summary.jobs_completed == 30
+    assert result.summary.preemptions > 0
+    assert result.summary.lost_work_h > 0
+    # nobody ran on the lost nodes while they were gone
+    for record in loop.decisions:
+        if 1800.0 <= record.time_s < 5400.0:
+            for _, placement in record.decision.allocations:
+                assert all(node < 2 for node, _ in placement)
+
+
+def test_cli_capacity_trace() -> None:
+    args = ["cluster", "simulate", "-w", "pollux-workload-1", "-p", "tiresias", "--json"]
+    res = runner.invoke(app, [*args, "--capacity", "spot_us_east.csv"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["jobs_completed"] == 160 and data["preemptions"] > 0
+    bad = runner.invoke(app, [*args, "--capacity", "nope.csv"])
+    assert bad.exit_code == 2 and "no such trace" in bad.output

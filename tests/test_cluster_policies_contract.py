@@ -200,3 +200,61 @@ def test_plugins_from_a_file_and_duplicate_names(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="cluster policy name 'fifo' is already registered"):
         register_cluster(Fifo2)
+
+
+def test_entry_point_group_of_cluster_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    from elasim.policies import registry
+
+    state = registry._State(policies=dict(registry._cluster_state.policies))
+    monkeypatch.setattr(registry, "_cluster_state", state)
+    groups: list[str] = []
+
+    class FakeEntryPoint:
+        name = "from-ep"
+        value = "somewhere:Idle"
+
+        def load(self) -> type:
+            class Idle:
+                name = "from-ep"
+
+                def decide(self, obs):
+                    return ClusterDecision()
+
+            return Idle
+
+    def fake_entry_points(group: str) -> list[object]:
+        groups.append(group)
+        return [FakeEntryPoint()] if group == "elasim.cluster_policies" else []
+
+    monkeypatch.setattr(registry.importlib.metadata, "entry_points", fake_entry_points)
+    policy = make_policy("from-ep", kind=CLUSTER_KIND)
+    assert policy.decide(ClusterObservation(0.0, 1, 1, ())) == ClusterDecision()
+    assert groups == ["elasim.cluster_policies"]
+    assert "from-ep" in policy_names(kind=CLUSTER_KIND)
+
+
+@SETTINGS
+@given(obs=observations(), data=st.data())
+def test_place_honours_counts_and_keeps_unchanged_jobs(obs: ClusterObservation, data) -> None:
+    total = obs.total_gpus
+    counts: dict[str, int] = {}
+    free = total
+    for job in obs.jobs:
+        n = data.draw(st.integers(0, free))
+        counts[job.name] = n
+        free -= n
+    placed = place(obs.jobs, counts, obs.num_nodes, obs.gpus_per_node)
+    used = [0] * obs.num_nodes
+    for job in obs.jobs:
+        placement = placed.get(job.name, ())
+        assert sum(g for _, g in placement) == counts[job.name]
+        for node, gpus in placement:
+            used[node] += gpus
+    assert all(u <= obs.gpus_per_node for u in used)
+    # a job whose count is unchanged keeps its placement when nothing forces a move
+    kept = [j for j in obs.jobs if j.gpus and counts[j.name] == j.gpus]
+    if all(counts[j.name] in (0, j.gpus) for j in obs.jobs):
+        for job in kept:
+            assert placed[job.name] == job.placement
+    with pytest.raises(ValueError):
+        place(obs.jobs, {"x": total + 1}, obs.num_nodes, obs.gpus_per_node)

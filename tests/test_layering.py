@@ -19,6 +19,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # the one job model: both shells run it, so it needs neither SimPy nor torch, nor
     # NumPy or pandas
     "elasim/jobmodel": ("elasim.jobmodel", "elasim.policies"),
+    # cluster mode's loop runs under both shells too: no SimPy, torch, NumPy or pandas
+    "elasim/cluster": (
+        "elasim.cluster",
+        "elasim.jobmodel",
+        "elasim.policies",
+        "elasim.job",
+        "elasim.traces.cluster",
+    ),
 }
 
 

@@ -143,6 +143,7 @@ class Application:
         self._stats = {b: rows for b, rows in prof.validation}
         self._choice_cache: dict[tuple, BatchChoice | None] = {}
         self._config_cache: dict[tuple, BatchChoice] = {}
+        self._stats_cache: dict[tuple[float, int], tuple[float, float]] = {}
         self._frontiers: dict[tuple[int, ...], list[tuple[int, int]]] = {}
 
     # -- step time ------------------------------------------------------------------------
@@ -196,6 +197,14 @@ class Application:
     def grad_stats(self, batch_size: float, epoch: int) -> tuple[float, float]:
         """(grad_sqr, grad_var) in ``epoch`` at ``batch_size`` (interpolated, clamped)."""
         e = min(epoch, self.max_epochs - 1)
+        hit = self._stats_cache.get((batch_size, e))
+        if hit is not None:
+            return hit
+        out = self._grad_stats(batch_size, e)
+        self._stats_cache[(batch_size, e)] = out
+        return out
+
+    def _grad_stats(self, batch_size: float, e: int) -> tuple[float, float]:
         sizes = self.validated
         b = min(max(batch_size, sizes[0]), sizes[-1])
         i = bisect.bisect_left(sizes, b)

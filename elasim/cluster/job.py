@@ -35,12 +35,13 @@ _EPS = 1e-9
 class JobSpeedModel:
     """The :class:`~elasim.policies.cluster.JobSpeed` of one job in one epoch."""
 
-    __slots__ = ("_app", "_epoch", "_gpn")
+    __slots__ = ("_app", "_cache", "_epoch", "_gpn")
 
     def __init__(self, app: Application, epoch: int, gpus_per_node: int) -> None:
         self._app = app
         self._epoch = epoch
         self._gpn = gpus_per_node
+        self._cache: dict[tuple[int, int, int | None], float] = {}
 
     def _shape(self, nodes: int, gpus: int) -> tuple[int, ...]:
         nodes = max(1, min(nodes, gpus))
@@ -51,11 +52,18 @@ class JobSpeedModel:
         """Progress per second (see the protocol)."""
         if gpus <= 0:
             return 0.0
+        key = (nodes, gpus, batch_size)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         shape = self._shape(nodes, gpus)
         if batch_size is None or batch_size == ADAPTIVE:
             choice = self._app.best(shape, self._epoch)
-            return choice.goodput if choice is not None else 0.0
-        return self._app.configure(shape, batch_size, self._epoch).goodput
+            out = choice.goodput if choice is not None else 0.0
+        else:
+            out = self._app.configure(shape, batch_size, self._epoch).goodput
+        self._cache[key] = out
+        return out
 
     def best_batch(self, nodes: int, gpus: int) -> int:
         """The best global batch on that shape (0 when none fits)."""
@@ -108,6 +116,9 @@ class ClusterJob:
         self.restarts = -1
         self.peak_gpus = 0
         self.has_checkpoint = False
+        self.ckpt_progress = 0.0  # progress saved by the last checkpoint
+        self.run_since_ckpt_s = 0.0  # training time a preemption would lose
+        self.lost_progress = 0.0
         self.events: list[EventRecord] = []
         self._speed: JobSpeedModel | None = None
 
@@ -217,6 +228,7 @@ class ClusterJob:
         self.attained_gpu_s += dt * self.gpus
         self.held_s += dt
         if running:
+            self.run_since_ckpt_s += dt
             self.books.running_s += dt
             if self.choice is not None:
                 self.books.raw_samples += self.choice.throughput * dt
@@ -237,6 +249,37 @@ class ClusterJob:
 
     # -- changes --------------------------------------------------------------------------
 
+    def _saved(self) -> None:
+        self.ckpt_progress = self.progress
+        self.run_since_ckpt_s = 0.0
+
+    def preempt(self, now_s: float) -> EventRecord | None:
+        """Its GPUs are taken without notice (capacity dropped): back to the last checkpoint.
+
+        Cluster jobs checkpoint when they restart or release their GPUs (AdaptDL's
+        checkpoint-restart), not periodically, so a preemption loses the progress
+        made since the job last (re)started.
+        """
+        if self.done or not self.placement:
+            return None
+        before = self.gpus
+        lost_progress = self.progress - self.ckpt_progress
+        lost_h = self.run_since_ckpt_s / 3600.0
+        raw = self.choice.throughput * self.run_since_ckpt_s if self.choice else 0.0
+        self.progress = self.ckpt_progress
+        self.epoch = self.app.epoch(self.progress)
+        self.run_since_ckpt_s = 0.0
+        self.sm.to(JobState.WAITING)
+        self.placement, self.gpus, self.choice = (), 0, None
+        self.pause_end_s = math.inf
+        self.has_checkpoint = self.has_checkpoint or self.start_s is not None
+        self.lost_progress += lost_progress
+        event = EventRecord(
+            now_s, EventKind.PREEMPT, before, 0, lost_samples=raw, lost_work_h=lost_h
+        )
+        self._event(event)
+        return event
+
     def set_batch(self, batch_size: int | None) -> None:
         """Use ``batch_size`` from now on (None: the requested batch; 0: adaptive)."""
         if batch_size is None:
@@ -251,6 +294,7 @@ class ClusterJob:
             return None
         before, after = self.gpus, placement_gpus(placement)
         if not placement:
+            self._saved()  # releasing on purpose writes a checkpoint first
             self.sm.to(JobState.WAITING)
             self.placement, self.gpus, self.choice = (), 0, None
             self.pause_end_s = math.inf
@@ -264,6 +308,8 @@ class ClusterJob:
             survivors = sum(min(g, old.get(n, 0)) for n, g in placement)
         restart = survivors == 0
         write_s = self.pause_job.checkpoint.write_s if restart and self.placement else 0.0
+        if restart and self.placement:
+            self._saved()  # a restart checkpoints before it stops
         pause = pause_for(
             self.pause_job,
             self.mode,

@@ -36,6 +36,7 @@ from elasim.policies.cluster import (
     ClusterDecisionRecord,
     ClusterObservation,
     ClusterPolicy,
+    Placement,
 )
 from elasim.traces.cluster import WorkloadJob
 
@@ -67,6 +68,14 @@ class ClusterLoop:
             (:mod:`elasim.executor.cluster`); such a job ``polls``: the loop asks it
             at every turn (:meth:`ClusterJob.poll`), since real workers finish when
             they finish, not when a model says.
+        on_change: called as ``on_change(time_s, job, placement, batch_size)`` whenever a
+            job's allocation or batch changes (its completion included, with ``()``):
+            how a shell with real workers learns what to start, move or stop.
+        capacity: ``((time_s, nodes available), ...)`` from time 0, sorted: spot
+            capacity (nodes ``0 .. available - 1`` are usable); a drop preempts the
+            jobs on the lost nodes without notice.  None: every node, always.
+        capacity_period_s: repeat the capacity rows with this period (a trace's
+            duration); None: the last row holds forever.
     """
 
     def __init__(
@@ -81,6 +90,9 @@ class ClusterLoop:
         mode: RescaleMode = RescaleMode.RESTART,
         record_timeline: bool = True,
         job_factory: Callable[..., ClusterJob] = ClusterJob,
+        on_change: Callable[[float, str, Placement, int], None] | None = None,
+        capacity: Sequence[tuple[float, int]] | None = None,
+        capacity_period_s: float | None = None,
     ) -> None:
         if num_nodes < 1 or gpus_per_node < 1:
             raise ValueError("a cluster needs at least one node and one GPU per node")
@@ -103,15 +115,25 @@ class ClusterLoop:
         self.active: list[ClusterJob] = []
         self._events: list[tuple[float, int, str]] = []  # (due, seq, job): lazy heap
         self._seq = 0
+        self._queued: dict[str, float] = {}  # the due time last pushed, per job
         self.decisions: list[ClusterDecisionRecord] = []
         #: (time_s, job, gpus, nodes, batch_size) at every change of a job's allocation
         self.timeline: list[tuple[float, str, int, int, int]] = []
         self._record_timeline = record_timeline
+        self._on_change = on_change
         self.decision_due = False
         self.wake_at_s = math.inf
         self.now_s = 0.0
         self.turns = 0
         self._rescale_estimate_s = self._estimate_rescale_s()
+        self._capacity = tuple(capacity or ())
+        if self._capacity and self._capacity[0][0] > 0:
+            raise ValueError("a capacity trace starts at time 0")
+        self._cap_period_s = capacity_period_s
+        self._cap_index = 0
+        self._cap_cycle = 0
+        self.available_nodes: int | None = None
+        self.preemptions = 0
 
     def _estimate_rescale_s(self) -> float:
         if not self.jobs:
@@ -142,6 +164,8 @@ class ClusterLoop:
             for job in list(self.active):
                 if job.poll(now_s) and job.done:
                     self._complete(job)
+        while self._next_capacity_s() <= now_s + _EPS:
+            self._capacity_change(now_s)
         while self._next_arrival < len(self.jobs):
             job = self.jobs[self._next_arrival]
             if job.spec.arrival_s > now_s + _EPS:
@@ -162,9 +186,40 @@ class ClusterLoop:
         """Every job has arrived and finished (a shell stops turning)."""
         return self._next_arrival >= len(self.jobs) and not self.active
 
+    def _next_capacity_s(self) -> float:
+        rows = self._capacity
+        if not rows:
+            return math.inf
+        if self._cap_index >= len(rows):
+            if not self._cap_period_s:
+                return math.inf
+            self._cap_index = 0
+            self._cap_cycle += 1
+        return rows[self._cap_index][0] + self._cap_cycle * (self._cap_period_s or 0.0)
+
+    def _capacity_change(self, now_s: float) -> None:
+        """The next capacity row is due: jobs on nodes now gone are preempted."""
+        available = min(max(int(self._capacity[self._cap_index][1]), 0), self.num_nodes)
+        self._cap_index += 1
+        if available == self.available_nodes:
+            return
+        self.available_nodes = available
+        self.decision_due = True
+        for job in list(self.active):
+            if any(node >= available for node, _ in job.placement):
+                job.advance(now_s)
+                if job.done:
+                    self._complete(job)
+                    continue
+                if job.preempt(now_s) is not None:
+                    self.preemptions += 1
+                    self._timeline(now_s, job)
+
     def next_time_s(self) -> float:
         """The next arrival, job event or wake-up (inf when nothing is left to happen)."""
         best = self.wake_at_s if self.active else math.inf
+        if self.active or self._next_arrival < len(self.jobs):
+            best = min(best, self._next_capacity_s())
         if self._next_arrival < len(self.jobs):
             best = min(best, self.jobs[self._next_arrival].spec.arrival_s)
         events = self._events
@@ -173,6 +228,7 @@ class ClusterLoop:
             job = self._by_name[name]
             if job.done or abs(job.next_due_s() - due) > _EPS * max(1.0, abs(due)):
                 heapq.heappop(events)  # stale: the job changed since
+                self._unqueue(name, due)
                 continue
             best = min(best, due)
             break
@@ -180,14 +236,20 @@ class ClusterLoop:
 
     def _push(self, job: ClusterJob) -> None:
         due = job.next_due_s()
-        if due < math.inf:
+        if due < math.inf and due != self._queued.get(job.name):
+            self._queued[job.name] = due
             self._seq += 1
             heapq.heappush(self._events, (due, self._seq, job.name))
+
+    def _unqueue(self, name: str, due: float) -> None:
+        if self._queued.get(name) == due:
+            del self._queued[name]
 
     def _due_jobs(self, now_s: float) -> None:
         events = self._events
         while events and events[0][0] <= now_s + _EPS * max(1.0, abs(now_s)):
             due, _, name = heapq.heappop(events)
+            self._unqueue(name, due)
             job = self._by_name[name]
             if job.done or abs(job.next_due_s() - due) > _EPS * max(1.0, abs(due)):
                 continue
@@ -216,6 +278,7 @@ class ClusterLoop:
             gpus_per_node=self.gpus_per_node,
             jobs=tuple(job.view() for job in self.active),
             rescale_cost_s=self._rescale_estimate_s,
+            available_nodes=self.available_nodes,
         )
 
     def _decide(self, now_s: float) -> None:
@@ -235,9 +298,9 @@ class ClusterLoop:
         batches = decision.batch_map()
         for job in self.active:
             job.set_batch(batches.get(job.name))
-            before = job.gpus, job.batch_size
+            before = job.placement, job.batch_size
             job.reallocate(allocations.get(job.name, ()), now_s)
-            if (job.gpus, job.batch_size) != before:
+            if (job.placement, job.batch_size) != before:
                 self._timeline(now_s, job)
             self._push(job)
 
@@ -251,15 +314,14 @@ class ClusterLoop:
         if not isinstance(raw, ClusterDecision):
             raise bad(f"decide() returned {type(raw).__name__} {raw!r:.60}, not a ClusterDecision")
         active = {job.name for job in obs.jobs}
+        usable = obs.usable_nodes
         used = [0] * self.num_nodes
         for name, placement in raw.allocations:
             if name not in active:
                 raise bad(f"allocated GPUs to {name!r}, which is not an active job")
             for node, gpus in placement:
-                if not (isinstance(node, int) and 0 <= node < self.num_nodes):
-                    raise bad(
-                        f"placed {name!r} on node {node!r}; nodes are 0..{self.num_nodes - 1}"
-                    )
+                if not (isinstance(node, int) and 0 <= node < usable):
+                    raise bad(f"placed {name!r} on node {node!r}; usable nodes are 0..{usable - 1}")
                 if not (isinstance(gpus, int) and gpus > 0):
                     raise bad(f"gave {name!r} {gpus!r} GPUs on node {node}; must be an int > 0")
                 used[node] += gpus
@@ -282,6 +344,25 @@ class ClusterLoop:
     def _timeline(self, t: float, job: ClusterJob) -> None:
         if self._record_timeline:
             self.timeline.append((t, job.name, job.gpus, len(job.placement), job.batch_size))
+        if self._on_change is not None:
+            self._on_change(t, job.name, job.placement, job.batch_size)
+
+    def decision_log(self) -> list[tuple[float, int, tuple, tuple, float | None]]:
+        """The decisions as plain tuples: what two shells compare, bit for bit.
+
+        Each is ``(time_s, active jobs, allocations, batch sizes, wake_after_s)``, fit
+        for ``repr`` or JSON.
+        """
+        return [
+            (
+                r.time_s,
+                r.active_jobs,
+                r.decision.allocations,
+                r.decision.batch_sizes,
+                r.decision.wake_after_s,
+            )
+            for r in self.decisions
+        ]
 
     # -- results --------------------------------------------------------------------------
 
@@ -312,6 +393,8 @@ class ClusterLoop:
                     final_batch_size=job.batch_size,
                     running_s=job.books.running_s,
                     rescale_s=job.books.rescale_s,
+                    preemptions=job.books.preemptions,
+                    lost_work_h=job.books.lost_s / 3600.0,
                 )
             )
         return summarize_jobs(

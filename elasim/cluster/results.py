@@ -24,6 +24,8 @@ class JobResult:
         final_batch_size: global batch at the end.
         running_s: seconds trained.
         rescale_s: seconds paused re-forming its group.
+        preemptions: times its GPUs were taken (capacity drops).
+        lost_work_h: training time lost to preemptions.
     """
 
     name: str
@@ -37,6 +39,8 @@ class JobResult:
     final_batch_size: int
     running_s: float
     rescale_s: float
+    preemptions: int = 0
+    lost_work_h: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,8 @@ class ClusterSummary:
         rescales: reallocations after first starts, all jobs.
         decisions: policy decisions made.
         wall_time_s: wall-clock seconds the run took.
+        preemptions: jobs preempted by capacity drops, all jobs.
+        lost_work_h: training time those preemptions lost, all jobs.
     """
 
     avg_jct_s: float
@@ -66,6 +72,8 @@ class ClusterSummary:
     rescales: int
     decisions: int
     wall_time_s: float
+    preemptions: int = 0
+    lost_work_h: float = 0.0
 
     def as_dict(self) -> dict[str, float | int]:
         """Plain dict, for JSON."""
@@ -112,5 +120,7 @@ def summarize_jobs(
         rescales=sum(r.rescales for r in rows),
         decisions=decisions,
         wall_time_s=wall_time_s,
+        preemptions=sum(r.preemptions for r in rows),
+        lost_work_h=sum(r.lost_work_h for r in rows),
     )
     return ClusterResult(summary, tuple(rows))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 import elasim.policies.cluster  # noqa: F401 - registers the built-in cluster policies
 from elasim.job import JobSpec, load_job
 from elasim.jobmodel import RescaleMode
+from elasim.policies.cluster import Placement
 from elasim.policies.registry import CLUSTER_KIND, make_policy
 from elasim.traces.cluster import (
     WorkloadJob,
@@ -107,6 +108,8 @@ class ClusterSetup:
         rescale: how jobs re-form their groups.
         pause_job: the job preset (or TOML path) of the pause figures.
         applications: a folder of application profiles (None: the bundled ones).
+        capacity: a capacity trace (bundled name or path) whose ``available`` is the
+            nodes usable over time (None: all, always); the simulator's shell loads it.
     """
 
     workload: str
@@ -117,12 +120,19 @@ class ClusterSetup:
     rescale: RescaleMode = RescaleMode.RESTART
     pause_job: str = DEFAULT_PAUSE_JOB
     applications: str | None = None
+    capacity: str | None = None
 
 
 def build_loop(
-    setup: ClusterSetup, *, record_timeline: bool = True, job_factory: Any = None
+    setup: ClusterSetup,
+    *,
+    record_timeline: bool = True,
+    on_change: Callable[[float, str, Placement, int], None] | None = None,
+    capacity: tuple[tuple[float, int], ...] | None = None,
+    capacity_period_s: float | None = None,
+    job_factory: Any = None,
 ) -> ClusterLoop:
-    """The loop of one run (``job_factory``: see :class:`ClusterLoop`; None: the model).
+    """The loop of one run (``on_change``, ``capacity``, ``job_factory``: see the loop).
 
     Raises:
         TraceError: a bad workload or application profile.
@@ -143,5 +153,8 @@ def build_loop(
         gpus_per_node=setup.gpus_per_node,
         mode=setup.rescale,
         record_timeline=record_timeline,
+        on_change=on_change,
+        capacity=capacity,
+        capacity_period_s=capacity_period_s,
         **({} if job_factory is None else {"job_factory": job_factory}),
     )

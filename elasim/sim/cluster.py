@@ -33,8 +33,21 @@ def run_cluster_loop(loop: ClusterLoop, horizon_s: float = math.inf) -> simpy.En
 
 
 def simulate_cluster(setup: ClusterSetup, *, record_timeline: bool = True) -> ClusterResult:
-    """Build, run and summarise one cluster simulation (wall time included)."""
+    """Build, run and summarise one cluster simulation (wall time included).
+
+    A capacity trace (``setup.capacity``) repeats with its duration, as the
+    single-job simulator's replay does.
+    """
     start = time.perf_counter()
-    loop = build_loop(setup, record_timeline=record_timeline)
+    rows, period = None, None
+    if setup.capacity is not None:
+        from elasim.traces import load_capacity_trace
+
+        trace = load_capacity_trace(setup.capacity)
+        rows = tuple(zip(trace.time_s.tolist(), trace.available.tolist(), strict=True))
+        period = float(trace.duration_s)
+    loop = build_loop(
+        setup, record_timeline=record_timeline, capacity=rows, capacity_period_s=period
+    )
     run_cluster_loop(loop)
     return loop.result(wall_time_s=time.perf_counter() - start)

@@ -122,6 +122,8 @@ class ClusterObservation:
         gpus_per_node: GPUs per node.
         jobs: the active jobs (arrived, not finished), by arrival then name.
         rescale_cost_s: the pause a reallocation costs a typical job (estimate).
+        available_nodes: nodes usable now when capacity varies (spot capacity from
+            a trace: nodes ``0 .. available_nodes - 1``); None: all of them.
     """
 
     now_s: float
@@ -129,11 +131,19 @@ class ClusterObservation:
     gpus_per_node: int
     jobs: tuple[ClusterJobView, ...]
     rescale_cost_s: float = 0.0
+    available_nodes: int | None = None
+
+    @property
+    def usable_nodes(self) -> int:
+        """Nodes a policy may place on now (``0 .. usable_nodes - 1``)."""
+        if self.available_nodes is None:
+            return self.num_nodes
+        return min(self.available_nodes, self.num_nodes)
 
     @property
     def total_gpus(self) -> int:
-        """GPUs in the cluster."""
-        return self.num_nodes * self.gpus_per_node
+        """GPUs usable now (those of the usable nodes)."""
+        return self.usable_nodes * self.gpus_per_node
 
 
 @dataclass(frozen=True)

@@ -51,4 +51,4 @@ class FifoPolicy(ClusterPolicyBase):
                 free -= want
             elif not self.config.backfill:
                 break
-        return ClusterDecision.of(place(obs.jobs, counts, obs.num_nodes, obs.gpus_per_node))
+        return ClusterDecision.of(place(obs.jobs, counts, obs.usable_nodes, obs.gpus_per_node))

@@ -65,5 +65,5 @@ class OptimusPolicy(ClusterPolicyBase):
 
         start = {j.name: 1 for j in jobs[:total]}
         counts = greedy_counts(jobs, total, gain, caps, start)
-        allocations = place(obs.jobs, counts, obs.num_nodes, gpn)
+        allocations = place(obs.jobs, counts, obs.usable_nodes, gpn)
         return ClusterDecision.of(allocations, wake_after_s=self.config.interval_s)

@@ -34,6 +34,7 @@ def speedup_fn(obs: ClusterObservation, job: ClusterJobView, fair: int, delay_s:
         base = speed.goodput(shape_nodes(fair, gpn), fair)
     age = max(obs.now_s - job.arrival_s, 0.0)
     factor = max(age - job.restarts * delay_s, 0.0) / (age + delay_s) if delay_s > 0 else 1.0
+    held = job.gpus
 
     def speedup(n: int) -> float:
         if n <= 0 or speed is None or base <= 0:
@@ -41,7 +42,7 @@ def speedup_fn(obs: ClusterObservation, job: ClusterJobView, fair: int, delay_s:
         hit = cache.get(n)
         if hit is None:
             hit = cache[n] = speed.goodput(shape_nodes(n, gpn), n) / base
-        return hit if n == job.gpus else hit * factor
+        return hit if n == held else hit * factor
 
     return speedup
 
@@ -126,6 +127,6 @@ class PolluxPolicy(ClusterPolicyBase):
 
         start = {j.name: 1 for j in jobs[:total]}
         counts = greedy_counts(jobs, total, gain, self.caps(obs), start)
-        allocations = place(obs.jobs, counts, obs.num_nodes, obs.gpus_per_node)
+        allocations = place(obs.jobs, counts, obs.usable_nodes, obs.gpus_per_node)
         batches = {name: ADAPTIVE for name in allocations}
         return ClusterDecision.of(allocations, batches, self.config.interval_s)

@@ -103,6 +103,6 @@ class SrtfPolicy(ClusterPolicyBase):
                 want = held
             counts[job.name] = want
             free -= want
-        allocations = place(obs.jobs, counts, obs.num_nodes, gpn)
+        allocations = place(obs.jobs, counts, obs.usable_nodes, gpn)
         batches = {name: ADAPTIVE for name in allocations}
         return ClusterDecision.of(allocations, batches, self.config.interval_s)

@@ -53,5 +53,5 @@ class TiresiasPolicy(ClusterPolicyBase):
             if want <= free:
                 counts[job.name] = want
                 free -= want
-        allocations = place(obs.jobs, counts, obs.num_nodes, obs.gpus_per_node)
+        allocations = place(obs.jobs, counts, obs.usable_nodes, obs.gpus_per_node)
         return ClusterDecision.of(allocations, wake_after_s=self.config.interval_s)
