@@ -141,6 +141,19 @@ def _write(out: Path, payload: dict[str, Any], run: Any, rows: list[Any] | None)
     write_json(out / "summary.json", _json_safe(payload))
     jobs = pd.DataFrame([dataclasses.asdict(r) for r in run.result.jobs])
     write_parquet(out / "jobs.parquet", jobs)
+    events = [
+        {"job": name, "time_s": e.time_s, "kind": e.kind.value, "nodes_before": e.nodes_before,
+         "nodes_after": e.nodes_after, "pause_s": e.pause.pause_s, "acquire_s": e.pause.acquire_s}
+        for name, evs in run.events.items()
+        for e in evs
+    ]  # fmt: skip
+    write_parquet(out / "events.parquet", pd.DataFrame(events))
+    decisions = [
+        {"time_s": d.time_s, "active_jobs": d.active_jobs,
+         "allocations": json.dumps([[n, [list(p) for p in pl]] for n, pl in d.decision.allocations])}
+        for d in run.decisions
+    ]  # fmt: skip
+    write_parquet(out / "decisions.parquet", pd.DataFrame(decisions))
     if rows is not None:
         write_parquet(out / "compare.parquet", pd.DataFrame([dataclasses.asdict(r) for r in rows]))
 
