@@ -150,7 +150,7 @@ def _write(out: Path, payload: dict[str, Any], run: Any, rows: list[Any] | None)
     write_parquet(out / "events.parquet", pd.DataFrame(events))
     decisions = [
         {"time_s": d.time_s, "active_jobs": d.active_jobs,
-         "allocations": json.dumps([[n, [list(p) for p in pl]] for n, pl in d.decision.allocations])}
+         "allocations": json.dumps([[n, list(map(list, pl))] for n, pl in d.decision.allocations])}
         for d in run.decisions
     ]  # fmt: skip
     write_parquet(out / "decisions.parquet", pd.DataFrame(decisions))
