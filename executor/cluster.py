@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from elasim.cluster.job import ClusterJob
+from elasim.cluster_compare import FixedBatchJob
 from elasim.jobmodel import RescaleMode
 from elasim.policies import EventRecord
 from elasim.policies.cluster import Placement, placement_gpus
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CLUSTER_JOB = "elasim.executor.synthetic:synthetic_job"
 
 
-class PooledClusterJob(ClusterJob):
+class PooledClusterJob(FixedBatchJob):
     """A job of the cluster loop backed by real workers (see the module docstring).
 
     The loop calls the same methods as on the model: :meth:`reallocate` when the
@@ -63,7 +63,7 @@ class PooledClusterJob(ClusterJob):
     completion and crashes.
 
     Args:
-        spec, app, pause_job, mode, gpus_per_node: as for :class:`ClusterJob`.
+        spec, app, pause_job, mode, gpus_per_node: as for the model's ``ClusterJob``.
         actuator: the job's worker group on the shared pool.
     """
 
@@ -125,13 +125,14 @@ class PooledClusterJob(ClusterJob):
         return self.done
 
     def set_batch(self, batch_size: int | None) -> None:
-        """A policy's batch is not applied on real workers (logged once)."""
-        if batch_size not in (None, self.spec.requested_batch_size) and not self._warned_batch:
+        """The job keeps its batch (:class:`FixedBatchJob`); said once in the log."""
+        super().set_batch(batch_size)
+        if self.batch_ignored is not None and not self._warned_batch:
             self._warned_batch = True
             log.warning(
                 "job %s: batch size %s not applied (a real job keeps its batch)",
                 self.name,
-                batch_size,
+                self.batch_ignored,
             )
 
     def reallocate(self, placement: Placement, now_s: float) -> EventRecord | None:

@@ -80,3 +80,18 @@ def test_the_comparisons_simulation_is_the_simulators():
     run_cluster_loop(loop)
     assert [r.jct_s for r in plain.jobs] == pytest.approx([r.jct_s for r in loop.result().jobs])
     assert all(r.jct_s is not None and math.isfinite(r.jct_s) for r in plain.jobs)
+
+
+def test_the_comparisons_jobs_keep_their_batch_as_real_ones_do():
+    kwargs = dict(
+        workload="examples/cluster_small.csv",
+        options={},
+        num_nodes=1,
+        gpus_per_node=4,
+        rescale=RescaleMode.INPLACE,
+        pause_job="resnet50_v100",
+        applications=APPS,
+    )
+    for policy in ("pollux", "srtf"):  # both choose batch sizes
+        result = simulate_like(policy=policy, **kwargs)
+        assert [r.final_batch_size for r in result.jobs] == [128] * 4, policy
