@@ -35,7 +35,17 @@ __all__ = ["ForkLauncher"]
 #: forked child otherwise imports the controller's main module again (for the
 #: ``elasim`` console script: the whole CLI), which costs every worker CPU seconds on
 #: a loaded host; imported in the server, each child finds it there and skips it.
-PRELOAD = ["__main__", "torch", "torch.distributed", "elasim.executor.worker"]
+#: ``torch._dynamo`` is what every optimizer's constructor imports on first use (via
+#: ``torch._compile``): 3 CPU-s and the larger part of a forked worker's start on the
+#: CI host (profiled: 10 s of wall time under load), paid once here instead.
+PRELOAD = [
+    "__main__",
+    "torch",
+    "torch.distributed",
+    "torch.optim",
+    "torch._dynamo",
+    "elasim.executor.worker",
+]
 
 
 def _forked_worker(argv: list[str], env: dict[str, str], log_path: str | None) -> None:
