@@ -27,12 +27,14 @@ PUBLISHED_S = {"pollux": 2750.0, "tiresias": 4040.0, "optimus": 5680.0}
 WORKLOADS = [f"pollux-workload-{i}" for i in range(1, 9)]
 
 
-def run_one(args: tuple[str, str, tuple[tuple[str, str], ...]]) -> tuple[str, str, float, float]:
+def run_one(
+    args: tuple[str, str, tuple[tuple[str, str], ...], str],
+) -> tuple[str, str, float, float]:
     from elasim.cluster import ClusterSetup
     from elasim.sim.cluster import simulate_cluster
 
-    workload, policy, options = args
-    setup = ClusterSetup(workload, policy, dict(options))
+    workload, policy, options, pause_job = args
+    setup = ClusterSetup(workload, policy, dict(options), pause_job=pause_job)
     result = simulate_cluster(setup, record_timeline=False)
     s = result.summary
     assert s.jobs_completed == s.jobs, (workload, policy, s)
@@ -45,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default="tiresias,optimus,pollux")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--set", action="append", default=[], help="policy:key=value")
+    parser.add_argument("--pause-job", default="resnet50_v100", help="preset of pause figures")
     args = parser.parse_args(argv)
     policies = args.policies.split(",")
     workloads = args.workloads.split(",")
@@ -53,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         pol, _, kv = item.partition(":")
         key, _, value = kv.partition("=")
         opts.setdefault(pol, []).append((key, value))
-    tasks = [(w, p, tuple(opts.get(p, []))) for p in policies for w in workloads]
+    tasks = [(w, p, tuple(opts.get(p, [])), args.pause_job) for p in policies for w in workloads]
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         results = list(pool.map(run_one, tasks))

@@ -233,3 +233,20 @@ def test_cli_capacity_trace() -> None:
     assert data["jobs_completed"] == 160 and data["preemptions"] > 0
     bad = runner.invoke(app, [*args, "--capacity", "nope.csv"])
     assert bad.exit_code == 2 and "no such trace" in bad.output
+
+
+def test_a_policy_that_never_allocates_does_not_hang_the_loop(tmp_path: Path) -> None:
+    class Idle:
+        name = "idle"
+
+        def decide(self, obs):
+            return ClusterDecision(wake_after_s=60.0)
+
+    lines = Path(resolve_workload("pollux-workload-1")).read_text().splitlines()
+    small = tmp_path / "small.csv"
+    small.write_text("\n".join(lines[:11]) + "\n")
+    loop = build_loop(ClusterSetup(str(small), "fifo"))
+    loop.policy = Idle()
+    run_cluster_loop(loop)
+    assert loop.stalled
+    assert loop.result().summary.jobs_completed == 0

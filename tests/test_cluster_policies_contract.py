@@ -59,7 +59,9 @@ class FakeSpeed:
 def observations(draw: st.DrawFn) -> ClusterObservation:
     num_nodes = draw(st.integers(1, 8))
     gpn = draw(st.integers(1, 4))
-    total = num_nodes * gpn
+    available = draw(st.none() | st.integers(0, num_nodes))
+    usable = num_nodes if available is None else available
+    total = usable * gpn
     now = draw(st.floats(0.0, 1e5))
     count = draw(st.integers(0, 12))
     raw = []
@@ -69,7 +71,7 @@ def observations(draw: st.DrawFn) -> ClusterObservation:
                 name=f"job-{i}",
                 application=draw(st.sampled_from(["cifar10", "bert"])),
                 arrival_s=draw(st.floats(0.0, now)),
-                requested_gpus=draw(st.integers(1, 2 * total)),
+                requested_gpus=draw(st.integers(1, max(2 * total, 1))),
                 requested_batch_size=draw(st.integers(1, 4096)),
                 max_gpus=draw(st.integers(1, 64)),
                 placement=(),
@@ -94,12 +96,14 @@ def observations(draw: st.DrawFn) -> ClusterObservation:
         if want:
             held[job.name] = want
             free -= want
-    placed = place(raw, held, num_nodes, gpn)
+    placed = place(raw, held, usable, gpn)
     jobs = tuple(
         dataclasses.replace(j, placement=placed.get(j.name, ()))
         for j in sorted(raw, key=lambda j: (j.arrival_s, j.name))
     )
-    return ClusterObservation(now, num_nodes, gpn, jobs, rescale_cost_s=draw(st.floats(0, 60)))
+    return ClusterObservation(
+        now, num_nodes, gpn, jobs, rescale_cost_s=draw(st.floats(0, 60)), available_nodes=available
+    )
 
 
 def check(decision: object, obs: ClusterObservation) -> None:
@@ -111,7 +115,7 @@ def check(decision: object, obs: ClusterObservation) -> None:
     for name, placement in decision.allocations:
         assert name in active
         for node, gpus in placement:
-            assert 0 <= node < obs.num_nodes and isinstance(gpus, int) and gpus > 0
+            assert 0 <= node < obs.usable_nodes and isinstance(gpus, int) and gpus > 0
             used[node] += gpus
     assert all(u <= obs.gpus_per_node for u in used)
     for name, batch in decision.batch_sizes:
@@ -243,7 +247,7 @@ def test_place_honours_counts_and_keeps_unchanged_jobs(obs: ClusterObservation, 
         n = data.draw(st.integers(0, free))
         counts[job.name] = n
         free -= n
-    placed = place(obs.jobs, counts, obs.num_nodes, obs.gpus_per_node)
+    placed = place(obs.jobs, counts, obs.usable_nodes, obs.gpus_per_node)
     used = [0] * obs.num_nodes
     for job in obs.jobs:
         placement = placed.get(job.name, ())
@@ -257,4 +261,4 @@ def test_place_honours_counts_and_keeps_unchanged_jobs(obs: ClusterObservation, 
         for job in kept:
             assert placed[job.name] == job.placement
     with pytest.raises(ValueError):
-        place(obs.jobs, {"x": total + 1}, obs.num_nodes, obs.gpus_per_node)
+        place(obs.jobs, {"x": total + 1}, obs.usable_nodes, obs.gpus_per_node)

@@ -47,6 +47,10 @@ from .results import ClusterResult, JobResult, summarize_jobs
 __all__ = ["ClusterLoop"]
 
 _EPS = 1e-9
+#: Decisions in a row that leave usable GPUs idle while jobs wait and nothing else can
+#: change (no arrival to come): the policy will never run them, and the loop stops
+#: rather than ask it forever.
+STALL_DECISIONS = 1000
 
 
 class ClusterLoop:
@@ -134,6 +138,9 @@ class ClusterLoop:
         self._cap_cycle = 0
         self.available_nodes: int | None = None
         self.preemptions = 0
+        self._stalled = 0
+        #: the loop gave up on a policy that leaves every job waiting (see STALL_DECISIONS)
+        self.stalled = False
 
     def _estimate_rescale_s(self) -> float:
         if not self.jobs:
@@ -217,6 +224,8 @@ class ClusterLoop:
 
     def next_time_s(self) -> float:
         """The next arrival, job event or wake-up (inf when nothing is left to happen)."""
+        if self.stalled:
+            return math.inf
         best = self.wake_at_s if self.active else math.inf
         if self.active or self._next_arrival < len(self.jobs):
             best = min(best, self._next_capacity_s())
@@ -292,6 +301,11 @@ class ClusterLoop:
             raise _policy_error(policy, exc, detail) from exc  # type: ignore[arg-type]
         decision = self._validate(raw, obs)
         self.decisions.append(ClusterDecisionRecord(now_s, len(obs.jobs), decision))
+        idle = obs.jobs and not decision.allocations and obs.total_gpus > 0
+        pending = self._next_arrival < len(self.jobs)
+        self._stalled = self._stalled + 1 if idle and not pending else 0
+        if self._stalled >= STALL_DECISIONS:
+            self.stalled = True
         wake = decision.wake_after_s
         self.wake_at_s = math.inf if wake is None else now_s + max(wake, MIN_WAKE_S)
         allocations = decision.allocation_map()

@@ -22,8 +22,9 @@ class OptimusPolicy(ClusterPolicyBase):
     "Optimus+Oracle"): every job first gets one GPU (oldest first while they last),
     then each further GPU goes to the job whose estimated remaining time
     ``remaining / goodput(n)`` it reduces most.  Jobs keep the batch size they ask
-    for (no batch adaptation), so a job grows only while its requested batch spreads
-    over the GPUs (at least ``min_local_bsz`` per GPU, Pollux's ``max_replicas``).
+    for (no batch adaptation, Pollux's "tuned jobs"), so a job stops growing where
+    one more GPU no longer shortens it: once its batch spread over the GPUs falls
+    below the smallest measured per-GPU batch, more GPUs only add synchronisation.
     """
 
     name: ClassVar[str] = "optimus"
