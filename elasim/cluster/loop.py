@@ -190,8 +190,8 @@ class ClusterLoop:
 
     @property
     def finished(self) -> bool:
-        """Every job has arrived and finished (a shell stops turning)."""
-        return self._next_arrival >= len(self.jobs) and not self.active
+        """Every job has arrived and finished, or the loop stalled (a shell stops turning)."""
+        return self.stalled or (self._next_arrival >= len(self.jobs) and not self.active)
 
     def _next_capacity_s(self) -> float:
         rows = self._capacity
