@@ -45,7 +45,11 @@ def restore_priority() -> None:
 
 def main() -> int:
     """``python -m elasim.executor._entry [--idle-warmup] ...`` (then the worker's arguments)."""
-    argv = sys.argv[1:]
+    return main_args(sys.argv[1:])
+
+
+def main_args(argv: list[str]) -> int:
+    """The entry point on ``argv`` (also the target of a forked worker, :mod:`.forkserver`)."""
     idle = "--idle-warmup" in argv
     argv = [a for a in argv if a != "--idle-warmup"]
     lowered = False

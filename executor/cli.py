@@ -504,3 +504,10 @@ def register(app: typer.Typer) -> None:
     """Add ``run`` and ``agent`` to the ``elasim`` app."""
     app.command("run")(run_command)
     app.command("agent")(agent_command)
+    try:
+        from elasim.cli_cluster import cluster_app
+    except ImportError:  # no cluster mode in this build
+        return
+    from .cli_cluster import register as register_cluster
+
+    register_cluster(cluster_app)

@@ -46,7 +46,9 @@ __all__ = [
     "FakeClock",
     "RealClock",
     "TimelineRow",
+    "TraceClock",
     "WorkerGroup",
+    "drive",
     "rules_of",
 ]
 
@@ -95,6 +97,79 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         """Move time forward without a sleeper."""
         self.sleep(seconds)
+
+
+class TraceClock:
+    """Trace seconds on a real (or fake) clock: ``(now - t0) x time_scale``.
+
+    When a shell slept towards a known trace time (:meth:`aim`) and the clock lands
+    within rounding of it, that exact time is returned, so a fake clock reproduces
+    the simulator's times bit for bit.  Shared by the one-job controller and the
+    cluster shell (:mod:`.cluster`), which differ only in what they turn.
+    """
+
+    def __init__(self, clock: Clock, time_scale: float) -> None:
+        self.clock = clock
+        self.time_scale = time_scale
+        self.t0 = clock.now()
+        self._snap: float | None = None
+
+    def now_s(self) -> float:
+        """Trace seconds since :attr:`t0`."""
+        t = (self.clock.now() - self.t0) * self.time_scale
+        snap = self._snap
+        if snap is not None and abs(t - snap) <= 1e-9 * max(1.0, abs(snap)):
+            return snap
+        return t
+
+    def real_s(self) -> float:
+        """Real seconds since :attr:`t0`."""
+        return self.clock.now() - self.t0
+
+    def aim(self, wake_s: float) -> None:
+        """The shell is about to sleep towards trace time ``wake_s`` (inf: no target)."""
+        self._snap = wake_s if math.isfinite(wake_s) else None
+
+
+class Turnable(Protocol):
+    """What a shell drives: a job loop, or the cluster's loop of many jobs."""
+
+    finished: bool
+
+    def turn(self, now_s: float) -> float:
+        """Do what is due at ``now_s``; return when there is work next (trace s)."""
+
+
+def drive(
+    loop: Turnable,
+    clock: TraceClock,
+    wait: Callable[[float], None],
+    *,
+    max_wall_real_s: float,
+    idle_poll_real_s: float,
+    on_turn: Callable[[], None] | None = None,
+) -> float:
+    """Turn ``loop`` on ``clock`` until it finishes or the wall budget is spent.
+
+    Between turns it waits (``wait(real_s)``, which may return early when a worker
+    has news) until the loop's next work, but never longer than
+    ``idle_poll_real_s``: real workers report through polling.  Returns the trace
+    time at the end.
+    """
+    scale = clock.time_scale
+    while True:
+        wake = loop.turn(clock.now_s())
+        if on_turn is not None:
+            on_turn()
+        if loop.finished or clock.real_s() >= max_wall_real_s:
+            break
+        now = clock.now_s()
+        if math.isfinite(wake) and wake - now <= _EPS:
+            continue
+        wait_real = min(max((wake - now) / scale, 0.0), idle_poll_real_s)
+        clock.aim(wake)
+        wait(wait_real)
+    return clock.now_s()
 
 
 class WorkerGroup(Protocol):
@@ -320,7 +395,7 @@ class Controller:
             replay=replay,
             timeline_every_s=config.timeline_interval_real_s * config.time_scale,
         )
-        self._snap: float | None = None
+        self._trace = TraceClock(clock, config.time_scale)
 
     # -- what the progress display reads ----------------------------------------------------
 
@@ -340,41 +415,31 @@ class Controller:
         return self.loop.decisions
 
     def now_s(self) -> float:
-        """Trace seconds since the start of the run.
-
-        When the loop slept towards a known trace time and the clock lands within
-        rounding of it, that exact time is returned, so a fake clock reproduces the
-        simulator's times bit for bit.
-        """
-        t = (self.clock.now() - self._t0) * self.config.time_scale
-        snap = self._snap
-        if snap is not None and abs(t - snap) <= 1e-9 * max(1.0, abs(snap)):
-            return snap
-        return t
+        """Trace seconds since the start of the run (see :class:`TraceClock`)."""
+        return self._trace.now_s()
 
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self) -> ControllerResult:
         """Replay the trace until the job is done (or ``max_wall_real_s`` passes)."""
         cfg, loop = self.config, self.loop
-        self._t0 = self.clock.now()
-        gave_up = False
-        while True:
-            wake = loop.turn(self.now_s())
+        self._trace = TraceClock(self.clock, cfg.time_scale)
+        self._t0 = self._trace.t0
+
+        def turned() -> None:
             if self.on_turn is not None:
                 self.on_turn(self)
-            if loop.finished:
-                break
-            if self.clock.now() - self._t0 >= cfg.max_wall_real_s:
-                break
-            now = self.now_s()
-            if math.isfinite(wake) and wake - now <= _EPS:
-                continue
-            wait_real = min(max((wake - now) / cfg.time_scale, 0.0), cfg.idle_poll_real_s)
-            self._snap = wake if math.isfinite(wake) else None
-            self.actuator.wait(wait_real)
-        end = self.now_s()
+
+        end = drive(
+            loop,
+            self._trace,
+            self.actuator.wait,
+            max_wall_real_s=cfg.max_wall_real_s,
+            idle_poll_real_s=cfg.idle_poll_real_s,
+            on_turn=turned,
+        )
         loop.close(end)
+        gave_up = False
         if loop.done_s is None:
             gave_up = True
             log.info("stopped after %.1f real seconds", self.clock.now() - self._t0)

@@ -17,11 +17,12 @@ import math
 from collections.abc import Callable, Mapping
 
 from elasim.jobmodel import FluidJob
-from elasim.policies import EventKind, PauseComponents
+from elasim.policies import EventKind, EventRecord, PauseComponents
 
+from .actuator import GroupActuator
 from .group import GroupEvent, GroupProgress, split_preempt
 
-__all__ = ["FakeWorkerGroup", "FluidWorkerGroup", "fluid_controller"]
+__all__ = ["FakePooledJob", "FakeWorkerGroup", "FluidWorkerGroup", "fluid_controller"]
 
 
 class FakeWorkerGroup:
@@ -213,3 +214,32 @@ def fluid_controller(
     rules = rules_of(config, trace)  # type: ignore[arg-type]
     group = FluidWorkerGroup(job, rules, clock, checkpoint_cost_s=checkpoint_cost_s)
     return Controller(trace, policy, group, clock, config)  # type: ignore[arg-type]
+
+
+class FakePooledJob(GroupActuator):
+    """A :class:`~.pooled.PooledJob` without processes, for tests without torch.
+
+    The one-job actuator over a :class:`FakeWorkerGroup`, with the pool's quota calls
+    recorded: it drives :class:`~.cluster.PooledClusterJob` (the real side of
+    ``cluster run``) on a fake clock.
+    """
+
+    def __init__(self, group: FakeWorkerGroup, config: object, origin: object) -> None:
+        super().__init__(group, config, origin)  # type: ignore[arg-type]
+        self.per_launcher: dict[int, int] | None = None
+        self.quotas: list[tuple[int, dict[int, int] | None]] = []
+        self.released = False
+        self.closed = False
+
+    def apply(self, spot: int, on_demand: int, now_s: float, fresh: bool) -> list[EventRecord]:
+        """Record the quota the pool would get, then apply."""
+        self.quotas.append((spot + on_demand, self.per_launcher))
+        return super().apply(spot, on_demand, now_s, fresh)
+
+    def release(self) -> None:
+        """The job is done."""
+        self.released = True
+
+    def close(self) -> None:
+        """Nothing to stop."""
+        self.closed = True

@@ -369,6 +369,33 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
         if standbys and self._store is not None:
             self._publish(Command(CommandOp.EXIT, wids=standbys))
 
+    def release_standbys(self, keep: int = 0) -> int:
+        """Send home every standby (ready or starting) beyond ``keep``; return how many.
+
+        In a shared pool (``elasim cluster run``) a worker dropped from the group
+        stays alive as a standby and so holds its slot; the cluster gave that slot to
+        another job, which can start its worker only once this one has exited.
+        Starting ones are killed (they have not built the job yet); ready ones are
+        told to exit.
+        """
+        self._pump()
+        idle = sorted(
+            (
+                w
+                for w in self._workers.values()
+                if w.status in (WorkerStatus.STANDBY, WorkerStatus.STARTING)
+            ),
+            key=lambda w: (w.status is WorkerStatus.STANDBY, w.wid),
+        )
+        extra = idle[: max(len(idle) - keep, 0)]
+        ready = tuple(w.wid for w in extra if w.status is WorkerStatus.STANDBY)
+        if ready and self._store is not None:
+            self._publish(Command(CommandOp.EXIT, wids=ready))
+        for w in extra:
+            if w.status is WorkerStatus.STARTING:
+                self._kill(w.wid)
+        return len(extra)
+
     def kill_member(self, index: int = -1) -> int:
         """SIGKILL one member without telling anyone (tests: an unexpected crash)."""
         wid = self._members[index]

@@ -281,6 +281,7 @@ class WorkerSettings:
     checkpoint_interval_steps: int | None = None
     sample_log_dir: str | None = None
     step_delay_s: float = 0.0
+    sample_delay_s: float = 0.0
     stop_at_target: bool = False
     eval_every_steps: int = 0
     threads_per_worker: int = 1

@@ -149,7 +149,7 @@ class TrainingLoop:
             local_ids = self.sampler.shard(global_ids, world, rank)
             n_global = len(global_ids)
             loss_sum = self._backward(local_ids, n_global)
-            self._step_faults()
+            self._step_faults(len(local_ids))
             self._fill_meta(rank, announce_stop, loss_sum, len(local_ids), n_global)
             failure = self._all_reduce()
             if failure is not None:
@@ -192,10 +192,16 @@ class TrainingLoop:
         (loss * (n_local / n_global)).backward()
         return float(loss.detach().item()) * n_local
 
-    def _step_faults(self) -> None:
-        """The injected slow step and the injected SIGKILL before the all-reduce."""
-        if self.settings.step_delay_s > 0:
-            time.sleep(self.settings.step_delay_s)
+    def _step_faults(self, n_local: int) -> None:
+        """The injected slow step and the injected SIGKILL before the all-reduce.
+
+        The slow step is ``step_delay_s`` plus ``sample_delay_s`` per local sample:
+        the latter is an emulated accelerator, whose compute a rank does in parallel
+        with the others (a sleep takes no core), however few cores the host has.
+        """
+        delay_s = self.settings.step_delay_s + self.settings.sample_delay_s * n_local
+        if delay_s > 0:
+            time.sleep(delay_s)
         faults = self.settings.faults
         if faults.kill_wid == self.wid and faults.kill_at_step == self.state.step + 1:
             self._post(WorkerEventType.FAULT, step=self.state.step + 1)

@@ -278,3 +278,34 @@ def test_a_member_killed_by_the_group_is_no_crash(caplog):
     assert kinds(events)[0] is EventKind.PREEMPT
     assert group.held() == (1, 0) and group._workers[victim].kind is NodeKind.SPOT
     assert unexpected(caplog) == []
+
+
+# -- a shared pool: dropped workers give their slots back -----------------------------------
+
+
+class DroppingCluster(FakeCluster):
+    """Members a JOIN leaves out say so (``LEFT``, staying as standbys), as real ones do."""
+
+    def on_command(self, cmd: Command) -> None:
+        if cmd.op is CommandOp.JOIN:
+            for wid in self.members:
+                if wid not in cmd.members:
+                    self.post(wid, "left", step=5, last_end_wall_s=time.time(), exit=False)
+        super().on_command(cmd)
+
+
+def test_release_standbys_sends_dropped_members_home_and_keeps_what_is_asked(caplog):
+    group, cluster = fake_group(RescaleMode.INPLACE, slots=3)
+    cluster.__class__ = DroppingCluster
+    assert kinds(group.apply(3, 0)) == [EventKind.SCALE_UP]
+    group.apply(1, 0)  # two members dropped: in place they wait as standbys
+    alive = [w for w, p in cluster.procs.items() if p.code is None]
+    assert len(alive) == 3 and group.held() == (1, 0)
+    with caplog.at_level(logging.WARNING):
+        assert group.release_standbys(keep=1) == 1
+        group._pump()
+    assert sum(1 for p in cluster.procs.values() if p.code is None) == 2  # one standby kept
+    assert group.release_standbys(keep=0) == 1
+    group._pump()
+    assert [w for w, p in cluster.procs.items() if p.code is None] == list(group.members)
+    assert group.held() == (1, 0) and not unexpected(caplog)

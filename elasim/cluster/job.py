@@ -193,6 +193,13 @@ class ClusterJob:
         else:
             self.choice = self.app.configure(shape, self.batch_target, self.epoch)
 
+    #: the model changes only when the loop advances it (a real job polls: the executor)
+    polls = False
+
+    def poll(self, now_s: float) -> bool:
+        """A polling job's news at ``now_s`` (True: it changed; the model never polls)."""
+        return False
+
     def next_due_s(self) -> float:
         """When the job next changes on its own: a pause ends or an epoch ends."""
         state = self.sm.state

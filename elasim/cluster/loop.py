@@ -67,6 +67,12 @@ class ClusterLoop:
         gpus_per_node: GPUs per node.
         mode: how a job re-forms its group (restart: AdaptDL's checkpoint-restart).
         record_timeline: keep the allocation timeline.
+        job_factory: builds each job from ``(spec, app, pause_job, mode, gpus_per_node)``
+            (default :class:`ClusterJob`, the simulator's model).  The executor's
+            shell passes one whose jobs are real worker groups
+            (:mod:`elasim.executor.cluster`); such a job ``polls``: the loop asks it
+            at every turn (:meth:`ClusterJob.poll`), since real workers finish when
+            they finish, not when a model says.
         on_change: called as ``on_change(time_s, job, placement, batch_size)`` whenever a
             job's allocation or batch changes (its completion included, with ``()``):
             how a shell with real workers learns what to start, move or stop.
@@ -88,6 +94,7 @@ class ClusterLoop:
         gpus_per_node: int,
         mode: RescaleMode = RescaleMode.RESTART,
         record_timeline: bool = True,
+        job_factory: Callable[..., ClusterJob] = ClusterJob,
         on_change: Callable[[float, str, Placement, int], None] | None = None,
         capacity: Sequence[tuple[float, int]] | None = None,
         capacity_period_s: float | None = None,
@@ -98,7 +105,7 @@ class ClusterLoop:
         self.num_nodes = num_nodes
         self.gpus_per_node = gpus_per_node
         self.jobs = [
-            ClusterJob(
+            job_factory(
                 spec,
                 applications[spec.application],
                 pause_job[spec.application] if isinstance(pause_job, dict) else pause_job,
@@ -108,6 +115,7 @@ class ClusterLoop:
             for spec in sorted(workload, key=lambda j: (j.arrival_s, j.name))
         ]
         self._by_name = {job.name: job for job in self.jobs}
+        self._polls = any(getattr(job, "polls", False) for job in self.jobs)
         self._next_arrival = 0
         self.active: list[ClusterJob] = []
         self._events: list[tuple[float, int, str]] = []  # (due, seq, job): lazy heap
@@ -160,6 +168,10 @@ class ClusterLoop:
         self.turns += 1
         self.now_s = now_s
         self._due_jobs(now_s)
+        if self._polls:
+            for job in list(self.active):
+                if job.poll(now_s) and job.done:
+                    self._complete(job)
         while self._next_capacity_s() <= now_s + _EPS:
             self._capacity_change(now_s)
         while self._next_arrival < len(self.jobs):
@@ -176,6 +188,11 @@ class ClusterLoop:
         if self.decision_due:
             self._decide(now_s)
         return self.next_time_s()
+
+    @property
+    def finished(self) -> bool:
+        """Every job has arrived and finished, or the loop stalled (a shell stops turning)."""
+        return self.stalled or (self._next_arrival >= len(self.jobs) and not self.active)
 
     def _next_capacity_s(self) -> float:
         rows = self._capacity

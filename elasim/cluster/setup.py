@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import elasim.policies.cluster  # noqa: F401 - registers the built-in cluster policies
 from elasim.job import JobSpec, load_job
@@ -129,8 +130,9 @@ def build_loop(
     on_change: Callable[[float, str, Placement, int], None] | None = None,
     capacity: tuple[tuple[float, int], ...] | None = None,
     capacity_period_s: float | None = None,
+    job_factory: Any = None,
 ) -> ClusterLoop:
-    """The loop of one run (``on_change``, ``capacity``: see :class:`ClusterLoop`).
+    """The loop of one run (``on_change``, ``capacity``, ``job_factory``: see the loop).
 
     Raises:
         TraceError: a bad workload or application profile.
@@ -154,4 +156,5 @@ def build_loop(
         on_change=on_change,
         capacity=capacity,
         capacity_period_s=capacity_period_s,
+        **({} if job_factory is None else {"job_factory": job_factory}),
     )

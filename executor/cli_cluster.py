@@ -1,0 +1,307 @@
+"""``elasim cluster run`` and ``elasim cluster calibrate``: the cluster on real workers.
+
+Added to the ``elasim cluster`` sub-app (:mod:`elasim.cli_cluster`) by the executor's
+:func:`~.cli.register`, so the simulator's CLI never imports torch.  This module
+does the I/O; :mod:`.cluster` and :mod:`.cluster_profile` do the work.
+"""
+
+# ruff: noqa: B008 - typer declares options as argument defaults by design
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from elasim.clitools import UsageError, out_console, parse_sets, run_guarded, sets_option
+from elasim.clitools import fmt as _fmt
+from elasim.clitools import json_safe as _json_safe
+
+__all__ = ["register"]
+
+
+def _job_options(raw: list[str] | None) -> dict[str, Any]:
+    """``--job-set key=value``: numbers as numbers (the job factory's keywords)."""
+    out: dict[str, Any] = {}
+    for key, value in parse_sets(raw, "--job-set").items():
+        try:
+            out[key] = int(value)
+        except ValueError:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                out[key] = value
+    return out
+
+
+def _check_applications(applications: Path | None, compare: bool) -> None:
+    if applications is not None and not applications.is_dir():
+        raise UsageError(f"--applications: {applications}: not a folder")
+    if compare and applications is None:
+        raise UsageError("--compare needs --applications (the profiles measured for the job)")
+
+
+def _run(flags: dict[str, Any]) -> None:
+    from elasim.executor import require_torch
+
+    require_torch()
+    from elasim.executor.cluster import ClusterRunConfig, run_cluster
+
+    compare = flags.pop("compare")
+    as_json = flags.pop("as_json")
+    out: Path | None = flags.pop("out")
+    _check_applications(flags["applications"], compare)
+    if compare and flags["time_scale"] != 1.0:
+        raise UsageError("--compare needs --time-scale 1 (profiles are in real seconds)")
+    if out is not None:
+        from elasim.atomic import check_writable_dir
+
+        check_writable_dir(out, "--out")
+    config = ClusterRunConfig(
+        workload=flags["workload"],
+        policy=flags["policy"],
+        options=parse_sets(flags["sets"]),
+        applications=None if flags["applications"] is None else str(flags["applications"]),
+        slots=flags["slots"],
+        time_scale=flags["time_scale"],
+        rescale=_mode(flags["rescale"]),
+        job=flags["job"],
+        job_options=_job_options(flags["job_sets"]),
+        sample_delay_real_s=flags["sample_delay_s"],
+        seed=flags["seed"],
+        collective_timeout_real_s=flags["collective_timeout_s"],
+        max_wall_real_s=flags["max_wall_s"],
+        bind_host=flags["bind"],
+        agent_port=flags["agent_port"],
+        expect_agents=flags["agents"],
+        pause_job=flags["pause_job"],
+        log_dir=None if flags["log_dir"] is None else str(flags["log_dir"]),
+    )
+    run = run_cluster(config)
+    payload = {"workload": config.workload, "policy": config.policy}
+    payload.update(run.result.summary.as_dict())
+    payload["gave_up"] = run.gave_up
+    payload["steps"] = run.steps
+    rows = None
+    if compare:
+        rows, errors = _compare(config, run)
+        payload["compare"] = errors
+    if out is not None:
+        _write(out, payload, run, rows)
+    if as_json:
+        typer.echo(json.dumps(_json_safe(payload), sort_keys=True))
+    else:
+        _print(payload, run, rows)
+    if run.gave_up:
+        from elasim.clitools import fail
+
+        raise fail(
+            f"the workload did not finish: gave up at --max-wall-s after {run.wall_time_s:.1f} s",
+            code=1,
+        )
+
+
+def _mode(text: str) -> Any:
+    from elasim.jobmodel import RescaleMode
+
+    try:
+        return RescaleMode(text)
+    except ValueError:
+        raise UsageError(f"--rescale must be inplace or restart, got {text!r}") from None
+
+
+def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float]]:
+    """The same workload simulated with the measured profiles and pauses; per-job JCTs."""
+    from elasim.cluster_compare import compare_jobs, jct_errors, simulate_like
+
+    sim = simulate_like(
+        workload=config.workload,
+        policy=config.policy,
+        options=dict(config.options),
+        num_nodes=run.num_nodes,
+        gpus_per_node=run.gpus_per_node,
+        rescale=config.rescale,
+        pause_job=config.pause_job,
+        applications=config.applications,
+    )
+    rows = compare_jobs(run.result.jobs, sim.jobs)
+    return rows, jct_errors(rows)
+
+
+def _write(out: Path, payload: dict[str, Any], run: Any, rows: list[Any] | None) -> None:
+    import dataclasses
+
+    import pandas as pd
+
+    from elasim.output import write_json, write_parquet
+
+    write_json(out / "summary.json", _json_safe(payload))
+    jobs = pd.DataFrame([dataclasses.asdict(r) for r in run.result.jobs])
+    write_parquet(out / "jobs.parquet", jobs)
+    events = [
+        {"job": name, "time_s": e.time_s, "kind": e.kind.value, "nodes_before": e.nodes_before,
+         "nodes_after": e.nodes_after, "pause_s": e.pause.pause_s, "acquire_s": e.pause.acquire_s}
+        for name, evs in run.events.items()
+        for e in evs
+    ]  # fmt: skip
+    write_parquet(out / "events.parquet", pd.DataFrame(events))
+    decisions = [
+        {"time_s": d.time_s, "active_jobs": d.active_jobs,
+         "allocations": json.dumps([[n, list(map(list, pl))] for n, pl in d.decision.allocations])}
+        for d in run.decisions
+    ]  # fmt: skip
+    write_parquet(out / "decisions.parquet", pd.DataFrame(decisions))
+    if rows is not None:
+        write_parquet(out / "compare.parquet", pd.DataFrame([dataclasses.asdict(r) for r in rows]))
+
+
+def _print(payload: dict[str, Any], run: Any, rows: list[Any] | None) -> None:
+    table = Table(title=f"{payload['workload']} under {payload['policy']} on real workers")
+    table.add_column("job")
+    table.add_column("arrival s", justify="right")
+    table.add_column("start s", justify="right")
+    table.add_column("JCT s", justify="right")
+    table.add_column("steps", justify="right")
+    if rows is not None:
+        table.add_column("sim JCT s", justify="right")
+        table.add_column("error", justify="right")
+    by = {r.name: r for r in rows or []}
+    for job in run.result.jobs:
+        cells = [
+            job.name,
+            _fmt(job.arrival_s, 1),
+            "-" if job.start_s is None else _fmt(job.start_s, 1),
+            "-" if job.jct_s is None else _fmt(job.jct_s, 1),
+            str(run.steps.get(job.name, 0)),
+        ]
+        if rows is not None:
+            c = by[job.name]
+            cells.append("-" if c.sim_jct_s is None else _fmt(c.sim_jct_s, 1))
+            cells.append("-" if c.error is None else f"{c.error:+.1%}")
+        table.add_row(*cells)
+    out_console.print(table)
+    keys = ("avg_jct_s", "makespan_s", "jobs_completed", "gpu_utilization", "rescales")
+    out_console.print("  ".join(f"{k}={_fmt(payload[k], 3)}" for k in keys))
+    if "compare" in payload and payload["compare"].get("jobs_compared"):
+        c = payload["compare"]
+        out_console.print(
+            f"sim vs real: avg JCT {c['sim_avg_jct_s']:.1f} vs {c['real_avg_jct_s']:.1f} s "
+            f"({c['avg_jct_error']:+.1%}); per job median |error| "
+            f"{c['median_abs_job_error']:.1%}, worst {c['max_abs_job_error']:.1%}"
+        )
+
+
+def run_command(
+    workload: str = typer.Option(..., "--workload", "-w", help="Workload CSV or bundled name."),
+    policy: str = typer.Option("fifo", "--policy", "-p", help="Cluster policy or file.py:Class."),
+    sets: list[str] | None = sets_option(),
+    slots: int = typer.Option(4, "--slots", help="Worker slots on this host (node 0)."),
+    applications: Path | None = typer.Option(
+        None, "--applications", help="Folder of application profiles measured for --job."
+    ),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="Workload s per real s."),
+    rescale: str = typer.Option("inplace", "--rescale", help="'inplace' or 'restart'."),
+    job: str = typer.Option(
+        "elasim.executor.synthetic:synthetic_job", "--job", help="ElasticJob import spec."
+    ),
+    job_sets: list[str] | None = typer.Option(None, "--job-set", help="Job option key=value."),
+    sample_delay_s: float = typer.Option(
+        0.0, "--sample-delay-s", help="Emulated accelerator: sleep per local sample (real s)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of every job's model and sampler."),
+    collective_timeout_s: float = typer.Option(
+        5.0, "--collective-timeout-s", help="Workers' process-group timeout (real s)."
+    ),
+    max_wall_s: float = typer.Option(600.0, "--max-wall-s", help="Give up after (real s)."),
+    bind: str = typer.Option("127.0.0.1", "--bind", help="Address for the stores and agents."),
+    agent_port: int | None = typer.Option(None, "--agent-port", help="Listen for agents here."),
+    agents: int = typer.Option(0, "--agents", help="Wait for this many agents (one node each)."),
+    pause_job: str = typer.Option(
+        "resnet50_v100", "--pause-job", help="Job preset of the loop's pause estimate."
+    ),
+    log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
+    compare: bool = typer.Option(
+        False, "--compare", help="Also simulate it with the measured profiles; per-job JCTs."
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write summary and jobs here."),
+    as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
+) -> None:
+    """Run a workload's jobs on real workers, the cluster policy deciding each one's slots.
+
+    Exits 0 when every job finished, 1 when the wall budget ran out, 2 on bad input.
+    """
+    flags = dict(locals())
+    run_guarded(_run, flags)
+
+
+def calibrate_command(
+    out: Path = typer.Option(..., "--out", "-o", help="Folder of application profiles."),
+    slots: int = typer.Option(4, "--slots", help="Measure 1..slots workers."),
+    steps: str = typer.Option(
+        "160", "--steps", help="Job lengths in steps, comma-separated: one application each."
+    ),
+    epochs: int = typer.Option(4, "--epochs", help="Validation rows of the measuring run."),
+    job: str = typer.Option(
+        "elasim.executor.synthetic:synthetic_job", "--job", help="ElasticJob import spec."
+    ),
+    job_sets: list[str] | None = typer.Option(None, "--job-set", help="Job option key=value."),
+    sample_delay_s: float = typer.Option(
+        0.0, "--sample-delay-s", help="Emulated accelerator: sleep per local sample (real s)."
+    ),
+    name: str = typer.Option("synth", "--name", help="Applications are NAME-STEPS."),
+) -> None:
+    """Measure --job on 1..--slots workers as application profiles (Pollux's format)."""
+    run_guarded(_calibrate, out, slots, steps, epochs, job, job_sets, sample_delay_s, name)
+
+
+def _calibrate(
+    out: Path,
+    slots: int,
+    steps: str,
+    epochs: int,
+    job: str,
+    job_sets: list[str] | None,
+    sample_delay_s: float,
+    name: str,
+) -> None:
+    from elasim.clitools import split_list
+    from elasim.executor import require_torch
+
+    require_torch()
+    from elasim.atomic import check_writable_dir
+    from elasim.executor.api import check_job_spec
+    from elasim.executor.cluster_profile import measure_application, write_application
+    from elasim.executor.protocol import WorkerSettings
+
+    try:
+        lengths = [int(s) for s in split_list(steps)]
+    except ValueError:
+        raise UsageError(f"--steps must be integers, got {steps!r}") from None
+    if not lengths or min(lengths) < epochs or slots < 1:
+        raise UsageError(f"--steps must be >= --epochs ({epochs}) and --slots >= 1")
+    if not (math.isfinite(sample_delay_s) and sample_delay_s >= 0):
+        raise UsageError(f"--sample-delay-s must be >= 0, got {sample_delay_s}")
+    check_writable_dir(out, "--out")
+    check_job_spec(job)
+    worker = WorkerSettings(
+        job=job,
+        job_options=_job_options(job_sets),
+        max_steps=max(lengths),
+        backend="gloo",
+        sample_delay_s=sample_delay_s,
+    )
+    measured = measure_application(worker, slots=slots, epochs=epochs)
+    for length in lengths:
+        path = write_application(measured, out / f"{name}-{length}", steps=length)
+        out_console.print(f"wrote {path}")
+    sizes = ", ".join(f"{n}: {s * 1000:.1f} ms" for n, s in measured.step_s.items())
+    out_console.print(f"step time by workers: {sizes} ({measured.wall_s:.0f} s to measure)")
+
+
+def register(cluster_app: typer.Typer) -> None:
+    """Add ``run`` and ``calibrate`` to ``elasim cluster``."""
+    cluster_app.command("run")(run_command)
+    cluster_app.command("calibrate")(calibrate_command)

@@ -1,0 +1,274 @@
+"""Measure an executor job as a cluster *application profile* (Pollux's file format).
+
+``elasim cluster simulate`` prices a job with an application profile: the step time
+per placement and per-GPU batch (``placements.csv``) and, per epoch, the progress and
+gradient statistics at each validated batch (``validation-<B>.csv``).  To compare a
+``cluster run`` with a simulation of the same workload, the simulation needs the
+profile of the job the executor really runs, measured on the same machine.
+:func:`measure_application` does that with one run of the job on one worker group
+that steps through 1, 2, ... ``slots`` workers:
+
+* ``placements.csv``: one row per worker count ``n`` (one host: placement ``"n"``),
+  ``local_bsz = ceil(B / n)`` for the job's fixed global batch ``B``, and the median
+  measured step time at that size.  ``sync_time`` is **not measured** (the executor
+  times whole steps); it is written as 0, and the model reads it only for gradient
+  accumulation, which a fixed-batch executor job never does.
+* ``validation-<B>.csv``: one validated batch, the job's own, so the statistical
+  efficiency is 1 and a job's progress is its optimizer steps: ``epochs`` rows, one
+  per ``steps / epochs`` steps, with the training loss of the run at that step as the
+  metric and the run's gradient noise statistics (``grad_sqr = |G|^2``,
+  ``grad_var = tr(Sigma)``, pooled from the steps on more than one worker).
+* ``SOURCE.md``: what was run, on which host, and the above.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from elasim.atomic import atomic_write_text
+
+from .controller import ControllerConfig
+from .forkserver import ForkLauncher
+from .protocol import WorkerSettings
+from .records import ExecutorError, StepRecord
+from .slots import SlotPool
+
+__all__ = ["PAUSES_FILE", "ApplicationMeasurement", "measure_application", "write_application"]
+
+#: measured pause components per transition, next to the profile (not Pollux's format)
+PAUSES_FILE = "pauses.json"
+
+
+@dataclass(frozen=True)
+class ApplicationMeasurement:
+    """What one measuring run found.
+
+    Attributes:
+        step_s: median step time (real s) per worker count.
+        global_batch: the job's samples per step.
+        steps: optimizer steps of the job (its work).
+        epochs: validation rows.
+        losses: training loss at the end of each epoch.
+        grad_sqr: pooled ``|G|^2`` estimate (NaN: never more than one worker).
+        grad_var: pooled ``tr(Sigma)`` estimate.
+        worker: the settings every worker ran with.
+        wall_s: real seconds the measurement took.
+        host: where it ran.
+        pauses: ``(before, after, {component: median real s})`` of every planned
+            in-place transition measured (the starts ``0 -> n`` included).
+    """
+
+    step_s: dict[int, float]
+    global_batch: int
+    steps: int
+    epochs: int
+    losses: tuple[float, ...]
+    grad_sqr: float
+    grad_var: float
+    worker: WorkerSettings
+    wall_s: float
+    host: dict[str, Any] = field(default_factory=dict)
+    pauses: tuple[tuple[int, int, dict[str, float]], ...] = ()
+
+
+def _noise(steps: list[StepRecord]) -> tuple[float, float]:
+    """Pooled (|G|^2, tr Sigma) over steps on more than one worker."""
+    from elasim.noise_scale import two_batch_estimates
+
+    pairs = [
+        two_batch_estimates(r.grad_sq_local, r.grad_sq_global, r.local_batch, r.samples)
+        for r in steps
+        if r.world_size > 1
+    ]
+    pairs = [(g, s) for g, s in pairs if math.isfinite(g) and math.isfinite(s)]
+    if not pairs:
+        return math.nan, math.nan
+    return statistics.fmean(g for g, _ in pairs), statistics.fmean(s for _, s in pairs)
+
+
+def measure_application(
+    worker: WorkerSettings,
+    *,
+    slots: int = 4,
+    epochs: int = 4,
+    steps_per_size: int = 40,
+    timeout_s: float = 300.0,
+) -> ApplicationMeasurement:
+    """Time ``steps_per_size`` steps at each size 1..``slots``, and the job's whole run.
+
+    The job's work is ``worker.max_steps``; the run goes on past it (at ``slots``
+    workers) until every size has been timed, and its losses at the epoch ends are
+    read from the steps up to ``worker.max_steps``.
+
+    Raises:
+        ExecutorError: a size was not reached or timed within ``timeout_s``.
+    """
+    from .pooled import PooledJob
+
+    steps = worker.max_steps
+    if steps < epochs:
+        raise ValueError(f"steps must be >= epochs, got {steps} < {epochs}")
+    launcher = ForkLauncher(slots)
+    launcher.warm()
+    pool = SlotPool([launcher])
+    t0 = time.monotonic()
+    run = replace(worker, max_steps=10**9)  # stopped here once measured
+    config = ControllerConfig(time_scale=1.0, max_steps=run.max_steps, max_nodes=slots)
+    job = PooledJob("measure", pool, run, config, lambda: t0)
+    timed: dict[int, int] = {}
+    events: list[Any] = []
+    try:
+        size = 1
+        while size <= slots or job.group.progress().step < steps:
+            if time.monotonic() - t0 > timeout_s:
+                raise ExecutorError(f"measuring did not finish in {timeout_s:g} s")
+            now = time.monotonic() - t0
+            events += job.apply(min(size, slots), 0, now, True)
+            events += job.poll(now)
+            held = sum(job.group.held())
+            records = job.group.step_records()
+            timed[held] = sum(1 for r in records if r.world_size == held)
+            if size <= slots and held == size and timed[held] > steps_per_size:
+                size += 1
+            time.sleep(0.02)
+        records = job.group.step_records()
+        table = job.group.step_time_by_world(recent=10**6)
+        batch = int(job.group.global_batch or 0)
+    finally:
+        job.close()
+        pool.close()
+    lineage = [r for r in records if r.step <= steps]
+    losses = []
+    for e in range(1, epochs + 1):
+        upto = [r for r in lineage if r.step <= round(e * steps / epochs)]
+        losses.append(upto[-1].loss if upto else math.nan)
+    grad_sqr, grad_var = _noise(list(records))
+    for n in range(1, slots + 1):  # each start from nothing (0 -> n), alone
+        events += _start(run, config, n, launcher_slots=slots, timeout_s=timeout_s)
+    return ApplicationMeasurement(
+        step_s=dict(sorted(table.items())),
+        global_batch=batch,
+        steps=steps,
+        epochs=epochs,
+        losses=tuple(losses),
+        grad_sqr=grad_sqr,
+        grad_var=grad_var,
+        worker=replace(worker, checkpoint_dir=None),
+        wall_s=time.monotonic() - t0,
+        host={"machine": platform.machine(), "python": platform.python_version()},
+        pauses=_pause_table(events),
+    )
+
+
+def _start(
+    worker: WorkerSettings,
+    config: ControllerConfig,
+    n: int,
+    *,
+    launcher_slots: int,
+    timeout_s: float,
+) -> list[Any]:
+    """The events of one group started from nothing on ``n`` workers (forked)."""
+    from .pooled import PooledJob
+
+    launcher = ForkLauncher(launcher_slots)
+    launcher.warm()
+    pool = SlotPool([launcher])
+    t0 = time.monotonic()
+    job = PooledJob(f"start{n}", pool, worker, config, lambda: t0)
+    events: list[Any] = []
+    try:
+        while sum(job.group.held()) < n:
+            if time.monotonic() - t0 > timeout_s:
+                raise ExecutorError(f"{n} workers did not start in {timeout_s:g} s")
+            events += job.apply(n, 0, time.monotonic() - t0, True)
+            time.sleep(0.02)
+    finally:
+        job.close()
+        pool.close()
+    return events
+
+
+def _pause_table(events: list[Any]) -> tuple[tuple[int, int, dict[str, float]], ...]:
+    """Median pause components per planned transition ``(before, after)``."""
+    from elasim.policies import PAUSE_COMPONENTS, EventKind
+
+    kinds = (EventKind.SCALE_UP, EventKind.SCALE_DOWN, EventKind.RESUME)
+    by: dict[tuple[int, int], list[Any]] = {}
+    for e in events:
+        if e.kind in kinds and e.nodes_after > 0:
+            by.setdefault((e.nodes_before, e.nodes_after), []).append(e.pause)
+    out = []
+    for (before, after), pauses in sorted(by.items()):
+        comps = {c: statistics.median(getattr(p, c) for p in pauses) for c in PAUSE_COMPONENTS}
+        out.append((before, after, comps))
+    return tuple(out)
+
+
+def write_application(
+    measured: ApplicationMeasurement, out_dir: str | Path, *, steps: int | None = None
+) -> Path:
+    """Write the profile folder (see the module docstring); ``steps``: the job's length.
+
+    ``steps`` (default: the measured run's) sets how long a job of this application
+    is: the same measured speed with fewer or more epochs, each of the measured
+    epoch length.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    batch = measured.global_batch
+    rows = ["placement,local_bsz,step_time,sync_time"]
+    for n, step_s in measured.step_s.items():
+        rows.append(f"{n},{math.ceil(batch / n)},{step_s!r},0.0")
+    atomic_write_text(out / "placements.csv", "\n".join(rows) + "\n")
+    per_epoch = measured.steps / measured.epochs
+    total = measured.steps if steps is None else steps
+    epochs = max(1, round(total / per_epoch))
+    sqr = measured.grad_sqr if math.isfinite(measured.grad_sqr) else 0.0
+    var = measured.grad_var if math.isfinite(measured.grad_var) else 0.0
+    rows = ["progress,iteration,metric,grad_sqr,grad_var"]
+    for e in range(1, epochs + 1):
+        done = total if e == epochs else round(e * per_epoch)
+        loss = measured.losses[min(e, measured.epochs) - 1]
+        rows.append(f"{done},{done},{loss!r},{sqr!r},{var!r}")
+    atomic_write_text(out / f"validation-{batch}.csv", "\n".join(rows) + "\n")
+    atomic_write_text(out / "SOURCE.md", _source(measured, total, epochs))
+    if measured.pauses:
+        import json
+
+        rows = [
+            {"mode": "inplace", "before": b, "after": a, "failure": False, **comps}
+            for b, a, comps in measured.pauses
+        ]
+        atomic_write_text(out / PAUSES_FILE, json.dumps(rows, indent=1) + "\n")
+    return out
+
+
+def _source(measured: ApplicationMeasurement, steps: int, epochs: int) -> str:
+    w = measured.worker
+    sizes = ", ".join(f"{n}: {s * 1000:.2f} ms" for n, s in measured.step_s.items())
+    return (
+        "# Measured executor application profile\n\n"
+        f"Job `{w.job}` with options `{dict(w.job_options)}`, global batch "
+        f"{measured.global_batch}, `sample_delay_s={w.sample_delay_s}` (an emulated "
+        f"accelerator per slot), gloo on this host ({measured.host}).\n"
+        f"Measured by one run of {measured.steps} steps through 1..{max(measured.step_s)} "
+        f"workers ({measured.wall_s:.1f} s): median step time per worker count: {sizes}.\n\n"
+        "- `placements.csv`: those medians; `sync_time` is not measured (0): the "
+        "executor keeps its global batch and never accumulates, the only use the model "
+        "makes of it.\n"
+        f"- `validation-{measured.global_batch}.csv`: {epochs} epochs, {steps} steps in "
+        "all (progress = steps: one validated batch, efficiency 1); metric = the "
+        "measuring run's training loss at the epoch's end; `grad_sqr`/`grad_var` = its "
+        "gradient noise statistics pooled over steps on more than one worker.\n"
+        f"- `{PAUSES_FILE}`: the median measured pause components (real s) of each "
+        "planned in-place change of that run, and of starts from nothing on 1.. workers "
+        "(forked workers, `acquire_s` = spawn to ready); the simulator's pause model "
+        "for this application (`elasim cluster run --compare`).\n"
+    )

@@ -1,0 +1,79 @@
+"""``elasim cluster run`` on real CPU gloo workers: a small workload finishes, no hang.
+
+Three short jobs of a measured synthetic application (``tests/data/cluster_apps``,
+written by ``elasim cluster calibrate`` on the project's 2-core CI host) share four
+worker slots under ``fifo``: two start at once, the third waits for a slot, and each
+must reach its target steps.  Short collective timeouts, forked workers, and a hard
+bound on the whole test: a worker that hangs fails it instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from elasim.executor.cluster import ClusterRunConfig, run_cluster  # noqa: E402
+
+pytestmark = [pytest.mark.executor, pytest.mark.slow]
+
+DATA = Path(__file__).parent / "data"
+APPS = DATA / "cluster_apps"
+WORKLOAD = DATA / "cluster_small.csv"
+
+
+@pytest.mark.timeout(150)
+def test_a_small_workload_finishes_on_four_slots_each_job_at_its_target():
+    config = ClusterRunConfig(
+        workload=str(WORKLOAD),
+        policy="fifo",
+        applications=str(APPS),
+        slots=4,
+        sample_delay_real_s=0.0005,
+        job_options={"train_size": 4096},
+        collective_timeout_real_s=5.0,
+        max_wall_real_s=120.0,
+    )
+    run = run_cluster(config)
+    assert not run.gave_up
+    rows = {r.name: r for r in run.result.jobs}
+    assert set(rows) == {"a", "b", "c"}
+    for name, row in rows.items():
+        assert row.finish_s is not None and row.jct_s > 0, name
+        assert run.steps[name] == 40, (name, run.steps)
+    # fifo on 4 slots: a (2) and b (2) hold every slot, so c (1) starts after one ends
+    assert rows["c"].start_s >= min(rows["a"].finish_s, rows["b"].finish_s) - 1e-6
+    # the decision log names only jobs that were active, and never more than 4 slots
+    for record in run.decisions:
+        used = sum(g for _, placement in record.decision.allocations for _, g in placement)
+        assert used <= 4
+
+
+@pytest.mark.timeout(240)
+def test_bad_cluster_run_input_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,time,application,num_replicas,batch_size\na,zero,synth-40,1,128\n")
+    odd = tmp_path / "odd.csv"
+    odd.write_text("name,time,application,num_replicas,batch_size\na,0,synth-40,1,64\n")
+    cases = [
+        (["--workload", str(bad), "--applications", str(APPS)], "bad.csv:2"),
+        (["--workload", str(odd), "--applications", str(APPS)], "batch_size 64"),
+        (["--workload", str(WORKLOAD), "--slots", "0"], "--slots"),
+        (["--workload", str(WORKLOAD), "--applications", str(APPS), "-p", "nope"], "nope"),
+    ]
+    for args, expected in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "elasim.cli", "cluster", "run", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
+        assert expected in lines[0], (expected, lines[0])
+        assert "Traceback" not in proc.stderr

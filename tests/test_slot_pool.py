@@ -1,0 +1,162 @@
+"""The shared slot pool of ``elasim cluster run`` (no torch, no processes).
+
+Several jobs' worker groups see one set of launchers through :class:`SlotView`s: a
+job never has more processes alive than its quota, never more than the real slots
+in all, and a slot given up reaches another job only once its process has exited.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elasim.executor.slots import SlotPool
+
+
+class FakeProc:
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.code: int | None = None
+
+    def poll(self) -> int | None:
+        return self.code
+
+    def send_signal(self, sig: int) -> None:
+        if self.code is None:
+            self.code = -int(sig)
+
+
+class FakeLauncher:
+    def __init__(self, name: str, slots: int) -> None:
+        self.name = name
+        self.slots = slots
+        self.spawned: list[tuple[int, list[str]]] = []
+        self.procs: list[FakeProc] = []
+        self.closed = False
+
+    def spawn(self, wid, args):
+        self.spawned.append((wid, list(args)))
+        proc = FakeProc(len(self.procs))
+        self.procs.append(proc)
+        return proc
+
+    def close(self):
+        self.closed = True
+
+
+def _args(slot: int = 0) -> list[str]:
+    return ["--store", "x:1", "--wid", "0", "--device-index", str(slot)]
+
+
+def test_a_job_sees_only_its_quota_and_the_free_slots():
+    real = FakeLauncher("local", 4)
+    pool = SlotPool([real])
+    (a,) = pool.views("a")
+    (b,) = pool.views("b")
+    assert a.slots == 0  # no quota yet
+    pool.set_quota("a", 3)
+    pool.set_quota("b", 3)
+    assert a.slots == 3 and b.slots == 3
+    procs_a = [a.spawn(i, _args()) for i in range(3)]
+    assert b.slots == 1  # only one slot is free
+    b.spawn(0, _args())
+    assert b.slots == 1 and a.slots == 3
+    with pytest.raises(RuntimeError, match="no free slot"):
+        b.spawn(1, _args())
+    # a gives one slot up: it reaches b only once the process has exited
+    pool.set_quota("a", 2)
+    assert b.slots == 1
+    procs_a[0].code = 0
+    assert b.slots == 2 and a.slots == 2
+    assert pool.alive("a") == 2 and pool.free() == 1
+
+
+def test_every_worker_gets_its_own_device_index_whatever_the_group_asked():
+    real = FakeLauncher("local", 3)
+    pool = SlotPool([real])
+    (a,) = pool.views("a")
+    (b,) = pool.views("b")
+    pool.set_quota("a", 2)
+    pool.set_quota("b", 1)
+    a.spawn(0, _args(0))
+    b.spawn(0, _args(0))  # b's group numbers its own slots from 0 too
+    a.spawn(1, _args(1))
+    devices = [args[args.index("--device-index") + 1] for _, args in real.spawned]
+    assert devices == ["0", "1", "2"]
+
+
+def test_closing_a_view_kills_its_job_only_and_the_pool_closes_the_launchers():
+    real = FakeLauncher("local", 2)
+    pool = SlotPool([real])
+    (a,) = pool.views("a")
+    (b,) = pool.views("b")
+    pool.set_quota("a", 1)
+    pool.set_quota("b", 1)
+    pa, pb = a.spawn(0, _args()), b.spawn(0, _args())
+    a.close()
+    assert pa.code == -signal.SIGKILL and pb.code is None and not real.closed
+    pool.close()
+    assert real.closed
+
+
+def test_a_job_has_one_set_of_views_and_quotas_are_not_negative():
+    pool = SlotPool([FakeLauncher("local", 1)])
+    pool.views("a")
+    with pytest.raises(ValueError, match="already"):
+        pool.views("a")
+    with pytest.raises(ValueError, match=">= 0"):
+        pool.set_quota("a", -1)
+    with pytest.raises(ValueError, match="at least one"):
+        SlotPool([])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(1, 3), min_size=1, max_size=3),
+    st.lists(
+        st.tuples(st.sampled_from("sqx"), st.integers(0, 2), st.integers(0, 4)),
+        max_size=40,
+    ),
+)
+def test_the_pool_never_overcommits(sizes, ops):
+    """Whatever the order of quotas, spawns and exits: quota and capacity always hold."""
+    pool = SlotPool([FakeLauncher(f"h{i}", n) for i, n in enumerate(sizes)])
+    jobs = ["j0", "j1", "j2"]
+    views = {j: pool.views(j) for j in jobs}
+    owned: dict[str, list[FakeProc]] = {j: [] for j in jobs}
+    for op, j, n in ops:
+        job = jobs[j]
+        if op == "q":
+            pool.set_quota(job, n)
+        elif op == "s":
+            before, free = pool.alive(job), pool.free()
+            try:
+                owned[job].append(views[job][n % len(sizes)].spawn(0, _args()))
+            except RuntimeError:
+                assert before >= pool.quota(job) or free == 0 or len(sizes) > 1
+            else:
+                assert before < pool.quota(job) and free > 0
+        elif owned[job]:
+            owned[job][n % len(owned[job])].code = 0
+        alive = {k: sum(1 for p in owned[k] if p.code is None) for k in jobs}
+        assert [pool.alive(k) for k in jobs] == [alive[k] for k in jobs]
+        assert pool.free() == sum(sizes) - sum(alive.values()) >= 0
+
+
+def test_a_placement_caps_each_launcher():
+    hosts = [FakeLauncher("h0", 2), FakeLauncher("h1", 2)]
+    pool = SlotPool(hosts)
+    v0, v1 = pool.views("a")
+    pool.set_quota("a", 3, {0: 1, 1: 2})
+    assert (v0.slots, v1.slots) == (1, 2)
+    v0.spawn(0, _args())
+    assert v0.slots == 1  # its one process, no room for more
+    with pytest.raises(RuntimeError):
+        v0.spawn(1, _args())
+    v1.spawn(1, _args())
+    v1.spawn(2, _args())
+    assert pool.alive("a") == 3 and pool.free() == 1
+    assert pool.launchers == hosts
