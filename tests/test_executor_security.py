@@ -397,9 +397,9 @@ def test_bad_security_flags_are_one_line_with_exit_code_2(tmp_path):
     loose.write_text(SECRET.hex())
     os.chmod(loose, 0o644)
     cases = {
-        ("run", "--secret-file", str(tmp_path / "nope"), "--max-steps", "5"): "--secret-file",
-        ("run", "--secret-file", str(loose), "--max-steps", "5"): "must be 0600",
-        ("run", "--bind", "no such host", "--max-steps", "5"): "--bind",
+        ("run", "-t", "spot_us_east.csv", "--secret-file", str(tmp_path / "nope")): "--secret-file",
+        ("run", "-t", "spot_us_east.csv", "--secret-file", str(loose)): "must be 0600",
+        ("run", "-t", "spot_us_east.csv", "--bind", "no such host"): "--bind",
         ("agent", "--controller", "127.0.0.1:9"): "--secret-file is required",
         (
             "agent",
