@@ -441,3 +441,32 @@ def test_worker_command_lines_name_files_not_values(tmp_path):
         WorkerLaunch(3, "-x:1", 0.0)
     with pytest.raises(ValueError):
         WorkerLaunch(True, "h:1", 0.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(60)
+def test_the_store_keeps_tcpstores_semantics(store):
+    """What the workers and gloo rely on: blocking get/wait, add, compare_set, prefixes."""
+    pytest.importorskip("torch")
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from elasim.executor.storeclient import connect_store
+
+    client = connect_store(f"127.0.0.1:{store.port}", SECRET, timeout_s=5.0)
+    assert client.add("n", 2) == 2 and client.add("n", 0) == 2 and client.get("n") == b"2"
+    assert client.compare_set("go", "", "ok") == b"ok"  # a missing key, empty expected: set
+    assert client.compare_set("go", "", "abort") == b"ok"  # first writer wins
+    assert client.compare_set("other", "x", "y") == b"x"  # missing, not expected: unchanged
+    assert not client.check(["late"])
+    threading.Timer(0.2, lambda: store.set("late", b"v")).start()
+    client.wait(["late"], timedelta(seconds=5))  # blocks until the controller sets it
+    with pytest.raises(RuntimeError, match="timeout"):  # the worker's test for a timeout
+        client.wait(["never"], timedelta(milliseconds=200))
+    client.multi_set(["a", "b"], [b"1", "2"])
+    assert client.multi_get(["a", "b"]) == [b"1", b"2"]
+    prefixed = dist.PrefixStore("gen/1/pg", client)  # how a generation's group sees it
+    prefixed.set("addr", b"x")
+    assert store.get("gen/1/pg/addr") == b"x" and client.delete_key("a")
+    assert client.num_keys() == store.num_keys()
+    client.close()
