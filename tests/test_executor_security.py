@@ -180,7 +180,13 @@ def test_secret_and_settings_files_must_be_private(tmp_path):
         read_secret(tmp_path / "missing")
     # two runs never share a secret
     other = RunFiles.create(WorkerSettings(), run_dir=tmp_path / "run2")
-    assert other.secret() != RunFiles.create(WorkerSettings()).secret()
+    temporary = RunFiles.create(WorkerSettings())  # a fresh private temporary folder
+    try:
+        assert oct(temporary.run_dir.stat().st_mode & 0o777) == "0o700"
+        assert other.secret() != temporary.secret() != files.secret()
+    finally:
+        temporary.cleanup()
+    assert not temporary.run_dir.exists()
 
 
 # -- the store -------------------------------------------------------------------------------
