@@ -183,7 +183,7 @@ def test_secret_and_settings_files_must_be_private(tmp_path):
     temporary = RunFiles.create(WorkerSettings())  # a fresh private temporary folder
     try:
         assert oct(temporary.run_dir.stat().st_mode & 0o777) == "0o700"
-        assert other.secret() != temporary.secret() != files.secret()
+        assert other.secret() != temporary.secret()
     finally:
         temporary.cleanup()
     assert not temporary.run_dir.exists()
