@@ -169,8 +169,10 @@ def _write_profile(result: Any, config: Any, out: Path | None, path: Path) -> No
             job=str(result.summary.get("inputs", {}).get("job") or config.job),
             checkpoint_bytes=max(sizes, default=0),
             source=f"elasim run --trace {config.trace} --policy {config.policy}",
-            # workers on agents run on other hosts: no shared-host model then
-            shared_host_cores=0 if config.expect_agents else (os.cpu_count() or 1),
+            # workers on agents or Ray nodes run on other hosts: no shared-host model then
+            shared_host_cores=0
+            if config.expect_agents or config.launcher == "ray"
+            else (os.cpu_count() or 1),
         )
     save_profile(profile, path)
 
@@ -228,6 +230,17 @@ def run_command(
     local_slots: int | None = typer.Option(
         None, "--local-slots", help="Slots on this host (default: --max-nodes, 0 with agents)."
     ),
+    launcher: str = typer.Option(
+        "local",
+        "--launcher",
+        help="'local' (this host's processes, and agents) or 'ray' (Ray actors on a cluster).",
+    ),
+    address: str | None = typer.Option(
+        None,
+        "--address",
+        help="Ray cluster for --launcher ray: HOST:PORT, ray://HOST:PORT or auto "
+        "(default: a private local Ray instance).",
+    ),
     log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the run's files here."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
@@ -266,6 +279,7 @@ def _check_flags(
 ) -> None:
     """The flags of ``run`` that are checked on their own, each failure naming its flag."""
     one_of(same["backend"], ("auto", "gloo", "nccl"), "--backend")
+    one_of(same["launcher"], ("local", "ray"), "--launcher")
     if agents and agent_port is None:
         raise UsageError("--agents needs --agent-port")
     if agent_port is not None and not 0 <= agent_port < 65536:
@@ -313,6 +327,7 @@ def _config(
     out: Path | None,
     script: Path | None,
     script_args: list[str] | None,
+    address: str | None,
     **same: Any,
 ) -> Any:
     """Every flag of ``run`` checked (naming the flag) and turned into a ``RunConfig``."""
@@ -358,6 +373,7 @@ def _config(
         agent_port=agent_port,
         log_dir=None if log_dir is None else str(log_dir),
         script=spec,
+        ray_address=address,
         **same,
     )
 
