@@ -241,6 +241,11 @@ def run_command(
         help="Ray cluster for --launcher ray: HOST:PORT, ray://HOST:PORT or auto "
         "(default: a private local Ray instance).",
     ),
+    ray_resources: list[str] | None = typer.Option(
+        None,
+        "--ray-resources",
+        help="Ray resource each worker holds, NAME=AMOUNT, repeatable (default CPU=1).",
+    ),
     log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the run's files here."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
@@ -328,6 +333,7 @@ def _config(
     script: Path | None,
     script_args: list[str] | None,
     address: str | None,
+    ray_resources: list[str] | None,
     **same: Any,
 ) -> Any:
     """Every flag of ``run`` checked (naming the flag) and turned into a ``RunConfig``."""
@@ -374,8 +380,23 @@ def _config(
         log_dir=None if log_dir is None else str(log_dir),
         script=spec,
         ray_address=address,
+        ray_resources=_ray_resources(ray_resources),
         **same,
     )
+
+
+def _ray_resources(raw: list[str] | None) -> dict[str, float]:
+    """``--ray-resources NAME=AMOUNT`` values, each a number >= 0."""
+    out: dict[str, float] = {}
+    for key, value in parse_sets(raw, "--ray-resources").items():
+        try:
+            amount = float(value)
+        except (TypeError, ValueError):
+            amount = math.nan
+        if not (math.isfinite(amount) and amount >= 0):
+            raise UsageError(f"--ray-resources {key} must be a number >= 0, got {value!r}")
+        out[key] = amount
+    return out
 
 
 #: ``run`` flags that configure elasim's own workers, with their defaults: given with

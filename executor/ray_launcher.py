@@ -38,7 +38,7 @@ import math
 import re
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +104,18 @@ def _reachable(address: str, timeout_s: float = 5.0) -> None:
         raise ValueError(f"--address: no Ray cluster answers at {address}: {reason}") from None
 
 
-def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
+def connect(
+    address: str | None,
+    *,
+    num_cpus: int | None = None,
+    resources: Mapping[str, float] | None = None,
+) -> bool:
     """Connect this process to Ray; returns whether it connected here (and must shut down).
 
-    ``address=None`` starts a private local Ray instance (``num_cpus`` CPUs, no
-    dashboard), so ``--launcher ray`` works on one machine too; an address joins an
-    existing cluster, which is left running.  A process already connected keeps its
-    connection.
+    ``address=None`` starts a private local Ray instance (``num_cpus`` CPUs and the
+    custom ``resources``, no dashboard), so ``--launcher ray`` works on one machine
+    too; an address joins an existing cluster, which is left running.  A process
+    already connected keeps its connection.
 
     Raises:
         ValueError: ray is not installed, the address is malformed, or no Ray cluster
@@ -132,6 +137,7 @@ def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
             ray.init(
                 address="local",
                 num_cpus=num_cpus,
+                resources=dict(resources or {}),
                 include_dashboard=False,
                 dashboard_host="127.0.0.1",
                 **quiet,
@@ -153,8 +159,14 @@ class RaySession:
             disconnects, and stops the instance it started without an address).
     """
 
-    def __init__(self, address: str | None, *, num_cpus: int | None = None) -> None:
-        self.connected_here = connect(address, num_cpus=num_cpus)
+    def __init__(
+        self,
+        address: str | None,
+        *,
+        num_cpus: int | None = None,
+        resources: Mapping[str, float] | None = None,
+    ) -> None:
+        self.connected_here = connect(address, num_cpus=num_cpus, resources=resources)
 
     def close(self) -> None:
         """Disconnect, if this session connected."""
@@ -270,8 +282,10 @@ class RayLauncher:
 
     Attributes:
         max_slots: most workers at once (``--max-nodes``).
-        num_cpus: Ray ``CPU`` resource each worker's actor holds.
-        num_gpus: Ray ``GPU`` resource each holds (1 with NCCL: one GPU per worker).
+        resources: the Ray resources each worker's actor holds (``--ray-resources``;
+            default ``CPU=1``, plus ``GPU=1`` with NCCL: one GPU per worker).  A
+            custom resource (``ray start --resources '{"trainer": 4}'``) pins workers
+            to the nodes that offer it.
         log_dir: each worker's stderr goes to ``worker-{wid}.log`` here, on the node
             it runs on (None: discarded).
     """
@@ -280,8 +294,7 @@ class RayLauncher:
         self,
         max_slots: int,
         *,
-        num_cpus: float = 1.0,
-        num_gpus: float = 0.0,
+        resources: Mapping[str, float] | None = None,
         log_dir: str | Path | None = None,
     ) -> None:
         if max_slots < 1:
@@ -291,8 +304,13 @@ class RayLauncher:
             raise ValueError("RayLauncher needs a Ray connection first (see connect())")
         self.name = "ray"
         self.max_slots = int(max_slots)
-        self.num_cpus = float(num_cpus)
-        self.num_gpus = float(num_gpus)
+        wanted = {"CPU": 1.0} if resources is None else dict(resources)
+        bad = [k for k, v in wanted.items() if not (math.isfinite(v) and v >= 0)]
+        if bad:
+            raise ValueError(f"--ray-resources {bad[0]} must be a number >= 0")
+        self.resources = {k: float(v) for k, v in wanted.items()}
+        self.num_cpus = self.resources.get("CPU", 0.0)
+        self.num_gpus = self.resources.get("GPU", 0.0)
         self.log_dir = None if log_dir is None else str(log_dir)
         self._actor_class = self.ray.remote(max_concurrency=4, max_restarts=0)(_Slot)
         self._handles: list[RayProcess] = []
@@ -304,15 +322,12 @@ class RayLauncher:
         if self._capacity is not None and now - self._capacity[0] < _CAPACITY_TTL_S:
             return self._capacity[1]
         total = 0
+        needs = {k: v for k, v in self.resources.items() if v > 0}
         for node in self.ray.nodes():
             if not node.get("Alive"):
                 continue
             have = node.get("Resources", {})
-            fits = (
-                [math.floor(have.get("CPU", 0.0) / self.num_cpus + 1e-9)] if self.num_cpus else []
-            )
-            if self.num_gpus:
-                fits.append(math.floor(have.get("GPU", 0.0) / self.num_gpus + 1e-9))
+            fits = [math.floor(have.get(k, 0.0) / v + 1e-9) for k, v in needs.items()]
             total += min(fits) if fits else self.max_slots
         self._capacity = (now, total)
         return total
@@ -331,6 +346,7 @@ class RayLauncher:
         actor = self._actor_class.options(
             num_cpus=self.num_cpus,
             num_gpus=self.num_gpus,
+            resources={k: v for k, v in self.resources.items() if k not in ("CPU", "GPU")},
             scheduling_strategy="SPREAD",
         ).remote()
         args = list(args)

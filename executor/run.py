@@ -112,6 +112,7 @@ class RunConfig:
             as Ray actors, :mod:`.ray_launcher`).
         ray_address: the Ray cluster (``HOST:PORT``, ``ray://HOST:PORT`` or
             ``auto``); None with ``launcher="ray"`` starts a private local instance.
+        ray_resources: Ray resources per worker (empty: ``CPU=1``).
     """
 
     trace: str = "spot_us_east.csv"
@@ -150,6 +151,7 @@ class RunConfig:
     script: ScriptSpec | None = None
     launcher: str = "local"
     ray_address: str | None = None
+    ray_resources: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._check_launcher()
@@ -184,8 +186,8 @@ class RunConfig:
         if self.launcher not in ("local", "ray"):
             raise ValueError(f"--launcher must be 'local' or 'ray', got {self.launcher!r}")
         if self.launcher == "local":
-            if self.ray_address is not None:
-                raise ValueError("--address is the Ray cluster's: it needs --launcher ray")
+            if self.ray_address is not None or self.ray_resources:
+                raise ValueError("--address and --ray-resources need --launcher ray")
             return
         if self.script is not None:
             raise ValueError("--script runs on this host only: drop --launcher ray")
@@ -331,13 +333,19 @@ def _launchers(config: RunConfig) -> tuple[list[Launcher], Any]:
     if config.launcher == "ray":
         from .ray_launcher import RayLauncher, RaySession
 
-        session = RaySession(config.ray_address, num_cpus=config.max_nodes)
+        resources = dict(config.ray_resources) or {"CPU": 1.0}
+        if config.backend == "nccl":
+            resources.setdefault("GPU", 1.0)
+        # a private instance (no address) offers exactly max_nodes workers' worth
+        session = RaySession(
+            config.ray_address,
+            num_cpus=math.ceil(resources.get("CPU", 0.0) * config.max_nodes),
+            resources={
+                k: v * config.max_nodes for k, v in resources.items() if k not in ("CPU", "GPU")
+            },
+        )
         try:
-            launcher = RayLauncher(
-                config.max_nodes,
-                num_gpus=1.0 if config.backend == "nccl" else 0.0,
-                log_dir=config.log_dir,
-            )
+            launcher = RayLauncher(config.max_nodes, resources=resources, log_dir=config.log_dir)
         except BaseException:
             session.close()
             raise
