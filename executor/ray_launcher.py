@@ -4,9 +4,9 @@ Users who outgrow one machine already operate a Ray cluster; this launcher place
 the run's workers through it instead of through a protocol of our own (the agents,
 :mod:`.agent`).  Each worker slot is one Ray *actor* (``num_cpus`` of Ray's
 resources, placement strategy ``SPREAD``), on as many nodes as the cluster has.  The
-actor is only a process holder: it starts ``python -m elasim.executor._entry ...`` as
-its child, exactly the command :class:`~.launchers.LocalLauncher` starts, and the
-worker then reaches the run's store and forms its ``torch.distributed`` group (gloo,
+actor is only a process holder: it starts the worker as its child, with the command
+line every launcher builds (:func:`~.launchers.worker_argv`: the run's settings and
+secret as private files on that node), and the worker then reaches the run's store and forms its ``torch.distributed`` group (gloo,
 or NCCL on GPUs) directly with its peers.  So the process group, the in-place
 re-formation and the pause accounting are the ones of a local run; only placement
 and failure reporting are Ray's:
@@ -33,6 +33,7 @@ also runs Ray's own threads does not give.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import re
@@ -41,6 +42,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from .launchers import WorkerLaunch
 
 __all__ = [
     "RAY_MISSING",
@@ -185,44 +188,69 @@ class _Slot:
     def __init__(self) -> None:
         self._proc: Any = None
 
-    def run(self, args: Sequence[str], store_host: str, log_path: str | None) -> int:
-        """Start ``python -m elasim.executor._entry *args``; return its exit code.
+    def run(self, launch: dict[str, Any], settings: bytes, secret: bytes, log: str | None) -> int:
+        """Start the worker of ``launch`` (:func:`~.launchers.worker_argv`); its exit code.
 
-        gloo listens on the interface this node reaches the store by (as an agent's
-        workers do).  The worker is started from this thread and dies with this
-        process: it lives until the worker exits, so ``PR_SET_PDEATHSIG`` (which is
-        tied to the creating thread) fires exactly when the actor is killed.
+        The run's settings and secret arrive through Ray (whoever can submit work to
+        the cluster can run code on it anyway) and are written to ``0600`` files in a
+        ``0700`` folder on this node, removed when the worker exits; the worker reads
+        them from its command line as a local one does.  gloo listens on the
+        interface this node reaches the store by (as an agent's workers do).  The
+        worker is started from this thread and dies with this process: the thread
+        lives until the worker exits, so ``PR_SET_PDEATHSIG`` (tied to the creating
+        thread) fires exactly when the actor is killed.
         """
+        import shutil
         import socket
         import subprocess
         import sys
+        import tempfile
 
-        from elasim.executor.launchers import _die_with_parent, worker_env
+        from elasim.executor.auth import write_private
+        from elasim.executor.authstore import parse_address
+        from elasim.executor.launchers import (
+            WorkerLaunch,
+            _die_with_parent,
+            worker_argv,
+            worker_env,
+        )
 
+        spec = WorkerLaunch.from_message(launch)
+        store_host = parse_address(spec.store)[0]
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
             try:
                 probe.connect((store_host, 9))  # no packet is sent: only picks the route
                 local = probe.getsockname()[0]
             except OSError:
                 local = "0.0.0.0"
+        folder = Path(tempfile.mkdtemp(prefix=f"elasim-ray-{spec.wid}-"))  # 0700
         stderr: Any = subprocess.DEVNULL
-        if log_path is not None:
-            with contextlib.suppress(OSError):
-                Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-                stderr = open(log_path, "ab")  # noqa: SIM115
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "elasim.executor._entry", *args],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                env=worker_env(local),
-                preexec_fn=_die_with_parent,
+            argv = worker_argv(
+                sys.executable,
+                spec,
+                settings_path=write_private(folder / "worker.json", settings),
+                secret_path=write_private(folder / "secret", secret),
             )
+            if log is not None:
+                with contextlib.suppress(OSError):
+                    Path(log).parent.mkdir(parents=True, exist_ok=True)
+                    stderr = open(log, "ab")  # noqa: SIM115
+            try:
+                self._proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    env=worker_env(local),
+                    preexec_fn=_die_with_parent,
+                )
+            finally:
+                if stderr is not subprocess.DEVNULL:
+                    stderr.close()
+            return int(self._proc.wait())
         finally:
-            if stderr is not subprocess.DEVNULL:
-                stderr.close()
-        return int(self._proc.wait())
+            shutil.rmtree(folder, ignore_errors=True)
 
     def where(self) -> tuple[str, int]:
         """``(node address, worker pid)`` (pid 0 before the worker started)."""
@@ -337,27 +365,27 @@ class RayLauncher:
         """Slots now: what the cluster holds, capped by ``max_slots``."""
         return min(self.max_slots, self.capacity())
 
-    def spawn(self, wid: int, args: Sequence[str]) -> RayProcess:
+    def spawn(self, launch: WorkerLaunch, files: Any) -> RayProcess:
         """Place one worker's actor (SPREAD over the nodes) and start the worker in it.
 
         Returns at once: Ray places the actor asynchronously, and the worker reports
-        ``READY`` through the store as a local one does.
+        ``READY`` through the store as a local one does.  ``files`` (the run's
+        :class:`~.runfiles.RunFiles`) are read here and their contents shipped to the
+        actor (see :meth:`_Slot.run`).
         """
+        if self.num_gpus:  # Ray hands each actor its own GPU(s) via CUDA_VISIBLE_DEVICES
+            launch = dataclasses.replace(launch, device_index=0)
         actor = self._actor_class.options(
             num_cpus=self.num_cpus,
             num_gpus=self.num_gpus,
             resources={k: v for k, v in self.resources.items() if k not in ("CPU", "GPU")},
             scheduling_strategy="SPREAD",
         ).remote()
-        args = list(args)
-        if self.num_gpus and "--device-index" in args:
-            # Ray hands each actor its own GPU(s) through CUDA_VISIBLE_DEVICES
-            args[args.index("--device-index") + 1] = "0"
-        store = args[args.index("--store") + 1] if "--store" in args else "127.0.0.1:0"
-        store_host = store.rpartition(":")[0].strip("[]") or "127.0.0.1"
-        log_path = None if self.log_dir is None else f"{self.log_dir}/worker-{wid}.log"
-        done = actor.run.remote(args, store_host, log_path)
-        handle = RayProcess(self, wid, actor, done)
+        log_path = None if self.log_dir is None else f"{self.log_dir}/worker-{launch.wid}.log"
+        settings = Path(files.settings_path).read_bytes()
+        secret = Path(files.secret_path).read_bytes()
+        done = actor.run.remote(launch.to_message(), settings, secret, log_path)
+        handle = RayProcess(self, launch.wid, actor, done)
         self._handles.append(handle)
         return handle
 
