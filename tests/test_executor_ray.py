@@ -78,3 +78,75 @@ def test_ray_missing_exits_2_and_says_which_extra(tmp_path):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
     _one_line_exit_2(_run("--launcher", "ray", env=env), "elasim[ray]")
+
+
+class _FakeRay:
+    """Just enough of ``ray`` for the launcher's bookkeeping (no cluster)."""
+
+    class exceptions:  # noqa: N801 - mirrors ray.exceptions
+        class RayError(Exception):
+            pass
+
+    def __init__(self, nodes):
+        self._nodes = nodes
+        self.ready: dict[object, object] = {}
+        self.killed: list[object] = []
+
+    def is_initialized(self):
+        return True
+
+    def remote(self, **_options):
+        return lambda cls: cls
+
+    def nodes(self):
+        return self._nodes
+
+    def wait(self, refs, timeout):
+        return [r for r in refs if r in self.ready], []
+
+    def get(self, ref):
+        value = self.ready[ref]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    def kill(self, actor, no_restart):
+        self.killed.append(actor)
+
+
+def _launcher(monkeypatch, nodes, **kwargs):
+    import elasim.executor.ray_launcher as rl
+
+    fake = _FakeRay(nodes)
+    monkeypatch.setattr(rl, "_ray", lambda: fake)
+    return rl.RayLauncher(4, **kwargs), fake
+
+
+def _node(alive=True, **resources):
+    return {"Alive": alive, "Resources": resources}
+
+
+def test_slots_are_what_the_alive_nodes_hold_capped_by_max_nodes(monkeypatch):
+    nodes = [_node(CPU=2.0), _node(CPU=1.0), _node(alive=False, CPU=8.0)]
+    launcher, _ = _launcher(monkeypatch, nodes)
+    assert launcher.slots == 3  # 2 + 1; the dead node's CPUs do not count
+    launcher, _ = _launcher(monkeypatch, nodes + [_node(CPU=4.0)])
+    assert launcher.slots == 4  # 7 would fit: capped by max_slots
+    custom = [_node(CPU=8.0, trainer=1.0), _node(CPU=8.0)]
+    launcher, _ = _launcher(monkeypatch, custom, resources={"CPU": 1.0, "trainer": 1.0})
+    assert launcher.slots == 1  # only the node that offers the custom resource
+
+
+def test_a_dead_actor_reads_as_a_sigkilled_worker_and_sigkill_is_ray_kill(monkeypatch):
+    import signal
+
+    from elasim.executor.ray_launcher import RayProcess
+
+    launcher, fake = _launcher(monkeypatch, [_node(CPU=2.0)])
+    alive, lost, clean = (RayProcess(launcher, i, f"actor{i}", f"ref{i}") for i in range(3))
+    fake.ready = {"ref1": fake.exceptions.RayError("node died"), "ref2": 0}
+    assert alive.poll() is None
+    assert lost.poll() == -signal.SIGKILL
+    assert clean.poll() == 0
+    alive.send_signal(signal.SIGKILL)
+    assert fake.killed == ["actor0"]
