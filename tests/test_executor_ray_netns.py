@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,15 +148,55 @@ RAY_PORTS = [
 ]  # fmt: skip
 
 
-def _ray_start(hosts: Hosts, host: int, argv: list[str], attempts: int = 4) -> None:
-    """``ray start`` in one host, retried after killing what a failed start left.
+#: what a raylet waits for, per node, in ``{session_dir}/{name}_{node_id}``: the ports
+#: of its agents.  -1 is what Ray's minimal agent writes for a service it does not run.
+AGENT_PORT_FILES = {
+    "dashboard_agent_listen_port": "-1",
+    "metrics_agent_port": "-1",
+    "runtime_env_agent_port": "52367",
+}
 
-    Why retried: a Ray node's raylet gives its agents 15 s (hard-coded in Ray 2.60) to
-    come up and aborts otherwise; on a loaded 2-core machine importing an agent alone
-    can take that long.  Why skipped when every attempt fails: that is this machine's
-    load against Ray's constant, not the launcher under test (the reason says so).
-    Fewer processes start with each node for the same reason (no autoscaler monitor,
-    no log monitor, no CPUs, so no prestarted Python workers).
+
+def _announce_agent_ports(hosts: Hosts, host: int, stop: threading.Event) -> None:
+    """Write the agents' port files for every raylet of ``host`` as soon as it starts.
+
+    A raylet waits 15 s (hard-coded in Ray 2.60) for its agents to write these files,
+    then aborts the node.  On a loaded 2-core machine importing an agent alone takes
+    longer.  The ports are fixed (:data:`RAY_PORTS`), so they are known before the
+    agents start: the files are written here (never over one an agent wrote), the
+    raylet goes on, and it reaches the agents once they listen.
+    """
+    done: set[int] = set()
+    while not stop.wait(0.05):
+        for pid in hosts.pids(host):
+            if pid in done:
+                continue
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            flags = dict(
+                a.decode().split("=", 1) for a in argv if a.startswith(b"--") and b"=" in a
+            )
+            if "--node_id" not in flags or "--session_dir" not in flags:
+                continue
+            done.add(pid)
+            for name, port in AGENT_PORT_FILES.items():
+                path = Path(flags["--session_dir"]) / f"{name}_{flags['--node_id']}"
+                with contextlib.suppress(OSError):
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                    os.write(fd, port.encode())
+                    os.close(fd)
+
+
+def _ray_start(hosts: Hosts, host: int, argv: list[str], attempts: int = 3) -> None:
+    """``ray start`` in one host, its agents' ports announced, retried if it fails.
+
+    Why the ports are announced: see :func:`_announce_agent_ports`.  Fewer processes
+    start with each node for the same reason (no autoscaler monitor, no log monitor,
+    no CPUs, so no prestarted Python workers).  Why skipped when every attempt fails:
+    that is this machine's load against Ray's start-up, not the launcher under test
+    (the reason says so).
     """
     ray = str(Path(sys.executable).parent / "ray")
     last = ""
@@ -163,16 +204,23 @@ def _ray_start(hosts: Hosts, host: int, argv: list[str], attempts: int = 4) -> N
         if attempt:
             hosts.kill_host(host)
             time.sleep(0.5)
-        done = hosts.run(
-            host, [ray, "start", *argv, *RAY_PORTS],
-            capture_output=True, text=True, env=_ray_env(), timeout=120,
-        )  # fmt: skip
+        stop = threading.Event()
+        announcer = threading.Thread(target=_announce_agent_ports, args=(hosts, host, stop))
+        announcer.start()
+        try:
+            done = hosts.run(
+                host, [ray, "start", *argv, *RAY_PORTS],
+                capture_output=True, text=True, env=_ray_env(), timeout=180,
+            )  # fmt: skip
+        finally:
+            stop.set()
+            announcer.join()
         if done.returncode == 0:
             return
         last = (done.stderr.strip().splitlines() or ["?"])[-1]
     pytest.skip(
-        f"Ray could not start a node on this machine ({attempts} attempts; its raylet gives "
-        f"its agents 15 s, hard-coded, and this machine is too loaded): {last}"
+        f"Ray could not start a node on this machine ({attempts} attempts; too loaded "
+        f"for Ray's start-up timeouts): {last}"
     )
 
 
