@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -133,9 +134,15 @@ def hosts(tmp_path):
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+#: Ray's own token authentication, with a token of this test only (not the user's
+#: ~/.ray/auth_token, which a head would otherwise pick up and its nodes would not)
+RAY_TOKEN = secrets.token_hex(32)
+
+
 def _ray_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(RAY_ENV)
+    env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": RAY_TOKEN})
     return env
 
 
