@@ -10,6 +10,7 @@ cannot be kept alive) print one line on stderr and exit with code 2.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -522,7 +523,11 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
 
         config = _config(**flags)
         if as_json or not sys.stderr.isatty():
-            result = run_trace(config, journal_dir=out)
+            # stdout carries the summary alone: whatever prints there during the run
+            # goes to stderr (a Ray driver prints the cluster's errors, such as a node
+            # marked dead, on stdout)
+            with contextlib.redirect_stdout(sys.stderr):
+                result = run_trace(config, journal_dir=out)
         else:
             with _Progress(config.max_steps, config.time_scale) as progress:
                 result = run_trace(config, on_turn=progress, journal_dir=out)

@@ -2,14 +2,14 @@
 
 Users who outgrow one machine already operate a Ray cluster; this launcher places
 the run's workers through it instead of through a protocol of our own (the agents,
-:mod:`.agent`).  Each worker slot is one Ray *actor* (``num_cpus`` of Ray's
-resources, placement strategy ``SPREAD``), on as many nodes as the cluster has.  The
+:mod:`.agent`).  Each worker slot is one Ray *actor* (holding ``CPU=1`` of Ray's
+resources, or what ``--ray-resources`` says; placement strategy ``SPREAD``), on as many nodes as the cluster has.  The
 actor is only a process holder: it starts the worker as its child, with the command
 line every launcher builds (:func:`~.launchers.worker_argv`: the run's settings and
-secret as private files on that node), and the worker then reaches the run's store and forms its ``torch.distributed`` group (gloo,
-or NCCL on GPUs) directly with its peers.  So the process group, the in-place
-re-formation and the pause accounting are the ones of a local run; only placement
-and failure reporting are Ray's:
+secret as private files on that node), and the worker then reaches the run's store
+and forms its ``torch.distributed`` group (gloo, or NCCL on GPUs) directly with its
+peers.  So the process group, the in-place re-formation and the pause accounting
+are the ones of a local run; only placement and failure reporting are Ray's:
 
 * Ray reports a node or actor failure as a ``RayActorError`` on the actor's
   ``run`` call; the handle then reads as exited with ``-SIGKILL``, as a local worker
@@ -19,7 +19,7 @@ and failure reporting are Ray's:
   signals (SIGTERM for a graceful stop, SIGSTOP/SIGCONT) go to the worker through
   the actor.
 * :attr:`RayLauncher.slots` is what the cluster can hold now (its alive nodes'
-  ``CPU`` over ``num_cpus`` per worker), capped by ``--max-nodes``: a lost node
+  resources over each worker's), capped by ``--max-nodes``: a lost node
   lowers it, a node that joins raises it.
 
 Why an actor that holds a child process rather than the worker running inside the
