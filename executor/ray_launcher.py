@@ -3,10 +3,11 @@
 Users who outgrow one machine already operate a Ray cluster; this launcher places
 the run's workers through it instead of through a protocol of our own (the agents,
 :mod:`.agent`).  Each worker slot is one Ray *actor* (holding ``CPU=1`` of Ray's
-resources, or what ``--ray-resources`` says; placement strategy ``SPREAD``), on as many nodes as the cluster has.  The
-actor is only a process holder: it starts the worker as its child, with the command
-line every launcher builds (:func:`~.launchers.worker_argv`: the run's settings and
-secret as private files on that node), and the worker then reaches the run's store
+resources, or what ``--ray-resources`` says; placement strategy ``SPREAD``), on as
+many nodes as the cluster has.  The actor is only a process holder: it starts the
+worker as its child, with the command line every launcher builds
+(:func:`~.launchers.worker_argv`: the run's settings and secret as private files on
+that node), and the worker then reaches the run's store
 and forms its ``torch.distributed`` group (gloo, or NCCL on GPUs) directly with its
 peers.  So the process group, the in-place re-formation and the pause accounting
 are the ones of a local run; only placement and failure reporting are Ray's:
