@@ -42,6 +42,17 @@ from elasim.executor.ray_launcher import RayLauncher, RaySession  # noqa: E402
 SLOT = "elasim_slot"
 
 
+def _ray_session(attempts: int = 3) -> RaySession:
+    """A private local Ray instance, retried: on a loaded machine a Ray node can fail
+    to start (its raylet gives its agents 15 s)."""
+    for attempt in range(attempts):
+        try:
+            return RaySession(None, num_cpus=0, resources={SLOT: 4})
+        except ValueError as exc:
+            print(f"ray did not start (attempt {attempt + 1}): {exc}", file=sys.stderr)
+    raise SystemExit("ray did not start")
+
+
 def _median(rows: list[dict], mode: str) -> float | None:
     values = [r["interval_s"] for r in rows if r["mode"] == mode and r["interval_s"] is not None]
     return statistics.median(values) if values else None
@@ -57,7 +68,7 @@ def main() -> int:
         tmp = Path(tmp_name)
         started = time.perf_counter()
         rows += bench_group(RescaleMode.INPLACE, args.repeats, 25, tmp, label="local-")
-        session = RaySession(None, num_cpus=0, resources={SLOT: 4})
+        session = _ray_session()
         try:
             launcher = RayLauncher(4, resources={SLOT: 1.0}, log_dir=tmp / "logs-ray")
             rows += bench_group(

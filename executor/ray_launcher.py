@@ -148,10 +148,13 @@ def connect(
             )
         else:
             ray.init(address=address, **quiet)
-    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+    except Exception as exc:  # noqa: BLE001 - ray.init raises bare Exceptions too
+        with contextlib.suppress(Exception):  # what a failed local start left running
+            ray.shutdown()
         where = address or "a local instance"
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"--address: cannot connect to Ray at {where}: {reason}") from None
+        flag = "--address: " if address is not None else "--launcher ray: "
+        raise ValueError(f"{flag}cannot connect to Ray at {where}: {reason}") from None
     return True
 
 
