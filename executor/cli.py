@@ -194,6 +194,22 @@ _SECRET_FILE_OPTION = typer.Option(
     help="The run's secret (a 0600 file you made, e.g. already on the agents' hosts); "
     "default: a fresh one.",
 )
+_LAUNCHER_OPTION = typer.Option(
+    "local",
+    "--launcher",
+    help="'local' (this host's processes, and agents) or 'ray' (Ray actors on a cluster).",
+)
+_ADDRESS_OPTION = typer.Option(
+    None,
+    "--address",
+    help="Ray cluster for --launcher ray: HOST:PORT, ray://HOST:PORT or auto "
+    "(default: a private local Ray instance).",
+)
+_RAY_RESOURCES_OPTION = typer.Option(
+    None,
+    "--ray-resources",
+    help="Ray resource each worker holds, NAME=AMOUNT, repeatable (default CPU=1).",
+)
 _RUN_DIR_OPTION = typer.Option(
     None,
     "--run-dir",
@@ -247,22 +263,9 @@ def run_command(
     local_slots: int | None = typer.Option(
         None, "--local-slots", help="Slots on this host (default: --max-nodes, 0 with agents)."
     ),
-    launcher: str = typer.Option(
-        "local",
-        "--launcher",
-        help="'local' (this host's processes, and agents) or 'ray' (Ray actors on a cluster).",
-    ),
-    address: str | None = typer.Option(
-        None,
-        "--address",
-        help="Ray cluster for --launcher ray: HOST:PORT, ray://HOST:PORT or auto "
-        "(default: a private local Ray instance).",
-    ),
-    ray_resources: list[str] | None = typer.Option(
-        None,
-        "--ray-resources",
-        help="Ray resource each worker holds, NAME=AMOUNT, repeatable (default CPU=1).",
-    ),
+    launcher: str = _LAUNCHER_OPTION,
+    address: str | None = _ADDRESS_OPTION,
+    ray_resources: list[str] | None = _RAY_RESOURCES_OPTION,
     log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the run's files here."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
@@ -378,8 +381,6 @@ def _config(
     out: Path | None,
     script: Path | None,
     script_args: list[str] | None,
-    address: str | None,
-    ray_resources: list[str] | None,
     secret_file: Path | None,
     run_dir: Path | None,
     **same: Any,
@@ -387,6 +388,7 @@ def _config(
     """Every flag of ``run`` checked (naming the flag) and turned into a ``RunConfig``."""
     from elasim.executor.run import RunConfig
 
+    ray_address, ray_resources = same.pop("address"), _ray_resources(same.pop("ray_resources"))
     _check_security_flags(bind, secret_file, run_dir)
     spec = _script_spec(
         script,
@@ -430,8 +432,8 @@ def _config(
         agent_port=agent_port,
         log_dir=None if log_dir is None else str(log_dir),
         script=spec,
-        ray_address=address,
-        ray_resources=_ray_resources(ray_resources),
+        ray_address=ray_address,
+        ray_resources=ray_resources,
         **same,
     )
 
