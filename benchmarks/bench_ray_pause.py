@@ -78,7 +78,7 @@ def main() -> int:
             session.close()
         elapsed = time.perf_counter() - started
     print(f"in-place pause in seconds (median raw interval), measured in {elapsed:.0f} s")
-    print(f"{'change':22s} {'n':>3s} {'local':>8s} {'ray':>8s} {'ray/local':>9s}")
+    print(f"{'change':26s} {'n':>3s} {'local':>8s} {'ray':>8s} {'ray/local':>9s}")
     for name, suffix in (("scale up/down", "inplace"), ("SIGKILL of a worker", "inplace-kill")):
         for transition in sorted({r["transition"] for r in rows if r["mode"].endswith(suffix)}):
             sel = {
