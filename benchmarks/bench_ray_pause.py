@@ -92,7 +92,7 @@ def main() -> int:
             med = {k: statistics.median(v) if v else None for k, v in sel.items()}
             ratio = med["ray"] / med["local"] if med["ray"] and med["local"] else None
             print(
-                f"{name + ' ' + transition:22s} {len(sel['ray']):3d} "
+                f"{name + ' ' + transition:26s} {len(sel['ray']):3d} "
                 + " ".join("       -" if v is None else f"{v:8.3f}" for v in med.values())
                 + ("         -" if ratio is None else f" {ratio:8.1f}x")
             )
