@@ -76,12 +76,25 @@ def _record(rows: list[dict[str, Any]], mode: str, before: int, after: int, even
     )
 
 
-def bench_group(mode: RescaleMode, repeats: int, steps_between: int, tmp: Path) -> list[dict]:
-    """Transitions 1 -> 2 -> 4 -> 2 -> 1 (and SIGKILLs in inplace mode)."""
-    worker = WorkerSettings(max_steps=10**9, checkpoint_dir=str(tmp / f"ckpt-{mode.value}"))
+def bench_group(
+    mode: RescaleMode,
+    repeats: int,
+    steps_between: int,
+    tmp: Path,
+    *,
+    launcher: Any = None,
+    label: str = "",
+) -> list[dict]:
+    """Transitions 1 -> 2 -> 4 -> 2 -> 1 (and SIGKILLs in inplace mode).
+
+    ``launcher`` places the 4 workers (default: this host's processes); ``label``
+    prefixes the rows' mode (``bench_ray_pause.py`` runs this with the Ray launcher).
+    """
+    worker = WorkerSettings(max_steps=10**9, checkpoint_dir=str(tmp / f"ckpt-{label}{mode.value}"))
+    launcher = launcher or LocalLauncher(4, log_dir=tmp / f"logs-{mode.value}")
     group = ProcessWorkerGroup(
         GroupSettings(mode=mode, worker=worker, change_timeout_s=60, ready_timeout_s=120),
-        [LocalLauncher(4, log_dir=tmp / f"logs-{mode.value}")],
+        [launcher],
     )
     rows: list[dict[str, Any]] = []
     try:
@@ -96,7 +109,7 @@ def bench_group(mode: RescaleMode, repeats: int, steps_between: int, tmp: Path) 
                 events = group.apply(after, 0)
                 main = [e for e in events if e.nodes_after == after and e.interval_s]
                 if main:
-                    _record(rows, mode.value, before, after, main[-1])
+                    _record(rows, label + mode.value, before, after, main[-1])
                 _wait_steps(group, steps_between)
         if mode is RescaleMode.INPLACE:
             for size in (2, 4) * repeats:
@@ -106,7 +119,7 @@ def bench_group(mode: RescaleMode, repeats: int, steps_between: int, tmp: Path) 
                 events = group.preempt(1, graceful=False)
                 down = [e for e in events if e.interval_s]
                 if down:
-                    _record(rows, "inplace-kill", size, size - 1, down[-1])
+                    _record(rows, f"{label}inplace-kill", size, size - 1, down[-1])
                 _wait_steps(group, steps_between)
     finally:
         group.close()

@@ -10,6 +10,7 @@ cannot be kept alive) print one line on stderr and exit with code 2.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -169,8 +170,10 @@ def _write_profile(result: Any, config: Any, out: Path | None, path: Path) -> No
             job=str(result.summary.get("inputs", {}).get("job") or config.job),
             checkpoint_bytes=max(sizes, default=0),
             source=f"elasim run --trace {config.trace} --policy {config.policy}",
-            # workers on agents run on other hosts: no shared-host model then
-            shared_host_cores=0 if config.expect_agents else (os.cpu_count() or 1),
+            # workers on agents or Ray nodes run on other hosts: no shared-host model then
+            shared_host_cores=0
+            if config.expect_agents or config.launcher == "ray"
+            else (os.cpu_count() or 1),
         )
     save_profile(profile, path)
 
@@ -190,6 +193,22 @@ _SECRET_FILE_OPTION = typer.Option(
     "--secret-file",
     help="The run's secret (a 0600 file you made, e.g. already on the agents' hosts); "
     "default: a fresh one.",
+)
+_LAUNCHER_OPTION = typer.Option(
+    "local",
+    "--launcher",
+    help="'local' (this host's processes, and agents) or 'ray' (Ray actors on a cluster).",
+)
+_ADDRESS_OPTION = typer.Option(
+    None,
+    "--address",
+    help="Ray cluster for --launcher ray: HOST:PORT, ray://HOST:PORT or auto "
+    "(default: a private local Ray instance).",
+)
+_RAY_RESOURCES_OPTION = typer.Option(
+    None,
+    "--ray-resources",
+    help="Ray resource each worker holds, NAME=AMOUNT, repeatable (default CPU=1).",
 )
 _RUN_DIR_OPTION = typer.Option(
     None,
@@ -244,6 +263,9 @@ def run_command(
     local_slots: int | None = typer.Option(
         None, "--local-slots", help="Slots on this host (default: --max-nodes, 0 with agents)."
     ),
+    launcher: str = _LAUNCHER_OPTION,
+    address: str | None = _ADDRESS_OPTION,
+    ray_resources: list[str] | None = _RAY_RESOURCES_OPTION,
     log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the run's files here."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
@@ -282,6 +304,7 @@ def _check_flags(
 ) -> None:
     """The flags of ``run`` that are checked on their own, each failure naming its flag."""
     one_of(same["backend"], ("auto", "gloo", "nccl"), "--backend")
+    one_of(same["launcher"], ("local", "ray"), "--launcher")
     if agents and agent_port is None:
         raise UsageError("--agents needs --agent-port")
     if agent_port is not None and not 0 <= agent_port < 65536:
@@ -365,6 +388,7 @@ def _config(
     """Every flag of ``run`` checked (naming the flag) and turned into a ``RunConfig``."""
     from elasim.executor.run import RunConfig
 
+    ray_address, ray_resources = same.pop("address"), _ray_resources(same.pop("ray_resources"))
     _check_security_flags(bind, secret_file, run_dir)
     spec = _script_spec(
         script,
@@ -408,8 +432,24 @@ def _config(
         agent_port=agent_port,
         log_dir=None if log_dir is None else str(log_dir),
         script=spec,
+        ray_address=ray_address,
+        ray_resources=ray_resources,
         **same,
     )
+
+
+def _ray_resources(raw: list[str] | None) -> dict[str, float]:
+    """``--ray-resources NAME=AMOUNT`` values, each a number >= 0."""
+    out: dict[str, float] = {}
+    for key, value in parse_sets(raw, "--ray-resources").items():
+        try:
+            amount = float(value)
+        except (TypeError, ValueError):
+            amount = math.nan
+        if not (math.isfinite(amount) and amount >= 0):
+            raise UsageError(f"--ray-resources {key} must be a number >= 0, got {value!r}")
+        out[key] = amount
+    return out
 
 
 #: ``run`` flags that configure elasim's own workers, with their defaults: given with
@@ -485,7 +525,11 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
 
         config = _config(**flags)
         if as_json or not sys.stderr.isatty():
-            result = run_trace(config, journal_dir=out)
+            # stdout carries the summary alone: whatever prints there during the run
+            # goes to stderr (a Ray driver prints the cluster's errors, such as a node
+            # marked dead, on stdout)
+            with contextlib.redirect_stdout(sys.stderr):
+                result = run_trace(config, journal_dir=out)
         else:
             with _Progress(config.max_steps, config.time_scale) as progress:
                 result = run_trace(config, on_turn=progress, journal_dir=out)

@@ -114,6 +114,11 @@ class RunConfig:
             (:mod:`.script`).  It restarts on every change (``rescale`` becomes
             ``restart``) and checkpoints itself (elasim's checkpoint interval becomes
             ``off``); ``job`` and the worker settings do not apply.
+        launcher: ``local`` (this host's slots, and agents) or ``ray`` (worker slots
+            as Ray actors, :mod:`.ray_launcher`).
+        ray_address: the Ray cluster (``HOST:PORT``, ``ray://HOST:PORT`` or
+            ``auto``); None with ``launcher="ray"`` starts a private local instance.
+        ray_resources: Ray resources per worker (empty: ``CPU=1``).
     """
 
     trace: str = "spot_us_east.csv"
@@ -152,8 +157,12 @@ class RunConfig:
     run_dir: str | None = None
     secret_file: str | None = None
     script: ScriptSpec | None = None
+    launcher: str = "local"
+    ray_address: str | None = None
+    ray_resources: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._check_launcher()
         if not isinstance(self.rescale, RescaleMode):
             object.__setattr__(self, "rescale", RescaleMode(self.rescale))
         if self.script is not None:
@@ -179,6 +188,22 @@ class RunConfig:
             raise ValueError(f"--start-offset-s must be >= 0, got {offset}")
         if self.expect_agents and self.agent_port is None:
             raise ValueError("expect_agents needs agent_port")
+
+    def _check_launcher(self) -> None:
+        """``launcher`` and what goes with it, each failure naming the flag."""
+        if self.launcher not in ("local", "ray"):
+            raise ValueError(f"--launcher must be 'local' or 'ray', got {self.launcher!r}")
+        if self.launcher == "local":
+            if self.ray_address is not None or self.ray_resources:
+                raise ValueError("--address and --ray-resources need --launcher ray")
+            return
+        if self.script is not None:
+            raise ValueError("--script runs on this host only: drop --launcher ray")
+        if self.agent_port is not None or self.expect_agents or self.local_slots:
+            raise ValueError("--launcher ray places every worker: drop --agent-port/--agents")
+        from .ray_launcher import check_address
+
+        check_address(self.ray_address)
 
 
 @dataclass(frozen=True)
@@ -308,7 +333,31 @@ def _summary(
 
 
 def _launchers(config: RunConfig, files: RunFiles) -> tuple[list[Launcher], Any]:
-    """Local slots plus, with ``agent_port``, an agent listener (authenticated)."""
+    """Local slots and an agent listener (authenticated), or Ray's actors.
+
+    The second item is what the run closes at the end: the agent listener, or the
+    Ray connection.
+    """
+    if config.launcher == "ray":
+        from .ray_launcher import RayLauncher, RaySession
+
+        resources = dict(config.ray_resources) or {"CPU": 1.0}
+        if config.backend == "nccl":
+            resources.setdefault("GPU", 1.0)
+        # a private instance (no address) offers exactly max_nodes workers' worth
+        session = RaySession(
+            config.ray_address,
+            num_cpus=math.ceil(resources.get("CPU", 0.0) * config.max_nodes),
+            resources={
+                k: v * config.max_nodes for k, v in resources.items() if k not in ("CPU", "GPU")
+            },
+        )
+        try:
+            launcher = RayLauncher(config.max_nodes, resources=resources, log_dir=config.log_dir)
+        except BaseException:
+            session.close()
+            raise
+        return [launcher], session
     launchers: list[Launcher] = []
     local = config.local_slots
     if local is None:
@@ -484,7 +533,7 @@ def _start_group(
     server = None
     try:
         launchers, server = _launchers(config, files)
-        if server is not None:
+        if config.agent_port is not None and server is not None:
             launchers.extend(server.wait_for_agents(config.expect_agents, timeout_s=120.0))
         if not launchers:
             raise ValueError("no worker slots: give local_slots or expect_agents")

@@ -1,0 +1,409 @@
+"""Worker slots as Ray actors: ``elasim run --launcher ray [--address HOST:PORT]``.
+
+Users who outgrow one machine already operate a Ray cluster; this launcher places
+the run's workers through it instead of through a protocol of our own (the agents,
+:mod:`.agent`).  Each worker slot is one Ray *actor* (holding ``CPU=1`` of Ray's
+resources, or what ``--ray-resources`` says; placement strategy ``SPREAD``), on as
+many nodes as the cluster has.  The actor is only a process holder: it starts the
+worker as its child, with the command line every launcher builds
+(:func:`~.launchers.worker_argv`: the run's settings and secret as private files on
+that node), and the worker then reaches the run's store
+and forms its ``torch.distributed`` group (gloo, or NCCL on GPUs) directly with its
+peers.  So the process group, the in-place re-formation and the pause accounting
+are the ones of a local run; only placement and failure reporting are Ray's:
+
+* Ray reports a node or actor failure as a ``RayActorError`` on the actor's
+  ``run`` call; the handle then reads as exited with ``-SIGKILL``, as a local worker
+  killed by a preemption does.
+* Preemption emulation (SIGKILL) is ``ray.kill(actor)``: Ray force-kills the actor's
+  process, and the worker, its child, dies with it (``PR_SET_PDEATHSIG``).  Other
+  signals (SIGTERM for a graceful stop, SIGSTOP/SIGCONT) go to the worker through
+  the actor.
+* :attr:`RayLauncher.slots` is what the cluster can hold now (its alive nodes'
+  resources over each worker's), capped by ``--max-nodes``: a lost node
+  lowers it, a node that joins raises it.
+
+Why an actor that holds a child process rather than the worker running inside the
+actor: the worker needs its own main thread (signal handlers, a clean exit code) and
+must die by SIGKILL exactly as a local one does, which a Ray worker process that
+also runs Ray's own threads does not give.
+
+``ray`` is imported only when this launcher is used (the ``ray`` extra).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import re
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .launchers import WorkerLaunch
+
+__all__ = [
+    "RAY_MISSING",
+    "RayLauncher",
+    "RayProcess",
+    "RaySession",
+    "check_address",
+    "connect",
+]
+
+log = logging.getLogger(__name__)
+
+RAY_MISSING = "--launcher ray needs the 'ray' extra: pip install 'elasim[ray]'"
+#: how long the slot count read from the cluster stays fresh (``ray.nodes()`` is a
+#: round trip to Ray's control store; the pool asks for it at every spawn)
+_CAPACITY_TTL_S = 1.0
+_ADDRESS = re.compile(r"^(auto|ray://[^\s:/]+(:\d{1,5})?|[^\s:/]+:\d{1,5})$")
+
+
+def check_address(address: str | None) -> None:
+    """Reject a malformed ``--address`` before anything connects.
+
+    Accepted: ``auto`` (the cluster this host is part of), ``HOST:PORT`` (a Ray
+    head's GCS address) and ``ray://HOST[:PORT]`` (Ray Client).
+
+    Raises:
+        ValueError: one line naming the flag.
+    """
+    if address is None:
+        return
+    if not _ADDRESS.match(address):
+        raise ValueError(f"--address must be HOST:PORT, ray://HOST:PORT or auto, got {address!r}")
+    port = address.rpartition(":")[2]
+    if port.isdigit() and not address.startswith("auto") and not 0 < int(port) < 65536:
+        raise ValueError(f"--address port must be 1-65535, got {port}")
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(RAY_MISSING) from None
+    return ray
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, in one line, when nothing listens at ``address``.
+
+    ``ray.init`` itself retries an unreachable cluster for a long time and then
+    raises several screens of text.
+    """
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host:  # ray://HOST without a port: Ray Client's default
+        host, port = address.removeprefix("ray://"), "10001"
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ValueError(f"--address: no Ray cluster answers at {address}: {reason}") from None
+
+
+def connect(
+    address: str | None,
+    *,
+    num_cpus: int | None = None,
+    resources: Mapping[str, float] | None = None,
+) -> bool:
+    """Connect this process to Ray; returns whether it connected here (and must shut down).
+
+    ``address=None`` starts a private local Ray instance (``num_cpus`` CPUs and the
+    custom ``resources``, no dashboard), so ``--launcher ray`` works on one machine
+    too; an address joins an existing cluster, which is left running.  A process
+    already connected keeps its connection.
+
+    Raises:
+        ValueError: ray is not installed, the address is malformed, or no Ray cluster
+            answers there (one line).
+    """
+    check_address(address)
+    ray = _ray()
+    if ray.is_initialized():
+        return False
+    if address is not None and address != "auto":
+        _reachable(address)
+    quiet: dict[str, Any] = {
+        "log_to_driver": False,
+        "configure_logging": True,
+        "logging_level": logging.ERROR,
+    }
+    try:
+        if address is None:
+            ray.init(
+                address="local",
+                num_cpus=num_cpus,
+                resources=dict(resources or {}),
+                include_dashboard=False,
+                dashboard_host="127.0.0.1",
+                **quiet,
+            )
+        else:
+            ray.init(address=address, **quiet)
+    except Exception as exc:  # noqa: BLE001 - ray.init raises bare Exceptions too
+        with contextlib.suppress(Exception):  # what a failed local start left running
+            ray.shutdown()
+        where = address or "a local instance"
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        flag = "--address: " if address is not None else "--launcher ray: "
+        raise ValueError(f"{flag}cannot connect to Ray at {where}: {reason}") from None
+    return True
+
+
+class RaySession:
+    """The Ray connection of this process for one run (what the run closes at the end).
+
+    Attributes:
+        connected_here: whether :func:`connect` connected (then :meth:`close`
+            disconnects, and stops the instance it started without an address).
+    """
+
+    def __init__(
+        self,
+        address: str | None,
+        *,
+        num_cpus: int | None = None,
+        resources: Mapping[str, float] | None = None,
+    ) -> None:
+        self.connected_here = connect(address, num_cpus=num_cpus, resources=resources)
+
+    def close(self) -> None:
+        """Disconnect, if this session connected."""
+        if self.connected_here:
+            self.connected_here = False
+            _ray().shutdown()
+
+
+class _Slot:
+    """The Ray actor of one worker slot: starts the worker as its child and reports its end.
+
+    Runs on whatever node Ray placed it.  Threaded (``max_concurrency``), so
+    ``signal`` is served while ``run`` waits for the worker.
+    """
+
+    def __init__(self) -> None:
+        self._proc: Any = None
+
+    def run(self, launch: dict[str, Any], settings: bytes, secret: bytes, log: str | None) -> int:
+        """Start the worker of ``launch`` (:func:`~.launchers.worker_argv`); its exit code.
+
+        The run's settings and secret arrive through Ray (whoever can submit work to
+        the cluster can run code on it anyway) and are written to ``0600`` files in a
+        ``0700`` folder on this node, removed when the worker exits; the worker reads
+        them from its command line as a local one does.  gloo listens on the
+        interface this node reaches the store by (as an agent's workers do).  The
+        worker is started from this thread and dies with this process: the thread
+        lives until the worker exits, so ``PR_SET_PDEATHSIG`` (tied to the creating
+        thread) fires exactly when the actor is killed.
+        """
+        import shutil
+        import socket
+        import subprocess
+        import sys
+        import tempfile
+
+        from elasim.executor.auth import write_private
+        from elasim.executor.authstore import parse_address
+        from elasim.executor.launchers import (
+            WorkerLaunch,
+            _die_with_parent,
+            worker_argv,
+            worker_env,
+        )
+
+        spec = WorkerLaunch.from_message(launch)
+        store_host = parse_address(spec.store)[0]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            try:
+                probe.connect((store_host, 9))  # no packet is sent: only picks the route
+                local = probe.getsockname()[0]
+            except OSError:
+                local = "0.0.0.0"
+        folder = Path(tempfile.mkdtemp(prefix=f"elasim-ray-{spec.wid}-"))  # 0700
+        stderr: Any = subprocess.DEVNULL
+        try:
+            argv = worker_argv(
+                sys.executable,
+                spec,
+                settings_path=write_private(folder / "worker.json", settings),
+                secret_path=write_private(folder / "secret", secret),
+            )
+            if log is not None:
+                with contextlib.suppress(OSError):
+                    Path(log).parent.mkdir(parents=True, exist_ok=True)
+                    stderr = open(log, "ab")  # noqa: SIM115
+            try:
+                self._proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    env=worker_env(local),
+                    preexec_fn=_die_with_parent,
+                )
+            finally:
+                if stderr is not subprocess.DEVNULL:
+                    stderr.close()
+            return int(self._proc.wait())
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def where(self) -> tuple[str, int]:
+        """``(node address, worker pid)`` (pid 0 before the worker started)."""
+        import ray
+
+        pid = 0 if self._proc is None else int(self._proc.pid)
+        return ray.util.get_node_ip_address(), pid
+
+    def signal(self, sig: int) -> None:
+        """Deliver ``sig`` to the worker (no-op once it is gone)."""
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.send_signal(sig)
+
+
+class RayProcess:
+    """A worker in a Ray actor (implements ``ProcessHandle``).
+
+    ``pid`` is -1: the worker's pid lives on another node and means nothing here.
+    """
+
+    def __init__(self, launcher: RayLauncher, wid: int, actor: Any, done: Any) -> None:
+        self.launcher = launcher
+        self.wid = wid
+        self.actor = actor
+        self.pid = -1
+        self._done = done
+        self._code: int | None = None
+
+    def poll(self) -> int | None:
+        """The worker's exit code; ``-SIGKILL`` when Ray reports its actor or node dead."""
+        if self._code is not None:
+            return self._code
+        ray = self.launcher.ray
+        ready, _ = ray.wait([self._done], timeout=0)
+        if not ready:
+            return None
+        try:
+            self._code = int(ray.get(ready[0]))
+        except ray.exceptions.RayError as exc:  # the actor or its node died
+            log.info("ray reports worker %s gone: %s", self.wid, type(exc).__name__)
+            self._code = -int(signal.SIGKILL)
+        return self._code
+
+    def send_signal(self, sig: int) -> None:
+        """SIGKILL: ``ray.kill`` the actor (a preemption); else forward to the worker."""
+        ray = self.launcher.ray
+        with contextlib.suppress(ray.exceptions.RayError, ValueError):
+            if sig == signal.SIGKILL:
+                ray.kill(self.actor, no_restart=True)
+            else:
+                self.actor.signal.remote(int(sig))
+
+
+class RayLauncher:
+    """Worker slots as Ray actors on the connected Ray cluster (implements ``Launcher``).
+
+    Attributes:
+        max_slots: most workers at once (``--max-nodes``).
+        resources: the Ray resources each worker's actor holds (``--ray-resources``;
+            default ``CPU=1``, plus ``GPU=1`` with NCCL: one GPU per worker).  A
+            custom resource (``ray start --resources '{"trainer": 4}'``) pins workers
+            to the nodes that offer it.
+        log_dir: each worker's stderr goes to ``worker-{wid}.log`` here, on the node
+            it runs on (None: discarded).
+    """
+
+    def __init__(
+        self,
+        max_slots: int,
+        *,
+        resources: Mapping[str, float] | None = None,
+        log_dir: str | Path | None = None,
+    ) -> None:
+        if max_slots < 1:
+            raise ValueError(f"slots must be >= 1, got {max_slots}")
+        self.ray = _ray()
+        if not self.ray.is_initialized():
+            raise ValueError("RayLauncher needs a Ray connection first (see connect())")
+        self.name = "ray"
+        self.max_slots = int(max_slots)
+        wanted = {"CPU": 1.0} if resources is None else dict(resources)
+        bad = [k for k, v in wanted.items() if not (math.isfinite(v) and v >= 0)]
+        if bad:
+            raise ValueError(f"--ray-resources {bad[0]} must be a number >= 0")
+        self.resources = {k: float(v) for k, v in wanted.items()}
+        self.num_cpus = self.resources.get("CPU", 0.0)
+        self.num_gpus = self.resources.get("GPU", 0.0)
+        self.log_dir = None if log_dir is None else str(log_dir)
+        self._actor_class = self.ray.remote(max_concurrency=4, max_restarts=0)(_Slot)
+        self._handles: list[RayProcess] = []
+        self._capacity: tuple[float, int] | None = None
+
+    def capacity(self) -> int:
+        """Workers the cluster's alive nodes can hold (by their ``CPU``/``GPU``)."""
+        now = time.monotonic()
+        if self._capacity is not None and now - self._capacity[0] < _CAPACITY_TTL_S:
+            return self._capacity[1]
+        total = 0
+        needs = {k: v for k, v in self.resources.items() if v > 0}
+        for node in self.ray.nodes():
+            if not node.get("Alive"):
+                continue
+            have = node.get("Resources", {})
+            fits = [math.floor(have.get(k, 0.0) / v + 1e-9) for k, v in needs.items()]
+            total += min(fits) if fits else self.max_slots
+        self._capacity = (now, total)
+        return total
+
+    @property
+    def slots(self) -> int:
+        """Slots now: what the cluster holds, capped by ``max_slots``."""
+        return min(self.max_slots, self.capacity())
+
+    def spawn(self, launch: WorkerLaunch, files: Any) -> RayProcess:
+        """Place one worker's actor (SPREAD over the nodes) and start the worker in it.
+
+        Returns at once: Ray places the actor asynchronously, and the worker reports
+        ``READY`` through the store as a local one does.  ``files`` (the run's
+        :class:`~.runfiles.RunFiles`) are read here and their contents shipped to the
+        actor (see :meth:`_Slot.run`).
+        """
+        if self.num_gpus:  # Ray hands each actor its own GPU(s) via CUDA_VISIBLE_DEVICES
+            launch = dataclasses.replace(launch, device_index=0)
+        actor = self._actor_class.options(
+            num_cpus=self.num_cpus,
+            num_gpus=self.num_gpus,
+            resources={k: v for k, v in self.resources.items() if k not in ("CPU", "GPU")},
+            scheduling_strategy="SPREAD",
+        ).remote()
+        log_path = None if self.log_dir is None else f"{self.log_dir}/worker-{launch.wid}.log"
+        settings = Path(files.settings_path).read_bytes()
+        secret = Path(files.secret_path).read_bytes()
+        done = actor.run.remote(launch.to_message(), settings, secret, log_path)
+        handle = RayProcess(self, launch.wid, actor, done)
+        self._handles.append(handle)
+        return handle
+
+    def nodes_of(self, handles: Sequence[RayProcess], timeout_s: float = 30.0) -> list[str]:
+        """The node address each worker runs on (tests and the benchmark check placement)."""
+        refs = [h.actor.where.remote() for h in handles]
+        return [str(ip) for ip, _pid in self.ray.get(refs, timeout=timeout_s)]
+
+    def close(self) -> None:
+        """Kill every actor still alive (its worker dies with it)."""
+        for handle in self._handles:
+            if handle.poll() is None:
+                handle.send_signal(signal.SIGKILL)
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and any(h.poll() is None for h in self._handles):
+            time.sleep(0.05)
+        self._handles.clear()
