@@ -186,7 +186,7 @@ def _start_offset(text: str | None, old: float | None) -> float | None:
 
 
 def run_command(
-    trace: str = typer.Option(..., "--trace", "-t", help="Bundled trace name or CSV path."),
+    trace: str | None = typer.Option(None, "--trace", "-t", help="Bundled trace name or CSV path."),
     policy: str = typer.Option("greedy", "--policy", "-p", help="Policy name or file.py:Class."),
     sets: list[str] | None = sets_option(),
     time_scale: float = typer.Option(600.0, "--time-scale", help="Trace seconds per real second."),
@@ -240,6 +240,12 @@ def run_command(
         "--script",
         help="Run this unmodified torchrun script instead of elasim's own job; its "
         "arguments follow '--'.",
+    ),
+    resume: Path | None = typer.Option(
+        None,
+        "--resume",
+        help="Continue the run whose --out is this folder after its controller died: "
+        "from its last checkpoint, with its own settings, appending to its files.",
     ),
     script_args: list[str] | None = typer.Argument(
         None, help="The script's arguments (after '--', with --script).", show_default=False
@@ -427,18 +433,32 @@ def _run(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -
 
 def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -> None:
     out = flags["out"]
+    resume = flags.pop("resume")
     try:
         from elasim.executor import require_torch
 
         require_torch()
         from elasim.executor.run import run_trace, write_run
 
-        config = _config(**flags)
+        point = None
+        if resume is not None:
+            from elasim.executor.resume import load_resume_point
+
+            if flags["trace"] is not None or out is not None:
+                raise UsageError(
+                    "--resume takes the run's settings from its folder: drop --trace/--out"
+                )
+            point = load_resume_point(resume)
+            config, out = point.config, point.out_dir
+        elif flags["trace"] is None:
+            raise UsageError("--trace is required (or --resume DIR)")
+        else:
+            config = _config(**flags)
         if as_json or not sys.stderr.isatty():
-            result = run_trace(config, journal_dir=out)
+            result = run_trace(config, journal_dir=out, resume=point)
         else:
             with _Progress(config.max_steps, config.time_scale) as progress:
-                result = run_trace(config, on_turn=progress, journal_dir=out)
+                result = run_trace(config, on_turn=progress, journal_dir=out, resume=point)
         if out is not None:
             write_run(result, out, plot=plot)
         if profile_out is not None:

@@ -15,8 +15,7 @@ re-exports these names.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import signal
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -102,8 +101,9 @@ def worker_env(bind_host: str, base: dict[str, str] | None = None) -> dict[str, 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
     """Linux: SIGKILL the worker if the controller dies (no orphaned trainers)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    from elasim.executor.lifeline import set_death_signal
+
+    set_death_signal()
 
 
 class LocalLauncher:
@@ -138,7 +138,9 @@ class LocalLauncher:
     def spawn(self, wid: int, args: Sequence[str]) -> ProcessHandle:
         """Start one worker process."""
         log = None if self.log_dir is None else self.log_dir / f"worker-{wid}.log"
-        argv = [self.python, "-m", "elasim.executor._entry", *args]
+        # the worker watches this pid (.lifeline): it exits if the controller dies
+        argv = [self.python, "-m", "elasim.executor._entry", "--parent-pid", str(os.getpid())]
+        argv += list(args)
         return self.start(argv, env=self.env, log_path=log)
 
     def start(
