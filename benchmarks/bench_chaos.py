@@ -87,7 +87,7 @@ class Tally:
             "segments (controllers)": self.segments,
             "faults": sum(self.faults.values()),
             **{f"faults: {k}": self.faults[k] for k in KINDS},
-            "missed checkpoint writes": self.missed["checkpoint"],
+            "checkpoint kills that came after the rename": self.missed["checkpoint"],
             "hangs": self.hangs,
             "orphaned processes": self.orphans,
             "checkpoints checked": self.checkpoints_checked,
@@ -106,8 +106,10 @@ class Segment:
 
     def __init__(self, argv: list[str], out: Path) -> None:
         self.out = out
+        # unbuffered: the summary line arrives when it is printed, not at exit
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
         self.seen: dict[int, int] = {}
         self.summary_at: float | None = None
@@ -117,6 +119,20 @@ class Segment:
         self._reader.start()
         self._errs = threading.Thread(target=self._read_err, daemon=True)
         self._errs.start()
+        #: when the process exited (a thread waits on it, so the time is exact)
+        self.exited_at: float | None = None
+        self.code: int | None = None
+        self._exited = threading.Event()
+        threading.Thread(target=self._wait, daemon=True).start()
+
+    def _wait(self) -> None:
+        self.code = self.proc.wait()
+        self.exited_at = time.monotonic()
+        self._exited.set()
+
+    def done(self) -> bool:
+        """Whether the process has exited."""
+        return self._exited.is_set()
 
     def _read(self) -> None:
         for line in self.proc.stdout:  # type: ignore[union-attr]
@@ -136,13 +152,11 @@ class Segment:
 
     def wait(self, timeout_s: float) -> int | None:
         """Exit code, or None if it did not exit in time."""
-        try:
-            code = self.proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+        if not self._exited.wait(timeout_s):
             return None
         self._reader.join(timeout=5)
         self._errs.join(timeout=5)
-        return code
+        return self.code
 
     def kill_tree(self) -> None:
         """SIGKILL the controller and every worker seen (a hung run)."""
@@ -152,7 +166,7 @@ class Segment:
         for pid in still_alive(self.seen):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
+        self._exited.wait(30)
 
     def orphans(self) -> list[int]:
         """Workers still alive ``ORPHAN_GRACE_S`` after the controller went."""
@@ -187,10 +201,15 @@ def check_checkpoints(folder: Path, tally: Tally) -> None:
             tally.failures.append(f"{path}: does not load: {exc}")
 
 
-def _kill_during_checkpoint(folder: Path, window_s: float) -> int | None:
-    """SIGKILL the writer of the next checkpoint while it writes; its pid, or None."""
+def _kill_during_checkpoint(seg: Segment, window_s: float) -> tuple[int, bool] | None:
+    """SIGKILL the writer of the next checkpoint while it writes.
+
+    Returns its pid and whether the kill landed mid-write (its temporary file is
+    still there: the rename had not happened), or None if no write began in time.
+    """
+    folder = seg.out / "checkpoints"
     deadline = time.monotonic() + window_s
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not seg.done():
         try:
             names = os.listdir(folder)
         except FileNotFoundError:
@@ -200,7 +219,8 @@ def _kill_during_checkpoint(folder: Path, window_s: float) -> int | None:
                 with contextlib.suppress(ValueError, ProcessLookupError):
                     pid = int(name.split(".")[-2])
                     os.kill(pid, signal.SIGKILL)
-                    return pid
+                    time.sleep(0.05)
+                    return pid, (folder / name).exists()
         time.sleep(0.002)
     return None
 
@@ -217,23 +237,35 @@ def _worker_pids(seg: Segment) -> list[int]:
 
 @dataclass(frozen=True)
 class Plan:
-    """How the benchmark runs (``--quick`` or full)."""
+    """How the benchmark runs (``--quick`` or full).
 
-    runs: int
-    faults_per_run: int
+    Runs repeat until ``faults`` faults were injected (at most ``max_runs`` runs);
+    inside a run, faults follow each other at random gaps until the run ends.
+    """
+
+    faults: int
     max_steps: int
     gap_s: tuple[float, float]
+    max_runs: int = 50
     max_nodes: int = 4
     checkpoint_every_steps: int = 50
-    max_wall_s: float = 420.0
+    max_wall_s: float = 600.0
     seed: int = 0
 
-    def kinds(self, rng: random.Random) -> list[str]:
-        """The faults of one run: every kind once (shuffled), then random ones."""
-        first = list(KINDS)
-        rng.shuffle(first)
-        more = [rng.choice(KINDS) for _ in range(max(self.faults_per_run - len(KINDS), 0))]
-        return (first + more)[: self.faults_per_run]
+
+class Kinds:
+    """Fault kinds drawn from a shuffled bag of all four (balanced, seeded)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.bag: list[str] = []
+
+    def next(self) -> str:
+        """The next kind."""
+        if not self.bag:
+            self.bag = list(KINDS)
+            self.rng.shuffle(self.bag)
+        return self.bag.pop()
 
 
 def _argv(plan: Plan, out: Path, resume: bool) -> list[str]:
@@ -255,7 +287,7 @@ def _started(seg: Segment, timeout_s: float) -> bool:
     """Wait until the segment trains (a new step row in its journal) or ends."""
     before = _steps_so_far(seg.out)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and seg.proc.poll() is None:
+    while time.monotonic() < deadline and not seg.done():
         if _steps_so_far(seg.out) > before:
             return True
         time.sleep(0.1)
@@ -265,11 +297,10 @@ def _started(seg: Segment, timeout_s: float) -> bool:
 def inject(kind: str, seg: Segment, rng: random.Random, tally: Tally) -> bool:
     """One fault of ``kind`` on ``seg``; whether it was injected."""
     if kind == "checkpoint":
-        pid = _kill_during_checkpoint(seg.out / "checkpoints", window_s=10.0)
-        if pid is None:
-            tally.missed[kind] += 1
-            return False
-        time.sleep(0.2)
+        caught = _kill_during_checkpoint(seg, window_s=10.0)
+        if caught is None or not caught[1]:
+            tally.missed[kind] += 1  # no write, or the kill came after the rename
+            return caught is not None  # ... which is still a SIGKILL of a worker
         check_checkpoints(seg.out / "checkpoints", tally)
         return True
     if kind == "controller":
@@ -299,13 +330,12 @@ def inject(kind: str, seg: Segment, rng: random.Random, tally: Tally) -> bool:
 def _finish(seg: Segment, plan: Plan, tally: Tally) -> dict[str, Any] | None:
     """Wait for the segment's end: a hang, or a summary and the time to exit after it."""
     code = seg.wait(plan.max_wall_s + 120.0)
-    ended = time.monotonic()
     if code is None:
         tally.hangs += 1
         tally.failures.append(f"{seg.out}: hung (no exit within its bound)")
         seg.kill_tree()
-    elif seg.summary_at is not None:
-        tally.exit_after_summary_s.append(max(ended - seg.summary_at, 0.0))
+    elif seg.summary_at is not None and seg.exited_at is not None:
+        tally.exit_after_summary_s.append(max(seg.exited_at - seg.summary_at, 0.0))
     elif code not in (0, 1):
         tally.failures.append(f"{seg.out}: exit {code}: {seg.stderr.strip()[-300:]}")
     left = seg.orphans()
@@ -336,21 +366,29 @@ def _books(out: Path, tally: Tally) -> None:
 
 
 def one_run(index: int, plan: Plan, root: Path, rng: random.Random, tally: Tally) -> None:
-    """A run with ``plan.faults_per_run`` faults, resumed after every controller kill."""
+    """One replay with faults until it ends (or the plan's faults are all in).
+
+    After a controller kill the run is resumed (``--resume``) and the faults go on.
+    """
     out = root / f"run-{index:03d}"
     tally.runs += 1
     seg = Segment(_argv(plan, out, resume=False), out)
     tally.segments += 1
     _started(seg, 180.0)
-    for kind in plan.kinds(rng):
+    kinds = Kinds(rng)
+    while sum(tally.faults.values()) < plan.faults:
         deadline = time.monotonic() + rng.uniform(*plan.gap_s)
-        while time.monotonic() < deadline and seg.proc.poll() is None:
+        while time.monotonic() < deadline and not seg.done():
             seg.workers()
             time.sleep(0.05)
-        if seg.proc.poll() is not None:
+        if seg.done():
             break
+        kind = kinds.next()
+        missed = tally.missed["checkpoint"]
         if not inject(kind, seg, rng, tally):
             continue
+        if kind == "checkpoint" and tally.missed["checkpoint"] > missed:
+            kind = "worker"  # it killed the writer after its rename: a plain worker kill
         tally.faults[kind] += 1
         if kind == "controller":
             seg = Segment(_argv(plan, out, resume=True), out)
@@ -370,8 +408,9 @@ def _table(row: dict[str, Any], plan: Plan, wall_s: float) -> str:
     lines += [f"| {k} | {v} |" for k, v in row.items()]
     lines.append(f"| wall time (s) | {wall_s:.0f} |")
     head = (
-        f"{plan.runs} runs x {plan.faults_per_run} faults, {plan.max_steps} steps each, "
-        f"spot_us_east.csv from 119000 s at x300, {plan.max_nodes} workers, seed {plan.seed}"
+        f"{plan.faults} faults over runs of {plan.max_steps} steps, spot_us_east.csv from "
+        f"119000 s at x300, up to {plan.max_nodes} workers, faults {plan.gap_s[0]:g}-"
+        f"{plan.gap_s[1]:g} s apart, seed {plan.seed}"
     )
     return head + "\n\n" + "\n".join(lines)
 
@@ -380,25 +419,26 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; exit 1 if a goal was missed (hangs, orphans, bad checkpoints)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one short run, 4 faults")
-    parser.add_argument("--runs", type=int, default=12)
-    parser.add_argument("--faults-per-run", type=int, default=9)
-    parser.add_argument("--max-steps", type=int, default=1500)
+    parser.add_argument("--faults", type=int, default=100, help="faults to inject in all")
+    parser.add_argument("--max-steps", type=int, default=9000, help="steps of each run")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, default=None, help="keep the runs' folders here")
     parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
     args = parser.parse_args(argv)
     if args.quick:
-        plan = Plan(1, len(KINDS), 400, (2.0, 4.0), seed=args.seed)
+        plan = Plan(len(KINDS), 1500, (2.0, 3.0), max_runs=3, seed=args.seed)
     else:
-        plan = Plan(args.runs, args.faults_per_run, args.max_steps, (3.0, 9.0), seed=args.seed)
+        plan = Plan(args.faults, args.max_steps, (2.0, 8.0), seed=args.seed)
     rng = random.Random(args.seed)
     tally = Tally()
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="elasim-chaos-") as tmp:
         root = args.keep or Path(tmp)
-        for index in range(plan.runs):
+        for index in range(plan.max_runs):
+            if sum(tally.faults.values()) >= plan.faults:
+                break
             one_run(index, plan, root, rng, tally)
-            print(f"run {index + 1}/{plan.runs}: {dict(tally.faults)}", file=sys.stderr, flush=True)
+            print(f"run {index + 1}: {dict(tally.faults)}", file=sys.stderr, flush=True)
     row = tally.row()
     print(_table(row, plan, time.monotonic() - start))
     for line in tally.failures:

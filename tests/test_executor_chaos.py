@@ -159,3 +159,32 @@ def test_a_killed_controller_leaves_no_orphan_and_resume_finishes_its_run(tmp_pa
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert again.returncode == 2 and "nothing to resume" in again.stderr
+
+
+# -- the chaos benchmark, quick ---------------------------------------------------------------
+
+
+@linux_only
+@torch_cases
+@pytest.mark.executor
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_bench_chaos_quick_one_fault_of_each_kind(tmp_path):
+    """Four faults (worker, checkpoint write, SIGSTOP, controller): no hang, orphan or
+    unloadable checkpoint, the run completes, and the process exits right after its
+    summary (it took 1-2.5 s of interpreter teardown before ``elasim.cli.main`` ended
+    the process at once)."""
+    out = tmp_path / "chaos.json"
+    bench = REPO / "benchmarks" / "bench_chaos.py"
+    proc = subprocess.run(
+        [sys.executable, str(bench), "--quick", "--json", str(out)],
+        capture_output=True, text=True, timeout=580,
+    )  # fmt: skip
+    row = json.loads(out.read_text())
+    assert proc.returncode == 0, (proc.stdout, row["failures"])
+    assert row["faults"] >= 4 and row["faults: controller"] >= 1
+    assert row["hangs"] == 0 and row["orphaned processes"] == 0
+    assert row["unloadable checkpoints"] == 0 and row["checkpoints checked"] >= 1
+    assert row["lost steps beyond the step in flight"] == 0
+    assert row["survivors (completed)"] == row["runs"]
+    assert row["summary-to-exit max s"] < 3.0  # a bound, not a timing: it was 1-2.5 s
