@@ -105,6 +105,9 @@ class RunConfig:
         throughput_samples_per_s: fixed throughput table for the policy (samples per
             trace second, index = nodes) instead of measuring.
         idle_warmup: standbys warm up at idle CPU priority (benchmarks on one host).
+        ready_timeout_real_s: how long a worker may take to start (spawn to ready);
+            on a busy host, several seconds per ``import torch`` add up.
+        change_timeout_real_s: bound on one generation change.
         script: run this torchrun script instead of elasim's own workers
             (:mod:`.script`).  It restarts on every change (``rescale`` becomes
             ``restart``) and checkpoints itself (elasim's checkpoint interval becomes
@@ -144,6 +147,8 @@ class RunConfig:
     faults: FaultInjection = FaultInjection()
     throughput_samples_per_s: tuple[float, ...] | None = None
     idle_warmup: bool = False
+    ready_timeout_real_s: float = 120.0
+    change_timeout_real_s: float = 60.0
     script: ScriptSpec | None = None
 
     def __post_init__(self) -> None:
@@ -489,6 +494,8 @@ def _start_group(
         bind_host=config.bind_host,
         idle_warmup=config.idle_warmup,
         resume_step=resume_step,
+        ready_timeout_s=config.ready_timeout_real_s,
+        change_timeout_s=config.change_timeout_real_s,
     )
     return ProcessWorkerGroup(settings, launchers), server, tmp
 
