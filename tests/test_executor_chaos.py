@@ -188,3 +188,16 @@ def test_bench_chaos_quick_one_fault_of_each_kind(tmp_path):
     assert row["lost steps beyond the step in flight"] == 0
     assert row["survivors (completed)"] == row["runs"]
     assert row["summary-to-exit max s"] < 3.0  # a bound, not a timing: it was 1-2.5 s
+
+
+@torch_cases
+@pytest.mark.executor
+@pytest.mark.timeout(120)
+def test_resume_of_a_folder_without_a_run_is_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "elasim.cli", "run", "--resume", str(tmp_path)],
+        capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "nothing to resume (no run.json" in lines[0]
