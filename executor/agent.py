@@ -1,30 +1,48 @@
-"""Worker slots on other hosts: ``elasim agent --controller HOST:PORT --slots K``.
+"""Worker slots on other hosts: ``elasim agent --controller HOST:PORT --slots K ...``.
 
-One controller drives the run; every host that contributes workers runs an agent.
-The agent connects to the controller's agent port and offers ``K`` slots; the
-controller then starts and signals worker processes on that host through it, exactly
-as it does locally (:class:`~elasim.executor.group.LocalLauncher`).  Workers connect
-to the run's ``TCPStore`` themselves, and form gloo/NCCL groups directly with each
-other; the agent only starts, signals and reaps processes.
+The no-dependency way to use several hosts (the engine way is a Ray cluster).  One
+controller drives the run; every host that contributes workers runs an agent.  The
+agent connects to the controller's agent port and offers ``K`` slots; the controller
+then starts and signals worker processes on that host through it, exactly as it does
+locally (:class:`~elasim.executor.group.LocalLauncher`).  Workers connect to the
+run's store themselves, and form gloo/NCCL groups directly with each other; the
+agent only starts, signals and reaps processes.
 
-Protocol: JSON objects, one per line, over one TCP connection per agent.
+Why kept (and not retired for Ray): a user with two or three hosts and no cluster
+manager can still run, with nothing to install but elasim.  It is authenticated and
+narrow, so keeping it costs little:
+
+* **Authenticated both ways.**  Before anything else, the connection passes the
+  run's handshake (:mod:`.auth`, purpose ``agent``): the agent proves to the
+  controller that it knows the run's secret, and the controller proves it to the
+  agent.  A peer that fails is dropped with one logged line.  The agent is started
+  with ``--secret-file`` (a copy of the run's secret, ``0600``).
+* **No code or argv from the wire.**  A ``spawn`` carries typed fields only
+  (:class:`~.launchers.WorkerLaunch`: worker id, store address, slot, spawn time,
+  idle flag), validated before use; the agent builds the worker's command line
+  itself with :func:`~.launchers.worker_argv`: the fixed worker entry point, the
+  agent's own copies of the run's settings and secret files (``--settings``,
+  ``--secret-file``).  Signals are limited to the few the controller uses.
+
+Protocol, after the handshake: JSON objects, one per line, over one TCP connection.
 
 ==========================  =====================================================
 agent -> controller         ``{"op": "hello", "slots": K, "host": name}``
-controller -> agent         ``{"op": "spawn", "wid": N, "args": [...]}``
+controller -> agent         ``{"op": "spawn", "wid": N, "store": "H:P",
+                            "spawn_wall_s": T, "device_index": I,
+                            "idle_warmup": false}``
 agent -> controller         ``{"op": "spawned", "wid": N, "pid": P}`` (or ``"error"``)
 controller -> agent         ``{"op": "signal", "wid": N, "sig": 9}``
 agent -> controller         ``{"op": "exited", "wid": N, "code": C}``
 controller -> agent         ``{"op": "close"}`` (kill every worker, then exit)
 ==========================  =====================================================
 
-Security and reachability (read this before a real cluster): the agent port and the
-store bind ``127.0.0.1`` unless ``--bind`` says otherwise; there is no
-authentication, so bind a private interface on a trusted network only.  Workers on
-other hosts reach the store at the controller's *advertised* address (its host name
-when binding ``0.0.0.0``), and gloo picks its interface from the host name; set
-``GLOO_SOCKET_IFNAME`` (or ``NCCL_SOCKET_IFNAME``) in the agent's environment when a
-host has several.  If the controller goes away, agents kill their workers and exit.
+Reachability: the agent port and the store bind ``127.0.0.1`` unless ``--bind`` says
+otherwise.  Workers on other hosts reach the store at the controller's *advertised*
+address (its host name when binding ``0.0.0.0``), and gloo picks its interface from
+the host name; set ``GLOO_SOCKET_IFNAME`` (or ``NCCL_SOCKET_IFNAME``) in the agent's
+environment when a host has several.  If the controller goes away, agents kill their
+workers and exit.  See the README's "Security" section.
 """
 
 from __future__ import annotations
@@ -39,17 +57,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .launchers import worker_env
+from .auth import AGENT, AuthError, client_handshake, read_secret, server_handshake
+from .launchers import WorkerLaunch, worker_argv, worker_env
+from .runfiles import read_worker_settings
 
 __all__ = ["Agent", "AgentError", "AgentServer", "RemoteLauncher", "RemoteProcess"]
 
 log = logging.getLogger(__name__)
 _SPAWN_TIMEOUT_S = 30.0
+#: The signals a controller may ask an agent to deliver (kill, stop, freeze, dump stacks).
+ALLOWED_SIGNALS = frozenset(
+    int(s) for s in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+) | frozenset(int(s) for s in (signal.SIGSTOP, signal.SIGCONT))
 
 
 class AgentError(RuntimeError):
@@ -163,11 +186,16 @@ class RemoteLauncher:
                 self._exit.setdefault(wid, -int(signal.SIGKILL))
             self._cond.notify_all()
 
-    def spawn(self, wid: int, args: Sequence[str]) -> RemoteProcess:
-        """Start a worker on the agent's host; waits for its pid."""
+    def spawn(self, launch: WorkerLaunch, files: Any = None) -> RemoteProcess:
+        """Start a worker on the agent's host; waits for its pid.
+
+        Only ``launch``'s fields travel; the agent uses its own copies of the run's
+        files (``files`` is this host's, unused here).
+        """
+        wid = launch.wid
         if self._closed:
             raise AgentError(f"{self.name} is disconnected")
-        _send(self.sock, self._lock, {"op": "spawn", "wid": wid, "args": list(args)})
+        _send(self.sock, self._lock, {"op": "spawn", **launch.to_message()})
         deadline = time.monotonic() + _SPAWN_TIMEOUT_S
         with self._cond:
             while wid not in self._spawned and not self._closed:
@@ -206,8 +234,11 @@ class RemoteLauncher:
 class AgentServer:
     """Accepts agent connections for one run."""
 
-    def __init__(self, bind_host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, bind_host: str = "127.0.0.1", port: int = 0, *, secret: bytes) -> None:
         self.bind_host = bind_host
+        self._secret = secret
+        #: connections that failed the handshake or the hello
+        self.rejected = 0
         self._port = port
         self._sock: socket.socket | None = None
         self._launchers: list[RemoteLauncher] = []
@@ -252,9 +283,13 @@ class AgentServer:
             ).start()
 
     def _handshake(self, conn: socket.socket, addr: Any) -> None:
-        """Read a hello within :data:`HELLO_DEADLINE_S`, or reject the peer in one line."""
+        """Authenticate, then read a hello, all within :data:`HELLO_DEADLINE_S`.
+
+        A peer that fails either is rejected with one logged line.
+        """
         deadline = time.monotonic() + HELLO_DEADLINE_S
         try:
+            server_handshake(conn, self._secret, AGENT, deadline_s=HELLO_DEADLINE_S)
             reader = _LineReader()
             hello: list[dict[str, Any]] = []
             while not hello:
@@ -270,7 +305,8 @@ class AgentServer:
                 raise AgentError(f"bad hello {str(hello[0])[:80]}")
             conn.settimeout(None)
             launcher = RemoteLauncher(conn, hello[0], addr)
-        except (OSError, ValueError, TypeError, AgentError) as exc:
+        except (OSError, ValueError, TypeError, AgentError) as exc:  # AuthError is a ValueError
+            self.rejected += 1
             log.warning("rejected agent %s: %s", addr, exc)
             conn.close()
             return
@@ -317,6 +353,8 @@ class Agent:
     Attributes:
         controller: ``HOST:PORT`` of the controller's agent listener.
         slots: worker slots offered.
+        secret_path: this host's copy of the run's secret (``0600``).
+        settings_path: this host's copy of the run's worker settings (``0600``).
         log_dir: worker stderr logs (None: discarded).
         python: interpreter for the workers.
         connect_timeout_s: keep retrying the connection this long.
@@ -324,6 +362,8 @@ class Agent:
 
     controller: str
     slots: int
+    secret_path: Path
+    settings_path: Path
     log_dir: Path | None = None
     python: str = sys.executable
     connect_timeout_s: float = 30.0
@@ -344,14 +384,17 @@ class Agent:
                     ) from None
                 time.sleep(0.2)
 
-    def _spawn(self, wid: int, args: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, launch: WorkerLaunch) -> subprocess.Popen[bytes]:
         stderr: Any = subprocess.DEVNULL
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            stderr = open(self.log_dir / f"worker-{wid}.log", "ab")  # noqa: SIM115
+            stderr = open(self.log_dir / f"worker-{launch.wid}.log", "ab")  # noqa: SIM115
+        argv = worker_argv(
+            self.python, launch, settings_path=self.settings_path, secret_path=self.secret_path
+        )
         try:
             return subprocess.Popen(
-                [self.python, "-m", "elasim.executor._entry", *args],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
@@ -365,7 +408,14 @@ class Agent:
         """Serve the controller until it closes the connection; returns an exit code."""
         if self.slots < 1:
             raise ValueError(f"slots must be >= 1, got {self.slots}")
+        secret = read_secret(self.secret_path)
+        read_worker_settings(self.settings_path)  # private and well-formed, checked now
         sock = self._connect()
+        try:
+            client_handshake(sock, secret, AGENT)
+        except (AuthError, OSError) as exc:
+            sock.close()
+            raise AgentError(f"controller at {self.controller}: {exc}") from None
         sock.settimeout(None)
         # the workers' gloo listens on the interface this host reaches the controller by
         self._env = worker_env(sock.getsockname()[0])
@@ -399,22 +449,33 @@ class Agent:
     def _handle(self, sock: socket.socket, lock: threading.Lock, message: dict[str, Any]) -> bool:
         op = message.get("op")
         if op == "spawn":
-            wid = int(message["wid"])
-            if len(self._procs) >= self.slots:
+            try:
+                launch = WorkerLaunch.from_message(message)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("refused a spawn request: %s", exc)
+                wid = message.get("wid") if isinstance(message.get("wid"), int) else -1
+                _send(sock, lock, {"op": "error", "wid": wid, "reason": f"bad request: {exc}"})
+                return True
+            wid = launch.wid
+            if len(self._procs) >= self.slots or wid in self._procs:
                 _send(sock, lock, {"op": "error", "wid": wid, "reason": "no free slot"})
                 return True
             try:
-                proc = self._spawn(wid, [str(a) for a in message["args"]])
+                proc = self._spawn(launch)
             except OSError as exc:
                 _send(sock, lock, {"op": "error", "wid": wid, "reason": str(exc)})
                 return True
             self._procs[wid] = proc
             _send(sock, lock, {"op": "spawned", "wid": wid, "pid": proc.pid})
         elif op == "signal":
-            proc = self._procs.get(int(message["wid"]))
+            sig, wid = message.get("sig"), message.get("wid")
+            if not isinstance(sig, int) or sig not in ALLOWED_SIGNALS or not isinstance(wid, int):
+                log.warning("refused a signal request: %s", str(message)[:80])
+                return True
+            proc = self._procs.get(wid)
             if proc is not None and proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(int(message["sig"]))
+                    proc.send_signal(sig)
         elif op == "close":
             return False
         return True
@@ -431,16 +492,24 @@ class Agent:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m elasim.executor.agent --controller HOST:PORT --slots K``."""
+    """``python -m elasim.executor.agent --controller H:P --slots K --secret-file F --settings S``.
+
+    ``F`` and ``S`` are this host's copies of the run's secret and worker settings.
+    """
     import argparse
 
     parser = argparse.ArgumentParser(prog="elasim-agent", description=__doc__.splitlines()[0])
     parser.add_argument("--controller", required=True, help="HOST:PORT of the controller")
     parser.add_argument("--slots", type=int, required=True, help="worker slots to offer")
+    parser.add_argument("--secret-file", type=Path, required=True, help="the run's secret")
+    parser.add_argument("--settings", type=Path, required=True, help="the run's worker settings")
     parser.add_argument("--log-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="[agent] %(levelname)s %(message)s")
-    return Agent(args.controller, args.slots, log_dir=args.log_dir).run()
+    agent = Agent(
+        args.controller, args.slots, args.secret_file, args.settings, log_dir=args.log_dir
+    )
+    return agent.run()
 
 
 if __name__ == "__main__":

@@ -223,6 +223,18 @@ def run_command(
     ),
     backend: str = typer.Option("auto", "--backend", help="'auto', 'gloo' or 'nccl'."),
     bind: str = typer.Option("127.0.0.1", "--bind", help="Address for the store and agents."),
+    secret_file: Path | None = typer.Option(
+        None,
+        "--secret-file",
+        help="The run's secret (a 0600 file you made, e.g. already on the agents' hosts); "
+        "default: a fresh one.",
+    ),
+    run_dir: Path | None = typer.Option(
+        None,
+        "--run-dir",
+        help="Write the run's secret and worker settings here (0700; copy both to agent "
+        "hosts); default: a temporary folder.",
+    ),
     agent_port: int | None = typer.Option(None, "--agent-port", help="Listen for agents here."),
     agents: int = typer.Option(0, "--agents", help="Wait for this many agents to connect."),
     local_slots: int | None = typer.Option(
@@ -294,6 +306,35 @@ def _check_flags(
         raise UsageError(f"--seed must be >= 0, got {same['seed']}")
 
 
+def _check_bind(bind: str, flag: str) -> None:
+    """``bind`` is an address of this host's, or a name that resolves (else UsageError)."""
+    import socket
+
+    if not bind or any(c.isspace() for c in bind):
+        raise UsageError(f"{flag}: not an address: {bind!r}")
+    try:
+        socket.getaddrinfo(bind, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError) as exc:
+        raise UsageError(f"{flag}: cannot resolve {bind!r}: {exc}") from None
+
+
+def _check_security_flags(bind: str, secret_file: Path | None, run_dir: Path | None) -> None:
+    """``--bind``, ``--secret-file`` and ``--run-dir``, each failure naming its flag."""
+    from elasim.executor.auth import AuthError, read_secret
+
+    _check_bind(bind, "--bind")
+    if secret_file is not None:
+        try:
+            read_secret(secret_file)
+        except AuthError as exc:
+            raise UsageError(f"--secret-file: {exc}") from None
+    if run_dir is not None and run_dir.exists():
+        if not run_dir.is_dir():
+            raise UsageError(f"--run-dir: {run_dir} is not a folder")
+        if any(run_dir.iterdir()):
+            raise UsageError(f"--run-dir: {run_dir} is not empty (a run's files go in a new one)")
+
+
 def _config(
     *,
     max_nodes: int | None,
@@ -319,11 +360,14 @@ def _config(
     out: Path | None,
     script: Path | None,
     script_args: list[str] | None,
+    secret_file: Path | None,
+    run_dir: Path | None,
     **same: Any,
 ) -> Any:
     """Every flag of ``run`` checked (naming the flag) and turned into a ``RunConfig``."""
     from elasim.executor.run import RunConfig
 
+    _check_security_flags(bind, secret_file, run_dir)
     spec = _script_spec(
         script,
         script_args,
@@ -360,6 +404,8 @@ def _config(
         max_wall_real_s=max_wall_s,
         collective_timeout_real_s=collective_timeout_s,
         bind_host=bind,
+        secret_file=None if secret_file is None else str(secret_file),
+        run_dir=None if run_dir is None else str(run_dir),
         expect_agents=agents,
         agent_port=agent_port,
         log_dir=None if log_dir is None else str(log_dir),
@@ -496,21 +542,58 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
 def agent_command(
     controller: str = typer.Option(..., "--controller", help="HOST:PORT of the controller."),
     slots: int = typer.Option(1, "--slots", help="Worker slots this host offers."),
+    secret_file: Path | None = typer.Option(
+        None, "--secret-file", help="This host's copy of the run's secret (0600; required)."
+    ),
+    settings: Path | None = typer.Option(
+        None,
+        "--settings",
+        help="This host's copy of the run's worker-settings.json (0600; required).",
+    ),
     log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
     connect_timeout_s: float = typer.Option(30.0, "--connect-timeout-s"),
 ) -> None:
-    """Contribute worker slots on this host to an elasim run controller."""
+    """Contribute worker slots on this host to an elasim run controller.
+
+    The connection is authenticated both ways with the run's secret; workers run the
+    job named in the settings file, never anything the connection says.
+    """
     try:
         from elasim.executor.agent import Agent
+        from elasim.executor.auth import AuthError, read_secret
+        from elasim.executor.runfiles import read_worker_settings
 
         host, sep, port = controller.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise UsageError(f"--controller must be HOST:PORT, got {controller!r}")
         if not 0 < int(port) < 65536:
             raise UsageError(f"--controller port must be 1-65535, got {port}")
+        _check_bind(host.strip("[]"), "--controller")
         if slots < 1:
             raise UsageError(f"--slots must be >= 1, got {slots}")
-        code = Agent(controller, slots, log_dir=log_dir, connect_timeout_s=connect_timeout_s).run()
+        if not (math.isfinite(connect_timeout_s) and connect_timeout_s > 0):
+            raise UsageError(f"--connect-timeout-s must be > 0, got {connect_timeout_s:g}")
+        checks = (
+            ("--secret-file", secret_file, read_secret),
+            ("--settings", settings, read_worker_settings),
+        )
+        for flag, path, check in checks:
+            if path is None:
+                raise UsageError(f"{flag} is required (a copy of the run's file, mode 0600)")
+            try:
+                check(path)
+            except AuthError as exc:
+                raise UsageError(f"{flag}: {exc}") from None
+        assert secret_file is not None and settings is not None
+        agent = Agent(
+            controller,
+            slots,
+            secret_file,
+            settings,
+            log_dir=log_dir,
+            connect_timeout_s=connect_timeout_s,
+        )
+        code = agent.run()
     except typer.Exit:
         raise
     except KeyboardInterrupt:

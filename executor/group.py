@@ -1,7 +1,7 @@
 """Real worker groups: processes, generations, and the measured pause of every change.
 
 :class:`ProcessWorkerGroup` is what the controller's decisions are applied to.  It
-owns the run's ``TCPStore`` (bound to ``127.0.0.1`` unless told otherwise), starts
+owns the run's authenticated store (bound to ``127.0.0.1`` unless told otherwise), starts
 worker processes through *launchers* (local subprocesses, or remote agents, see
 :mod:`.agent`), and turns "hold 3 spot and 1 on-demand node" into generations of
 the process group.  One worker process is one node (one slot; one GPU with NCCL).
@@ -106,7 +106,7 @@ class GroupSettings:
     Attributes:
         mode: ``inplace`` or ``restart``.
         worker: settings every worker receives.
-        bind_host: address the TCPStore listens on (loopback by default).
+        bind_host: address the run's store listens on (loopback by default).
         store_port: 0 picks a free port.
         standby: keep free slots filled with warm standbys (``inplace`` only).
         change_timeout_s: bound on one generation change.
@@ -120,6 +120,9 @@ class GroupSettings:
             run resumed after its controller died): the first group restores it.
         idle_warmup: standbys warm up at idle CPU priority (see ``_entry``), so a
             "booting node" does not slow down training on the same host.
+        run_files: the run's secret and worker-settings files
+            (:class:`~.runfiles.RunFiles`); None: the group writes them into a
+            temporary private folder when it starts (and removes it when closed).
     """
 
     mode: RescaleMode = RescaleMode.INPLACE
@@ -135,6 +138,7 @@ class GroupSettings:
     advertise_host: str | None = None
     idle_warmup: bool = False
     resume_step: int | None = None
+    run_files: Any = None
 
 
 class ProcessWorkerGroup(InplaceChanges, RestartChanges):

@@ -2,9 +2,13 @@
 
 A :class:`Launcher` owns a number of worker *slots* on one host and starts
 ``python -m elasim.executor._entry ...`` in them; what it returns is a
-:class:`ProcessHandle` the pool polls and signals.  :class:`LocalLauncher` starts
-subprocesses of the controller; :class:`~.agent.RemoteLauncher` asks an agent on
-another host.
+:class:`ProcessHandle` the pool polls and signals.  What a worker is started with is
+a :class:`WorkerLaunch` (validated fields only), and one function,
+:func:`worker_argv`, turns it into the command line, whatever the launcher: the
+worker's settings and the run secret are *file paths* on that command line (files
+only the user can read, :mod:`.runfiles`), never values from a connection.
+:class:`LocalLauncher` starts subprocesses of the controller;
+:class:`~.agent.RemoteLauncher` asks an agent on another host.
 
 Why a module of its own: starting a process is the one thing that differs between
 hosts (and between local and remote runs), and nothing else in the group needs to
@@ -15,14 +19,118 @@ re-exports these names.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["Launcher", "LocalLauncher", "ProcessHandle"]
+from .authstore import parse_address
+
+__all__ = ["Launcher", "LocalLauncher", "ProcessHandle", "WorkerLaunch", "worker_argv"]
+
+#: The one program a launcher ever starts for elasim's own workers.
+WORKER_MODULE = "elasim.executor._entry"
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    """What one worker process is started with (every field validated on creation).
+
+    Why a closed set of typed fields: these travel to agents on other hosts; an agent
+    builds the command line from them with :func:`worker_argv`, so nothing a peer
+    sends becomes an argument it did not validate.
+
+    Attributes:
+        wid: worker id (>= 0).
+        store: ``HOST:PORT`` of the run's store.
+        spawn_wall_s: ``time.time()`` at spawn (for ``acquire_s``).
+        device_index: the slot's index (its GPU with CUDA).
+        idle_warmup: warm up at idle CPU priority (see ``_entry``).
+    """
+
+    wid: int
+    store: str
+    spawn_wall_s: float
+    device_index: int = 0
+    idle_warmup: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("wid", "device_index"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        if not isinstance(self.spawn_wall_s, (int, float)) or not math.isfinite(self.spawn_wall_s):
+            raise ValueError(f"spawn_wall_s must be a finite number, got {self.spawn_wall_s!r}")
+        if not isinstance(self.idle_warmup, bool):
+            raise ValueError(f"idle_warmup must be a boolean, got {self.idle_warmup!r}")
+        if not isinstance(self.store, str):
+            raise ValueError(f"store must be HOST:PORT, got {self.store!r}")
+        parse_address(self.store)
+
+    def to_message(self) -> dict[str, Any]:
+        """The fields as a JSON object (what the controller sends an agent)."""
+        return {
+            "wid": self.wid,
+            "store": self.store,
+            "spawn_wall_s": self.spawn_wall_s,
+            "device_index": self.device_index,
+            "idle_warmup": self.idle_warmup,
+        }
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any]) -> WorkerLaunch:
+        """Inverse of :meth:`to_message`; raises ValueError/KeyError on anything else."""
+        return cls(
+            wid=message["wid"],
+            store=message["store"],
+            spawn_wall_s=float(message["spawn_wall_s"]),
+            device_index=message["device_index"],
+            idle_warmup=message["idle_warmup"],
+        )
+
+
+def worker_argv(
+    python: str,
+    launch: WorkerLaunch,
+    *,
+    settings_path: str | Path,
+    secret_path: str | Path,
+    parent_pid: int | None = None,
+) -> list[str]:
+    """The command line of a worker process (the only place it is built).
+
+    Args:
+        python: the interpreter.
+        launch: the worker's fields.
+        settings_path: the run's worker settings on this host (a private file).
+        secret_path: the run's secret on this host (a private file).
+        parent_pid: the launching process: the worker exits when it dies
+            (:mod:`.lifeline`; None: whatever its parent is when it starts).
+    """
+    argv = [python, "-m", WORKER_MODULE]
+    if launch.idle_warmup:
+        argv.append("--idle-warmup")
+    if parent_pid is not None:
+        argv += ["--parent-pid", str(int(parent_pid))]
+    argv += [
+        "--store",
+        launch.store,
+        "--wid",
+        str(launch.wid),
+        "--spawn-wall",
+        repr(float(launch.spawn_wall_s)),
+        "--device-index",
+        str(launch.device_index),
+        "--settings",
+        str(settings_path),
+        "--secret-file",
+        str(secret_path),
+    ]
+    return argv
 
 
 class ProcessHandle(Protocol):
@@ -43,8 +151,12 @@ class Launcher(Protocol):
     name: str
     slots: int
 
-    def spawn(self, wid: int, args: Sequence[str]) -> ProcessHandle:
-        """Start ``python -m elasim.executor._entry *args`` for worker ``wid``."""
+    def spawn(self, launch: WorkerLaunch, files: Any) -> ProcessHandle:
+        """Start a worker (:func:`worker_argv`) with the run's private files.
+
+        ``files`` is the run's :class:`~.runfiles.RunFiles`; a launcher on another
+        host uses the user's copies of those files there instead.
+        """
 
     def close(self) -> None:
         """Stop everything this launcher started."""
@@ -135,12 +247,16 @@ class LocalLauncher:
         self.env = worker_env(bind_host, env)
         self._procs: list[subprocess.Popen[bytes]] = []
 
-    def spawn(self, wid: int, args: Sequence[str]) -> ProcessHandle:
-        """Start one worker process."""
-        log = None if self.log_dir is None else self.log_dir / f"worker-{wid}.log"
-        # the worker watches this pid (.lifeline): it exits if the controller dies
-        argv = [self.python, "-m", "elasim.executor._entry", "--parent-pid", str(os.getpid())]
-        argv += list(args)
+    def spawn(self, launch: WorkerLaunch, files: Any) -> ProcessHandle:
+        """Start one worker process with the run's private files."""
+        log = None if self.log_dir is None else self.log_dir / f"worker-{launch.wid}.log"
+        argv = worker_argv(
+            self.python,
+            launch,
+            settings_path=files.settings_path,
+            secret_path=files.secret_path,
+            parent_pid=os.getpid(),  # the worker exits if the controller dies (.lifeline)
+        )
         return self.start(argv, env=self.env, log_path=log)
 
     def start(

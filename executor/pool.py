@@ -1,7 +1,7 @@
 """The worker pool: processes, the store, and what workers report through it.
 
 Everything :class:`~.group.ProcessWorkerGroup` knows about its worker *processes*
-lives here, whatever the rescale mode: the run's ``TCPStore``, spawning into the
+lives here, whatever the rescale mode: the run's store (:mod:`.authstore`), spawning into the
 free slots of its launchers (:mod:`.launchers`), warm standbys, reaping exits (and
 telling a crash from a planned exit), pumping each worker's events and step records
 out of the store, and forming a generation (publishing ``JOIN`` until the named
@@ -32,14 +32,13 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .launchers import Launcher, ProcessHandle
+from .authstore import StoreServer
+from .launchers import Launcher, ProcessHandle, WorkerLaunch
 from .protocol import (
     CMDSEQ_KEY,
-    CONFIG_KEY,
     GO_ABORT,
     Command,
     CommandOp,
@@ -54,6 +53,7 @@ from .protocol import (
     steps_key,
 )
 from .records import ExecutorError, GroupProgress, StepRecord, WorkerStart
+from .runfiles import RunFiles
 
 if TYPE_CHECKING:
     from .group import GroupSettings
@@ -143,6 +143,8 @@ class WorkerPool:
         self.launchers = list(launchers)
         self._now = now or time.monotonic
         self._store: Any = None
+        #: the run's secret and worker settings (made at ``_open_store`` unless given)
+        self._files: RunFiles | None = settings.run_files
         self._workers: dict[int, _Worker] = {}
         self._next_wid = 0
         self._seq = 0
@@ -179,32 +181,25 @@ class WorkerPool:
         return f"{host}:{self._store.port}"
 
     def _open_store(self) -> None:
-        """Open the run's store and publish the worker settings."""
-        import torch.distributed as dist
+        """Write the run's private files (unless given) and open its store.
 
-        # TCPStore's own listener binds every interface whatever host it is given;
-        # a socket bound here (loopback by default) and handed over keeps it private.
-        family = socket.AF_INET6 if ":" in self.settings.bind_host else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        The worker settings go to a private file, not into the store: the store is
+        authenticated and holds data only (:mod:`.authstore`).
+        """
         try:
-            listener.bind((self.settings.bind_host, self.settings.store_port))
+            if self._files is None:
+                self._files = RunFiles.create(self.settings.worker)
+            secret = self._files.secret()
+        except (OSError, ValueError) as exc:
+            raise ExecutorError(f"cannot write the run's private files: {exc}") from None
+        store = StoreServer(secret, self.settings.bind_host, self.settings.store_port)
+        try:
+            store.start()
         except OSError as exc:
-            listener.close()
             where = f"{self.settings.bind_host}:{self.settings.store_port}"
             reason = exc.strerror or str(exc)
             raise ExecutorError(f"cannot open the run's store on {where}: {reason}") from None
-        listener.listen(512)
-        port = listener.getsockname()[1]
-        self._store = dist.TCPStore(
-            self.settings.bind_host,
-            port,
-            is_master=True,
-            wait_for_workers=False,
-            timeout=timedelta(seconds=max(30.0, self.settings.change_timeout_s)),
-            master_listen_fd=listener.detach(),  # the store owns (and closes) the socket now
-        )
-        self._store.set(CONFIG_KEY, self.settings.worker.to_bytes())
+        self._store = store
         self._store.add(CMDSEQ_KEY, 0)
         if self.settings.worker.checkpoint_dir:
             from .checkpoint import CHECKPOINT_NAME
@@ -237,7 +232,11 @@ class WorkerPool:
                 time.sleep(0.02)
         for launcher in self.launchers:
             launcher.close()
+        if self._store is not None:
+            self._store.close()
         self._store = None
+        if self._files is not None:
+            self._files.cleanup()  # only a temporary folder made for this run
 
     # -- processes ---------------------------------------------------------------------------
 
@@ -297,11 +296,14 @@ class WorkerPool:
         self._store.set(event_count_key(wid), "0")
         self._store.set(steps_count_key(wid), "0")
         wall = time.time()
-        args = ["--store", self.address, "--wid", str(wid), "--spawn-wall", repr(wall)]
-        args += ["--device-index", str(slot)]
-        if self.settings.idle_warmup:
-            args.insert(0, "--idle-warmup")
-        proc = best.spawn(wid, args)
+        launch = WorkerLaunch(
+            wid,
+            self.address,
+            wall,
+            device_index=slot,
+            idle_warmup=bool(self.settings.idle_warmup),
+        )
+        proc = best.spawn(launch, self._files)
         worker = _Worker(wid, best, proc, wall, slot=slot)
         self._workers[wid] = worker
         return worker

@@ -1,15 +1,21 @@
-"""The controller <-> worker protocol, carried by one ``torch.distributed.TCPStore``.
+"""The controller <-> worker protocol, carried by the run's key-value store.
 
 Why a key-value store and not sockets of our own: the store is already what
 ``torch.distributed`` rendezvous on (every process needs a client anyway), it
 survives any worker dying, and its ``wait``/``add``/``compare_set`` primitives are
 exactly the few atomic operations the protocol needs.  The controller process hosts
-the store (``is_master=True``); every worker is a client.  No torch import here, so
-the controller's bookkeeping and the tests can use these helpers without torch.
+the store (:class:`~.authstore.StoreServer`, authenticated); every worker is a
+client.  No torch import here, so the controller's bookkeeping and the tests can use
+these helpers without torch.
+
+What is *not* in the store: the worker settings (:class:`WorkerSettings`: the job's
+import spec and options).  Workers read them from a private file named on their
+command line (:mod:`.runfiles`); nothing read from the store is imported, called,
+unpickled or executed.  A ``JOIN``'s ``restore`` only says *whether* rank 0 restores;
+it loads the checkpoint in its own ``checkpoint_dir``, never a path from the store.
 
 Keys (all small JSON or integers):
 
-* ``config``: :class:`WorkerSettings` for every worker of the run.
 * ``cmdseq``: number of commands published; command ``k`` (1-based) is ``cmd/k``.
   The controller writes ``cmd/k`` *before* incrementing ``cmdseq``, so a reader who
   sees ``cmdseq = k`` can read ``cmd/1 .. cmd/k``.
@@ -41,7 +47,6 @@ from typing import Any
 
 __all__ = [
     "CMDSEQ_KEY",
-    "CONFIG_KEY",
     "Command",
     "CommandOp",
     "FaultInjection",
@@ -60,7 +65,6 @@ __all__ = [
     "steps_key",
 ]
 
-CONFIG_KEY = "config"
 CMDSEQ_KEY = "cmdseq"
 GO_OK = "ok"
 GO_ABORT = "abort"
@@ -154,7 +158,8 @@ class Command:
         members: worker ids in rank order (``JOIN``).
         failure_wall_s: ``time.time()`` when a member was killed (``JOIN`` after a
             failure), for the survivors' ``detect_s``; None for a planned change.
-        restore: checkpoint path rank 0 loads before the state sync (no survivors).
+        restore: rank 0 loads the checkpoint of its own ``checkpoint_dir`` before the
+            state sync (no survivors); the value itself is never used as a path.
         checkpoint: write a checkpoint before stopping (``STOP``).
         keep: after ``STOP``, stay alive as warm standbys instead of exiting.
         wids: workers concerned (``EXIT``).
@@ -239,7 +244,7 @@ class FaultInjection:
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    """Everything a worker needs to know about the run (``config`` key).
+    """Everything a worker needs to know about the run (its private settings file).
 
     Attributes:
         job: import spec of the :class:`~elasim.executor.api.ElasticJob`.

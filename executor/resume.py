@@ -108,6 +108,9 @@ def _config_of(raw: Mapping[str, Any]) -> Any:
     values = dict(raw)
     values["faults"] = FaultInjection(**values.get("faults", {}))
     values["script"] = None
+    # the dead controller's private folder is not empty: the new one makes its own
+    # (a fresh secret; an agent needs the new files)
+    values["run_dir"] = None
     table = values.get("throughput_samples_per_s")
     values["throughput_samples_per_s"] = None if table is None else tuple(table)
     return RunConfig(**values)

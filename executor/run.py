@@ -53,6 +53,7 @@ from .group import (
 from .journal import RunJournal
 from .protocol import FaultInjection, WorkerSettings
 from .resume import ResumePoint, merge_books, merge_segments, save_run_config, segment_of
+from .runfiles import RunFiles
 from .script import ScriptSpec, ScriptWorkerGroup
 
 __all__ = ["RunConfig", "RunResult", "run_trace", "write_run"]
@@ -108,6 +109,11 @@ class RunConfig:
         ready_timeout_real_s: how long a worker may take to start (spawn to ready);
             on a busy host, several seconds per ``import torch`` add up.
         change_timeout_real_s: bound on one generation change.
+        run_dir: where the run's private files go (the secret, the worker settings;
+            made ``0700``, must be new or empty); None: a temporary folder, removed
+            at the end.  Agents' hosts need copies of both files.
+        secret_file: use this run secret (a ``0600`` file the user made) instead of
+            a fresh one.
         script: run this torchrun script instead of elasim's own workers
             (:mod:`.script`).  It restarts on every change (``rescale`` becomes
             ``restart``) and checkpoints itself (elasim's checkpoint interval becomes
@@ -149,6 +155,8 @@ class RunConfig:
     idle_warmup: bool = False
     ready_timeout_real_s: float = 120.0
     change_timeout_real_s: float = 60.0
+    run_dir: str | None = None
+    secret_file: str | None = None
     script: ScriptSpec | None = None
 
     def __post_init__(self) -> None:
@@ -305,8 +313,8 @@ def _summary(
     return out
 
 
-def _launchers(config: RunConfig) -> tuple[list[Launcher], Any]:
-    """Local slots plus, with ``agent_port``, an agent listener."""
+def _launchers(config: RunConfig, files: RunFiles) -> tuple[list[Launcher], Any]:
+    """Local slots plus, with ``agent_port``, an agent listener (authenticated)."""
     launchers: list[Launcher] = []
     local = config.local_slots
     if local is None:
@@ -317,8 +325,15 @@ def _launchers(config: RunConfig) -> tuple[list[Launcher], Any]:
     if config.agent_port is not None:
         from .agent import AgentServer
 
-        server = AgentServer(config.bind_host, config.agent_port)
+        server = AgentServer(config.bind_host, config.agent_port, secret=files.secret())
         server.start()
+        log.warning(
+            "agents: listening on %s:%s; each agent host needs copies of %s and %s (mode 0600)",
+            config.bind_host,
+            server.port,
+            files.secret_path,
+            files.settings_path,
+        )
     return launchers, server
 
 
@@ -483,19 +498,31 @@ def _start_group(
         checkpoint_dir = tmp.name
     # checked before any worker starts: otherwise rank 0 dies at every checkpoint
     check_writable_dir(checkpoint_dir, "--checkpoint-dir")
-    launchers, server = _launchers(config)
-    if server is not None:
-        launchers.extend(server.wait_for_agents(config.expect_agents, timeout_s=120.0))
-    if not launchers:
-        raise ValueError("no worker slots: give local_slots or expect_agents")
+    worker = _worker_settings(config, checkpoint_dir)
+    files = RunFiles.create(worker, run_dir=config.run_dir, secret_file=config.secret_file)
+    server = None
+    try:
+        launchers, server = _launchers(config, files)
+        if server is not None:
+            launchers.extend(server.wait_for_agents(config.expect_agents, timeout_s=120.0))
+        if not launchers:
+            raise ValueError("no worker slots: give local_slots or expect_agents")
+    except BaseException:
+        if server is not None:
+            server.close()
+        files.cleanup()
+        if tmp is not None:
+            tmp.cleanup()
+        raise
     settings = GroupSettings(
         mode=config.rescale,
-        worker=_worker_settings(config, checkpoint_dir),
+        worker=worker,
         bind_host=config.bind_host,
         idle_warmup=config.idle_warmup,
         resume_step=resume_step,
         ready_timeout_s=config.ready_timeout_real_s,
         change_timeout_s=config.change_timeout_real_s,
+        run_files=files,
     )
     return ProcessWorkerGroup(settings, launchers), server, tmp
 

@@ -1,7 +1,8 @@
 """The worker process: a warm standby that joins, trains, re-forms and leaves on command.
 
-Run as ``python -m elasim.executor.worker --store HOST:PORT --wid N`` (the controller
-or an agent starts it).  The life of a worker (:class:`WorkerPhase`):
+Run as ``python -m elasim.executor.worker --store HOST:PORT --wid N --settings FILE
+--secret-file FILE`` (the controller or an agent starts it, with the command line of
+:func:`~.launchers.worker_argv`).  The life of a worker (:class:`WorkerPhase`):
 
 1. **Warm-up, before it is needed.**  It imports torch, builds the job's data, model
    and optimizer (seeded, so every replica starts identical), runs one throw-away
@@ -66,10 +67,9 @@ import torch
 import torch.distributed as dist
 
 from .api import ElasticJob, TrainState, load_elastic_job, move_to_device
-from .checkpoint import CheckpointError, load_checkpoint
+from .checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 from .protocol import (
     CMDSEQ_KEY,
-    CONFIG_KEY,
     GO_ABORT,
     GO_OK,
     Command,
@@ -404,7 +404,7 @@ class Worker(TrainingLoop):
             t_formed = time.time()
             restored_step = None
             if plan.restore and rank == 0:
-                restored_step = self._restore(plan.restore)
+                restored_step = self._restore()
             inflight = bool(notice and notice.inflight)
             sync = sync_state(self.state, self.device, rank, world, inflight=inflight)
             t_synced = time.time()
@@ -430,8 +430,16 @@ class Worker(TrainingLoop):
             self._post(WorkerEventType.FORMED, rank=rank, world=world, **timing)
         return self._train(plan, rank, world, notice, timing)
 
-    def _restore(self, path: str) -> int | None:
-        """Rank 0 loads the checkpoint (if there is one) before the state sync."""
+    def _restore(self) -> int | None:
+        """Rank 0 loads the run's checkpoint (if there is one) before the state sync.
+
+        Only the checkpoint in this worker's own ``checkpoint_dir`` (from its private
+        settings file): a ``JOIN`` says *whether* to restore, never *what*, so no
+        path that came through the store is ever loaded.
+        """
+        if not self.settings.checkpoint_dir:
+            return None
+        path = Path(self.settings.checkpoint_dir) / CHECKPOINT_NAME
         try:
             state = load_checkpoint(path)
         except CheckpointError as exc:
@@ -439,16 +447,6 @@ class Worker(TrainingLoop):
             return None
         self.state.load_state_dict(state)
         return self.state.step
-
-
-def _connect(address: str, timeout_s: float) -> dist.TCPStore:
-    host, _, port = address.rpartition(":")
-    return dist.TCPStore(
-        host or "127.0.0.1",
-        int(port),
-        is_master=False,
-        timeout=timedelta(seconds=timeout_s),
-    )
 
 
 def main(argv: list[str] | None = None, on_ready: Callable[[], None] | None = None) -> int:
@@ -460,19 +458,30 @@ def main(argv: list[str] | None = None, on_ready: Callable[[], None] | None = No
             (the entry point uses it to leave idle priority, see ``_entry``).
     """
     parser = argparse.ArgumentParser(prog="elasim-worker", description=__doc__.splitlines()[0])
-    parser.add_argument("--store", required=True, help="HOST:PORT of the controller's TCPStore")
+    parser.add_argument("--store", required=True, help="HOST:PORT of the run's store")
     parser.add_argument("--wid", required=True, type=int, help="worker id")
     parser.add_argument("--device-index", type=int, default=None, help="CUDA device of this slot")
     parser.add_argument("--spawn-wall", type=float, default=None, help="time.time() at spawn")
     parser.add_argument("--connect-timeout-s", type=float, default=60.0)
+    parser.add_argument("--settings", required=True, help="the run's worker settings (0600)")
+    parser.add_argument("--secret-file", required=True, help="the run's secret (0600)")
     args = parser.parse_args(argv)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` dumps stacks
     logging.basicConfig(
         level=logging.WARNING, format=f"[worker {args.wid}] %(levelname)s %(message)s"
     )
+    from .auth import read_secret
+    from .runfiles import read_worker_settings
+    from .storeclient import connect_store
+
+    try:  # what to run comes from the user's private file, never from the store
+        settings = read_worker_settings(args.settings)
+        secret = read_secret(args.secret_file)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return EXIT_ERROR
     try:
-        store = _connect(args.store, args.connect_timeout_s)
-        settings = WorkerSettings.from_bytes(store.get(CONFIG_KEY))
+        store = connect_store(args.store, secret, connect_s=args.connect_timeout_s)
     except (RuntimeError, OSError, ValueError) as exc:
         log.error("cannot reach the controller at %s: %s", args.store, exc)
         return EXIT_CONTROLLER_GONE

@@ -16,12 +16,13 @@ pytest.importorskip("torch")
 from elasim.executor.agent import AgentServer  # noqa: E402
 from elasim.executor.group import GroupSettings, ProcessWorkerGroup  # noqa: E402
 from elasim.executor.protocol import WorkerSettings  # noqa: E402
+from elasim.executor.runfiles import RunFiles  # noqa: E402
 from elasim.policies import EventKind  # noqa: E402
 
 pytestmark = [pytest.mark.executor]
 
 
-def _agent(port: int, slots: int, log_dir) -> subprocess.Popen[bytes]:
+def _agent(port: int, slots: int, log_dir, files: RunFiles) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -34,6 +35,10 @@ def _agent(port: int, slots: int, log_dir) -> subprocess.Popen[bytes]:
             str(slots),
             "--log-dir",
             str(log_dir),
+            "--secret-file",
+            str(files.secret_path),
+            "--settings",
+            str(files.settings_path),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -42,15 +47,16 @@ def _agent(port: int, slots: int, log_dir) -> subprocess.Popen[bytes]:
 
 @pytest.mark.timeout(120)
 def test_two_agents_on_loopback_serve_one_elastic_group(tmp_path):
-    server = AgentServer("127.0.0.1", 0)
+    settings = WorkerSettings(max_steps=10**6, checkpoint_dir=str(tmp_path / "ckpt"))
+    files = RunFiles.create(settings, run_dir=tmp_path / "run")
+    server = AgentServer("127.0.0.1", 0, secret=files.secret())
     server.start()
-    agents = [_agent(server.port, 2, tmp_path / f"agent{i}") for i in range(2)]
+    agents = [_agent(server.port, 2, tmp_path / f"agent{i}", files) for i in range(2)]
     group = None
     try:
         launchers = server.wait_for_agents(2, timeout_s=60)
         assert sorted(launcher.slots for launcher in launchers) == [2, 2]
-        settings = WorkerSettings(max_steps=10**6, checkpoint_dir=str(tmp_path / "ckpt"))
-        group = ProcessWorkerGroup(GroupSettings(worker=settings), launchers)
+        group = ProcessWorkerGroup(GroupSettings(worker=settings, run_files=files), launchers)
         group.start()  # fills both agents' slots with warm standbys
         assert group.slots == 4
         first = group.apply(4, 0)

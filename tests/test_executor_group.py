@@ -68,7 +68,7 @@ class FakeCluster:
         #: wid -> exit code when told to STOP (default 0); no reports from those
         self.stop_codes: dict[int, int] = {}
 
-    # -- the TCPStore API the group uses ----------------------------------------------------
+    # -- the store API the group uses ----------------------------------------------------
 
     def set(self, key: str, value: Any) -> None:
         self.kv[key] = value if isinstance(value, bytes) else str(value).encode()
@@ -159,8 +159,8 @@ class FakeLauncher:
         self.cluster = cluster
         self.slots = slots
 
-    def spawn(self, wid: int, args: list[str]) -> FakeProc:
-        return self.cluster.spawned(wid)
+    def spawn(self, launch: Any, files: Any) -> FakeProc:
+        return self.cluster.spawned(launch.wid)
 
     def close(self) -> None:
         pass

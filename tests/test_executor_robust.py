@@ -23,7 +23,12 @@ import pytest
 
 from elasim.executor import agent as agent_mod
 from elasim.executor.agent import Agent, AgentError, AgentServer
+from elasim.executor.auth import AGENT, client_handshake
 from elasim.executor.launchers import interface_of, worker_env
+from elasim.executor.protocol import WorkerSettings
+from elasim.executor.runfiles import RunFiles
+
+SECRET = bytes(range(32))
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,8 +54,14 @@ def one_line_error(proc, code: int = 2) -> str:
 # -- the agent listener (no torch) ------------------------------------------------------------
 
 
-def _hello(port: int) -> socket.socket:
+def _authenticated(port: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port))
+    client_handshake(sock, SECRET, AGENT)
+    return sock
+
+
+def _hello(port: int) -> socket.socket:
+    sock = _authenticated(port)
     sock.sendall(b'{"op":"hello","slots":1,"host":"good"}\n')
     return sock
 
@@ -58,7 +69,7 @@ def _hello(port: int) -> socket.socket:
 @pytest.mark.timeout(30)
 def test_a_client_trickling_bytes_cannot_keep_a_real_agent_out(monkeypatch):
     monkeypatch.setattr(agent_mod, "HELLO_DEADLINE_S", 2.0)
-    server = AgentServer("127.0.0.1", 0)
+    server = AgentServer("127.0.0.1", 0, secret=SECRET)
     server.start()
     slow = socket.create_connection(("127.0.0.1", server.port))
     stop = threading.Event()
@@ -98,7 +109,7 @@ def test_a_peer_sending_malformed_json_is_dropped_in_one_line(caplog):
     crashes: list[BaseException] = []
     hook = threading.excepthook
     threading.excepthook = lambda args: crashes.append(args.exc_value)
-    server = AgentServer("127.0.0.1", 0)
+    server = AgentServer("127.0.0.1", 0, secret=SECRET)
     server.start()
     try:
         with caplog.at_level(logging.WARNING, logger="elasim.executor.agent"):
@@ -109,7 +120,7 @@ def test_a_peer_sending_malformed_json_is_dropped_in_one_line(caplog):
             while not launcher._closed and time.monotonic() < deadline:  # noqa: SLF001
                 time.sleep(0.05)
             assert launcher._closed  # noqa: SLF001 - treated as a host that went away
-            bad_hello = socket.create_connection(("127.0.0.1", server.port))
+            bad_hello = _authenticated(server.port)
             bad_hello.sendall(b"[1, 2\n")
             time.sleep(0.5)
         warnings = [r.getMessage() for r in caplog.records]
@@ -122,15 +133,18 @@ def test_a_peer_sending_malformed_json_is_dropped_in_one_line(caplog):
         server.close()
 
 
-def test_agent_errors_name_the_address():
+def test_agent_errors_name_the_address(tmp_path):
+    files = RunFiles.create(WorkerSettings(), run_dir=tmp_path / "run")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         port = busy.getsockname()[1]
         busy.listen(1)
         with pytest.raises(AgentError, match=f"127.0.0.1:{port}: Address already in use"):
-            AgentServer("127.0.0.1", port).start()
+            AgentServer("127.0.0.1", port, secret=SECRET).start()
     with pytest.raises(AgentError, match=f"controller at 127.0.0.1:{port}"):
-        Agent(f"127.0.0.1:{port}", 1, connect_timeout_s=0.3).run()
+        agent = Agent(f"127.0.0.1:{port}", 1, files.secret_path, files.settings_path)
+        agent.connect_timeout_s = 0.3
+        agent.run()
 
 
 # -- gloo stays on the store's interface (no torch) -------------------------------------------

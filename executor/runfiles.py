@@ -1,0 +1,104 @@
+"""A run's private files: its secret and the worker settings, in a ``0700`` folder.
+
+Why files: what a worker imports and runs (the job's import spec, its options) must
+come from the user, never from a connection.  The controller writes the settings it
+got from its own command line into ``worker-settings.json`` (``0600``), and every
+worker is started with that path on its command line; the run's secret
+(:mod:`.auth`) sits beside it.  A worker refuses a settings or secret file that
+another user could read or write.  For workers on other hosts (agents), the user
+copies both files there and names them on the agent's command line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .auth import AuthError, check_private_file, generate_secret, read_secret, write_private
+from .protocol import WorkerSettings
+
+__all__ = ["RunFiles", "read_worker_settings"]
+
+log = logging.getLogger(__name__)
+
+SECRET_NAME = "secret"
+SETTINGS_NAME = "worker-settings.json"
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """Where a run's private files are.
+
+    Attributes:
+        run_dir: the ``0700`` folder holding them.
+        secret_path: the run secret (hex, ``0600``).
+        settings_path: the worker settings (JSON, ``0600``).
+        owned: the folder was made for this run (removed by :meth:`cleanup`).
+    """
+
+    run_dir: Path
+    secret_path: Path
+    settings_path: Path
+    owned: bool = False
+
+    @classmethod
+    def create(
+        cls,
+        settings: WorkerSettings,
+        *,
+        run_dir: str | Path | None = None,
+        secret_file: str | Path | None = None,
+    ) -> RunFiles:
+        """Write a new run's files.
+
+        Args:
+            settings: what every worker of the run gets.
+            run_dir: a folder to create (``0700``; it must not exist or be empty);
+                None: a fresh temporary folder, removed at :meth:`cleanup`.
+            secret_file: use this secret (a private file the user made, e.g. one that
+                is already on the agents' hosts) instead of a fresh one.
+
+        Raises:
+            AuthError: ``secret_file`` is missing or not private.
+            OSError: the folder cannot be made.
+        """
+        secret = read_secret(secret_file) if secret_file is not None else generate_secret()
+        if run_dir is None:
+            folder = Path(tempfile.mkdtemp(prefix="elasim-run-"))  # 0700 by construction
+            owned = True
+        else:
+            folder = Path(run_dir)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(folder, 0o700)
+            if any(folder.iterdir()):
+                raise OSError(f"run folder {folder} is not empty")
+            owned = False
+        secret_path = write_private(folder / SECRET_NAME, secret.hex().encode() + b"\n")
+        settings_path = write_private(folder / SETTINGS_NAME, settings.to_bytes())
+        return cls(folder, secret_path, settings_path, owned)
+
+    def secret(self) -> bytes:
+        """The run secret."""
+        return read_secret(self.secret_path)
+
+    def cleanup(self) -> None:
+        """Remove the folder if this run made it (a temporary one)."""
+        if self.owned:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def read_worker_settings(path: str | Path) -> WorkerSettings:
+    """The worker settings in ``path``, a private file.
+
+    Raises:
+        AuthError: not private, unreadable, or not worker settings (one line).
+    """
+    path = check_private_file(path, "settings file")
+    try:
+        return WorkerSettings.from_bytes(path.read_bytes())
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise AuthError(f"settings file {path}: {exc}") from None
