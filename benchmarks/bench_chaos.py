@@ -1,16 +1,22 @@
 """The executor under chaos: many real runs, each with faults at random (seeded) moments.
 
-Run: ``python benchmarks/bench_chaos.py`` (full mode; ``--quick`` for one short run
-with one fault of each kind, ``--json PATH`` to keep the numbers).
+Run: ``python benchmarks/bench_chaos.py`` (full mode: 100 faults over runs of 9,000
+steps, about 35 minutes on the loaded 2-core machine; ``--quick`` for one run of
+1,500 steps with one fault of each kind, about 2 minutes; ``--faults N``,
+``--max-steps N``, ``--seed N``; ``--json PATH`` keeps the numbers, ``--keep DIR``
+the runs' folders).  It exits 1 if a goal is missed (a hang, an orphan, an
+unloadable checkpoint, an in-place kill losing more than the step in flight).
 
 Each run replays the eventful window of ``spot_us_east.csv`` (from trace second
-119,000, ``--time-scale 300``) with ``elasim run`` in a subprocess, like a user would,
-and injects faults from outside at random moments once training has started:
+119,000, ``--time-scale 300``, 4 workers, a checkpoint every 50 steps, collective
+timeout 2 s) with ``elasim run`` in a subprocess, as a user would, and injects faults
+from outside at random (seeded) moments once training has started, until the run
+ends; runs repeat until the fault count is reached:
 
 * ``worker``: SIGKILL of a random worker process (member or warm standby);
 * ``checkpoint``: SIGKILL of the worker writing a checkpoint, while its temporary
-  file exists (the folder is polled every 2 ms; a write that is not caught within
-  the window is reported as missed, not counted as a fault);
+  file exists (the folder is polled every 2 ms).  If the kill lands after the
+  rename (the file is gone), it is counted as a ``worker`` kill and reported;
 * ``stop``: SIGSTOP of a random worker, SIGCONT after more than the collective
   timeout;
 * ``controller``: SIGKILL of the controller, then ``elasim run --resume`` on the
