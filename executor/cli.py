@@ -185,6 +185,24 @@ def _start_offset(text: str | None, old: float | None) -> float | None:
     return alias(value, old, "--start-offset-s", "--trace-start-s", 0.0)
 
 
+def _script_option() -> Any:
+    return typer.Option(
+        None,
+        "--script",
+        help="Run this unmodified torchrun script instead of elasim's own job; its "
+        "arguments follow '--'.",
+    )
+
+
+def _resume_option() -> Any:
+    return typer.Option(
+        None,
+        "--resume",
+        help="Continue the run whose --out is this folder after its controller died: "
+        "from its last checkpoint, with its own settings, appending to its files.",
+    )
+
+
 def run_command(
     trace: str | None = typer.Option(None, "--trace", "-t", help="Bundled trace name or CSV path."),
     policy: str = typer.Option("greedy", "--policy", "-p", help="Policy name or file.py:Class."),
@@ -247,18 +265,8 @@ def run_command(
     profile_out: Path | None = typer.Option(
         None, "--profile-out", help="Also write a profile of this run (for simulate --profile)."
     ),
-    script: Path | None = typer.Option(
-        None,
-        "--script",
-        help="Run this unmodified torchrun script instead of elasim's own job; its "
-        "arguments follow '--'.",
-    ),
-    resume: Path | None = typer.Option(
-        None,
-        "--resume",
-        help="Continue the run whose --out is this folder after its controller died: "
-        "from its last checkpoint, with its own settings, appending to its files.",
-    ),
+    script: Path | None = _script_option(),
+    resume: Path | None = _resume_option(),
     script_args: list[str] | None = typer.Argument(
         None, help="The script's arguments (after '--', with --script).", show_default=False
     ),
