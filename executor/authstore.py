@@ -278,11 +278,23 @@ class StoreServer:
 
     # -- the operations (the controller calls these directly) ------------------------------
 
+    def _put(self, key: str, value: bytes) -> None:
+        """Set ``key``; wake the waiters only when it is new.
+
+        Why: waiters wait for keys to *exist*, and rank 0 updates the same few keys
+        every few milliseconds (``cmdseq``, the report counters); waking every blocked
+        connection thread for those would burn the controller's CPU for nothing.
+        Call with the lock held.
+        """
+        new = key not in self._data
+        self._data[key] = value
+        if new:
+            self._cond.notify_all()
+
     def set(self, key: str, value: Any) -> None:
         """Store ``value`` under ``key``."""
         with self._cond:
-            self._data[key] = _as_bytes(value)
-            self._cond.notify_all()
+            self._put(key, _as_bytes(value))
 
     def _wait_for(self, keys: Sequence[str], timeout_s: float) -> None:
         if not self._cond.wait_for(
@@ -308,22 +320,19 @@ class StoreServer:
         """Set several keys at once."""
         with self._cond:
             for key, value in zip(keys, values, strict=True):
-                self._data[key] = _as_bytes(value)
-            self._cond.notify_all()
+                self._put(key, _as_bytes(value))
 
     def add(self, key: str, amount: int) -> int:
         """Add ``amount`` to the integer under ``key`` (0 if missing); the new value."""
         with self._cond:
             value = int(self._data.get(key, b"0")) + int(amount)
-            self._data[key] = str(value).encode()
-            self._cond.notify_all()
+            self._put(key, str(value).encode())
             return value
 
     def append(self, key: str, value: Any) -> None:
         """Append bytes to ``key`` (created if missing)."""
         with self._cond:
-            self._data[key] = self._data.get(key, b"") + _as_bytes(value)
-            self._cond.notify_all()
+            self._put(key, self._data.get(key, b"") + _as_bytes(value))
 
     def check(self, keys: Sequence[str]) -> bool:
         """Whether every key exists (no waiting)."""
@@ -349,8 +358,7 @@ class StoreServer:
         with self._cond:
             current = self._data.get(key)
             if (current is None and not expected_b) or current == expected_b:
-                self._data[key] = desired_b
-                self._cond.notify_all()
+                self._put(key, desired_b)
                 return desired_b
             return expected_b if current is None else current
 

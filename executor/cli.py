@@ -203,6 +203,20 @@ def _resume_option() -> Any:
     )
 
 
+_SECRET_FILE_OPTION = typer.Option(
+    None,
+    "--secret-file",
+    help="The run's secret (a 0600 file you made, e.g. already on the agents' hosts); "
+    "default: a fresh one.",
+)
+_RUN_DIR_OPTION = typer.Option(
+    None,
+    "--run-dir",
+    help="Write the run's secret and worker settings here (0700; copy both to agent "
+    "hosts); default: a temporary folder.",
+)
+
+
 def run_command(
     trace: str | None = typer.Option(None, "--trace", "-t", help="Bundled trace name or CSV path."),
     policy: str = typer.Option("greedy", "--policy", "-p", help="Policy name or file.py:Class."),
@@ -241,18 +255,8 @@ def run_command(
     ),
     backend: str = typer.Option("auto", "--backend", help="'auto', 'gloo' or 'nccl'."),
     bind: str = typer.Option("127.0.0.1", "--bind", help="Address for the store and agents."),
-    secret_file: Path | None = typer.Option(
-        None,
-        "--secret-file",
-        help="The run's secret (a 0600 file you made, e.g. already on the agents' hosts); "
-        "default: a fresh one.",
-    ),
-    run_dir: Path | None = typer.Option(
-        None,
-        "--run-dir",
-        help="Write the run's secret and worker settings here (0700; copy both to agent "
-        "hosts); default: a temporary folder.",
-    ),
+    secret_file: Path | None = _SECRET_FILE_OPTION,
+    run_dir: Path | None = _RUN_DIR_OPTION,
     agent_port: int | None = typer.Option(None, "--agent-port", help="Listen for agents here."),
     agents: int = typer.Option(0, "--agents", help="Wait for this many agents to connect."),
     local_slots: int | None = typer.Option(

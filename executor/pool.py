@@ -421,8 +421,8 @@ class WorkerPool:
             self._done = True
             self._metrics = {k: float(v) for k, v in event.get("metrics", {}).items()}
         elif kind is WorkerEventType.CHECKPOINT:
+            # the path is the settings' checkpoint_dir: a path from the store is not kept
             self._last_checkpoint_step = int(event["step"])
-            self._checkpoint_path = str(event["path"])
         elif kind is WorkerEventType.LEFT:
             if worker.status is not WorkerStatus.DEAD:
                 if event.get("exit", True):
