@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,14 +76,20 @@ def calibrate(
         extra = {} if job is None else {"job": job}
         return CalibrationConfig(segment_s=segment_s, max_nodes=nodes, mechanisms=kinds, **extra)
 
+    from elasim.executor.calibrate import CalibrationError
+
     config = _run_guarded(build)
+    began = time.monotonic()
     with err_console.status("calibrating") as status:
-        profile = _run_guarded(
-            run_calibration,
-            config,
-            work_dir=keep,
-            on_stage=lambda text: status.update(f"calibrating: {text}"),
-        )
+
+        def on_stage(text: str) -> None:
+            err_console.log(text)  # a line per stage stays on the terminal
+            status.update(f"calibrating ({time.monotonic() - began:.0f} s): {text}")
+
+        try:
+            profile = _run_guarded(run_calibration, config, work_dir=keep, on_stage=on_stage)
+        except CalibrationError as exc:  # the measurement failed, not the input: 1
+            raise _fail(str(exc).splitlines()[0], code=1) from None
     _run_guarded(save_profile, profile, out)
     table = Table(title=f"profile {out} ({profile.backend}, torch {profile.torch_version})")
     table.add_column("measurement")

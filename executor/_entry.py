@@ -44,14 +44,29 @@ def restore_priority() -> None:
 
 
 def main() -> int:
-    """``python -m elasim.executor._entry [--idle-warmup] ...`` (then the worker's arguments)."""
+    """``python -m elasim.executor._entry [--idle-warmup] [--parent-pid N] ...``.
+
+    The worker's own arguments follow.
+    """
     return main_args(sys.argv[1:])
 
 
 def main_args(argv: list[str]) -> int:
-    """The entry point on ``argv`` (also the target of a forked worker, :mod:`.forkserver`)."""
+    """The entry point on ``argv`` (also the target of a forked worker, :mod:`.forkserver`).
+
+    First of all the worker ties its life to its launcher (:mod:`.lifeline`): no orphan
+    outlives a killed controller.
+    """
     idle = "--idle-warmup" in argv
     argv = [a for a in argv if a != "--idle-warmup"]
+    parent_pid: int | None = None
+    if "--parent-pid" in argv:  # the launcher's pid: the worker dies with it
+        at = argv.index("--parent-pid")
+        parent_pid = int(argv[at + 1])
+        del argv[at : at + 2]
+    from elasim.executor.lifeline import hold_lifeline
+
+    hold_lifeline(parent_pid)
     lowered = False
     if idle and _can_restore():
         try:

@@ -46,6 +46,8 @@ from .run import DEFAULT_JOB, RunConfig, run_trace, write_run
 
 __all__ = [
     "INPLACE_SCHEDULE",
+    "Budgets",
+    "CalibrationError",
     "RESTART_SCHEDULE",
     "CalibrationConfig",
     "calibrate",
@@ -60,8 +62,47 @@ __all__ = [
 INPLACE_SCHEDULE: tuple[int, ...] = (1, 2, 3, 4, 3, 3, 2, 2, 1, 1, 3, 1, 1, 4, 2, 2, 4, 1, 1, 2)
 #: Worker counts of the restart schedule (a restart costs seconds: fewer changes).
 RESTART_SCHEDULE: tuple[int, ...] = (1, 2, 4, 2, 1, 2)
-#: Real seconds of a start-up run (the ``0 -> n`` start, then a few steps).
-STARTUP_SEGMENT_S = 1.5
+#: Steps of a start-up run (the ``0 -> n`` start, then a few steps); it ends when
+#: they are done, however long that takes on this machine (within its budget).
+STARTUP_STEPS = 30
+
+
+class CalibrationError(RuntimeError):
+    """One calibration run failed; the message names it and says why (one line)."""
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Time limits scaled from what this machine measured, not fixed.
+
+    Why: on a busy 2-core machine a fresh interpreter took 15 s to import torch and
+    a worker 40 s to become ready (measured), where an idle one takes 2 s; fixed
+    limits (120 s to start, 1.5 s for a start-up run) failed there.  Every limit is
+    the fixed floor or a multiple of the measured start, whichever is longer.
+
+    Attributes:
+        start_s: measured interpreter + torch import (median).
+        ready_s: a worker's spawn to ready (``ready_timeout_real_s``).
+        change_s: one generation change (``change_timeout_real_s``).
+        startup_wall_s: a start-up run (``0 -> n`` and :data:`STARTUP_STEPS` steps).
+    """
+
+    start_s: float
+    ready_s: float
+    change_s: float
+    startup_wall_s: float
+
+    @classmethod
+    def of(cls, start_s: float, max_nodes: int) -> Budgets:
+        """Budgets for workers that take ``start_s`` to import torch, ``max_nodes`` at once."""
+        cores = os.cpu_count() or 1
+        together = max(1.0, max_nodes / cores)  # workers starting at once share the cores
+        return cls(
+            start_s=start_s,
+            ready_s=max(120.0, 8.0 * start_s * together),
+            change_s=max(60.0, 4.0 * start_s),
+            startup_wall_s=max(30.0, 4.0 * start_s),
+        )
 
 
 @dataclass(frozen=True)
@@ -173,6 +214,76 @@ def profile_of_runs(
     )
 
 
+def _plan(config: CalibrationConfig) -> list[tuple[str, str, tuple[int, ...], float, int | None]]:
+    """The runs: ``(name, mechanism, schedule, segment_s, steps)`` (steps None: by time)."""
+    runs: list[tuple[str, str, tuple[int, ...], float, int | None]] = []
+    for mechanism in config.mechanisms:
+        if mechanism == "restart":
+            # a restart takes seconds (fresh processes), so its segments are longer
+            runs.append(("restart", "restart", RESTART_SCHEDULE, config.segment_s * 3.0, None))
+        else:
+            runs.append((mechanism, mechanism, INPLACE_SCHEDULE, config.segment_s, None))
+            for size in range(2, config.max_nodes + 1):
+                runs.append((f"startup-{size}", mechanism, (size,), 1.0, STARTUP_STEPS))
+    return runs
+
+
+def _one_run(
+    plan: tuple[str, str, tuple[int, ...], float, int | None],
+    config: CalibrationConfig,
+    budgets: Budgets,
+    root: Path,
+) -> tuple[Path, int]:
+    """Run one calibration run; its output folder and checkpoint size.
+
+    Raises:
+        CalibrationError: it failed or measured nothing, naming it and why.
+    """
+    name, mechanism, schedule, segment_s, steps = plan
+    shape = "-".join(str(min(n, config.max_nodes)) for n in schedule)
+    trace_path = write_capacity_trace(
+        calibration_trace(segment_s, config.max_nodes, schedule),
+        root / f"calibration-{name}.csv",
+    )
+    ckpt_dir = root / f"ckpt-{name}"
+    # one pass through the schedule, then stop (the trace would repeat); a start-up
+    # run stops after its steps
+    wall_s = (
+        budgets.startup_wall_s if steps else min(config.max_wall_real_s, segment_s * len(schedule))
+    )
+    run = RunConfig(
+        trace=str(trace_path),
+        policy="greedy",
+        time_scale=1.0,
+        max_nodes=config.max_nodes,
+        rescale=RescaleMode(mechanism),
+        max_steps=steps or 10**9,
+        checkpoint_interval_trace_s=math.inf,  # saves are timed by steps here
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
+        checkpoint_dir=str(ckpt_dir),
+        job=config.job,
+        max_wall_real_s=wall_s,
+        ready_timeout_real_s=budgets.ready_s,
+        change_timeout_real_s=budgets.change_s,
+    )
+    what = f"calibration run {name!r} ({mechanism}, workers {shape})"
+    try:
+        result = run_trace(run)
+    except Exception as exc:  # noqa: BLE001 - any failure ends the calibration, in one line
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CalibrationError(f"{what} failed: {reason}") from None
+    budget = f"budget {wall_s:.0f} s, scaled from a {budgets.start_s:.1f} s torch start"
+    if not result.steps:
+        raise CalibrationError(f"{what} trained no step ({budget})")
+    if steps and not result.completed:
+        done = result.summary.get("steps")
+        raise CalibrationError(f"{what} trained {done} of {steps} steps ({budget})")
+    out = root / name
+    write_run(result, out, plot=False)
+    files = [p for p in ckpt_dir.glob("*") if p.is_file() and not p.name.startswith(".")]
+    return out, max((p.stat().st_size for p in files), default=0)
+
+
 def calibrate(
     config: CalibrationConfig,
     *,
@@ -181,10 +292,17 @@ def calibrate(
 ) -> Profile:
     """Run the calibration and return the profile (the caller saves it).
 
+    The interpreter's torch start is measured first, and every run's time limits
+    scale with it (:class:`Budgets`), so a slow or busy machine is measured as it is
+    rather than failing a fixed limit.
+
     Args:
         config: what to measure.
         work_dir: keep the runs here (default: a temporary directory).
         on_stage: called with a short description as each stage starts (CLI progress).
+
+    Raises:
+        CalibrationError: a run failed (the message names it and says why).
     """
     from .api import check_job_spec
 
@@ -197,52 +315,28 @@ def calibrate(
     root = Path(work_dir)
     root.mkdir(parents=True, exist_ok=True)
     try:
+        stage("worker start time (interpreter + torch import)")
+        start_s = measure_worker_start_s(config.starts)
+        budgets = Budgets.of(start_s, config.max_nodes)
         run_dirs = []
         checkpoint_bytes = 0
-        runs: list[tuple[str, str, tuple[int, ...], float]] = []
-        for mechanism in config.mechanisms:
-            if mechanism == "restart":
-                # a restart takes seconds (fresh processes), so its segments are longer
-                runs.append(("restart", "restart", RESTART_SCHEDULE, config.segment_s * 3.0))
-            else:
-                runs.append((mechanism, mechanism, INPLACE_SCHEDULE, config.segment_s))
-                for size in range(2, config.max_nodes + 1):
-                    runs.append((f"startup-{size}", mechanism, (size,), STARTUP_SEGMENT_S))
-        for name, mechanism, schedule, segment_s in runs:
-            trace_path = write_capacity_trace(
-                calibration_trace(segment_s, config.max_nodes, schedule),
-                root / f"calibration-{name}.csv",
-            )
+        plan = _plan(config)
+        for index, each in enumerate(plan, start=1):
+            name, _, schedule, segment_s, steps = each
             shape = "-".join(str(min(n, config.max_nodes)) for n in schedule)
-            stage(f"{name}: {len(schedule)} segment(s) of {segment_s:g} s ({shape})")
-            ckpt_dir = root / f"ckpt-{name}"
-            run = RunConfig(
-                trace=str(trace_path),
-                policy="greedy",
-                time_scale=1.0,
-                max_nodes=config.max_nodes,
-                rescale=RescaleMode(mechanism),
-                max_steps=10**9,
-                checkpoint_interval_trace_s=math.inf,  # saves are timed by steps here
-                checkpoint_interval_steps=config.checkpoint_interval_steps,
-                checkpoint_dir=str(ckpt_dir),
-                job=config.job,
-                # one pass through the schedule, then stop (the trace would repeat)
-                max_wall_real_s=min(config.max_wall_real_s, segment_s * len(schedule)),
+            length = f"{steps} steps" if steps else f"{len(schedule)} x {segment_s:g} s"
+            stage(
+                f"run {index}/{len(plan)} {name}: {length} ({shape}); torch start "
+                f"{start_s:.1f} s, so workers get {budgets.ready_s:.0f} s to start"
             )
-            result = run_trace(run)
-            out = root / name
-            write_run(result, out, plot=False)
+            out, size = _one_run(each, config, budgets, root)
             run_dirs.append(out)
-            files = [p for p in ckpt_dir.glob("*") if p.is_file() and not p.name.startswith(".")]
-            if files:
-                checkpoint_bytes = max(checkpoint_bytes, max(p.stat().st_size for p in files))
-        stage("worker start time")
+            checkpoint_bytes = max(checkpoint_bytes, size)
         return profile_of_runs(
             run_dirs,
             job=config.job,
             checkpoint_bytes=checkpoint_bytes,
-            worker_start_s=measure_worker_start_s(config.starts),
+            worker_start_s=start_s,
             source=f"elasim calibrate ({', '.join(config.mechanisms)}, "
             f"{config.segment_s:g} s segments)",
             # every calibration worker runs on this host, sharing its cores

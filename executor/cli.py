@@ -188,6 +188,24 @@ def _start_offset(text: str | None, old: float | None) -> float | None:
     return alias(value, old, "--start-offset-s", "--trace-start-s", 0.0)
 
 
+def _script_option() -> Any:
+    return typer.Option(
+        None,
+        "--script",
+        help="Run this unmodified torchrun script instead of elasim's own job; its "
+        "arguments follow '--'.",
+    )
+
+
+def _resume_option() -> Any:
+    return typer.Option(
+        None,
+        "--resume",
+        help="Continue the run whose --out is this folder after its controller died: "
+        "from its last checkpoint, with its own settings, appending to its files.",
+    )
+
+
 _SECRET_FILE_OPTION = typer.Option(
     None,
     "--secret-file",
@@ -219,7 +237,7 @@ _RUN_DIR_OPTION = typer.Option(
 
 
 def run_command(
-    trace: str = typer.Option(..., "--trace", "-t", help="Bundled trace name or CSV path."),
+    trace: str | None = typer.Option(None, "--trace", "-t", help="Bundled trace name or CSV path."),
     policy: str = typer.Option("greedy", "--policy", "-p", help="Policy name or file.py:Class."),
     sets: list[str] | None = sets_option(),
     time_scale: float = typer.Option(600.0, "--time-scale", help="Trace seconds per real second."),
@@ -273,12 +291,8 @@ def run_command(
     profile_out: Path | None = typer.Option(
         None, "--profile-out", help="Also write a profile of this run (for simulate --profile)."
     ),
-    script: Path | None = typer.Option(
-        None,
-        "--script",
-        help="Run this unmodified torchrun script instead of elasim's own job; its "
-        "arguments follow '--'.",
-    ),
+    script: Path | None = _script_option(),
+    resume: Path | None = _resume_option(),
     script_args: list[str] | None = typer.Argument(
         None, help="The script's arguments (after '--', with --script).", show_default=False
     ),
@@ -517,22 +531,36 @@ def _run(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -
 
 def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -> None:
     out = flags["out"]
+    resume = flags.pop("resume")
     try:
         from elasim.executor import require_torch
 
         require_torch()
         from elasim.executor.run import run_trace, write_run
 
-        config = _config(**flags)
+        point = None
+        if resume is not None:
+            from elasim.executor.resume import load_resume_point
+
+            if flags["trace"] is not None or out is not None:
+                raise UsageError(
+                    "--resume takes the run's settings from its folder: drop --trace/--out"
+                )
+            point = load_resume_point(resume)
+            config, out = point.config, point.out_dir
+        elif flags["trace"] is None:
+            raise UsageError("--trace is required (or --resume DIR)")
+        else:
+            config = _config(**flags)
         if as_json or not sys.stderr.isatty():
             # stdout carries the summary alone: whatever prints there during the run
             # goes to stderr (a Ray driver prints the cluster's errors, such as a node
             # marked dead, on stdout)
             with contextlib.redirect_stdout(sys.stderr):
-                result = run_trace(config, journal_dir=out)
+                result = run_trace(config, journal_dir=out, resume=point)
         else:
             with _Progress(config.max_steps, config.time_scale) as progress:
-                result = run_trace(config, on_turn=progress, journal_dir=out)
+                result = run_trace(config, on_turn=progress, journal_dir=out, resume=point)
         if out is not None:
             write_run(result, out, plot=plot)
         if profile_out is not None:

@@ -116,6 +116,8 @@ class GroupSettings:
         stop_grace_s: after SIGTERM, wait this long before SIGKILL.
         advertise_host: the address workers on other hosts use to reach the store
             (None: ``bind_host``, or this host's name when binding every interface).
+        resume_step: the checkpoint in ``worker.checkpoint_dir`` is at this step (a
+            run resumed after its controller died): the first group restores it.
         idle_warmup: standbys warm up at idle CPU priority (see ``_entry``), so a
             "booting node" does not slow down training on the same host.
         run_files: the run's secret and worker-settings files
@@ -135,6 +137,7 @@ class GroupSettings:
     stop_grace_s: float = 5.0
     advertise_host: str | None = None
     idle_warmup: bool = False
+    resume_step: int | None = None
     run_files: Any = None
 
 

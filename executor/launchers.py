@@ -19,9 +19,8 @@ re-exports these names.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
-import signal
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -95,7 +94,12 @@ class WorkerLaunch:
 
 
 def worker_argv(
-    python: str, launch: WorkerLaunch, *, settings_path: str | Path, secret_path: str | Path
+    python: str,
+    launch: WorkerLaunch,
+    *,
+    settings_path: str | Path,
+    secret_path: str | Path,
+    parent_pid: int | None = None,
 ) -> list[str]:
     """The command line of a worker process (the only place it is built).
 
@@ -104,10 +108,14 @@ def worker_argv(
         launch: the worker's fields.
         settings_path: the run's worker settings on this host (a private file).
         secret_path: the run's secret on this host (a private file).
+        parent_pid: the launching process: the worker exits when it dies
+            (:mod:`.lifeline`; None: whatever its parent is when it starts).
     """
     argv = [python, "-m", WORKER_MODULE]
     if launch.idle_warmup:
         argv.append("--idle-warmup")
+    if parent_pid is not None:
+        argv += ["--parent-pid", str(int(parent_pid))]
     argv += [
         "--store",
         launch.store,
@@ -205,8 +213,9 @@ def worker_env(bind_host: str, base: dict[str, str] | None = None) -> dict[str, 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
     """Linux: SIGKILL the worker if the controller dies (no orphaned trainers)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    from elasim.executor.lifeline import set_death_signal
+
+    set_death_signal()
 
 
 class LocalLauncher:
@@ -246,6 +255,7 @@ class LocalLauncher:
             launch,
             settings_path=files.settings_path,
             secret_path=files.secret_path,
+            parent_pid=os.getpid(),  # the worker exits if the controller dies (.lifeline)
         )
         return self.start(argv, env=self.env, log_path=log)
 

@@ -156,7 +156,8 @@ class WorkerPool:
         self._step_walls: list[float] = []
         self._done = False
         self._metrics: dict[str, float] = {}
-        self._last_checkpoint_step: int | None = None
+        #: a resumed run restores the checkpoint it found (``settings.resume_step``)
+        self._last_checkpoint_step: int | None = settings.resume_step
         self._checkpoint_path: str | None = None
         self._global_batch: int | None = None
         self._crashed: list[int] = []

@@ -52,6 +52,7 @@ from .group import (
 )
 from .journal import RunJournal
 from .protocol import FaultInjection, WorkerSettings
+from .resume import ResumePoint, merge_books, merge_segments, save_run_config, segment_of
 from .runfiles import RunFiles
 from .script import ScriptSpec, ScriptWorkerGroup
 
@@ -105,6 +106,9 @@ class RunConfig:
         throughput_samples_per_s: fixed throughput table for the policy (samples per
             trace second, index = nodes) instead of measuring.
         idle_warmup: standbys warm up at idle CPU priority (benchmarks on one host).
+        ready_timeout_real_s: how long a worker may take to start (spawn to ready);
+            on a busy host, several seconds per ``import torch`` add up.
+        change_timeout_real_s: bound on one generation change.
         run_dir: where the run's private files go (the secret, the worker settings;
             made ``0700``, must be new or empty); None: a temporary folder, removed
             at the end.  Agents' hosts need copies of both files.
@@ -154,6 +158,8 @@ class RunConfig:
     faults: FaultInjection = FaultInjection()
     throughput_samples_per_s: tuple[float, ...] | None = None
     idle_warmup: bool = False
+    ready_timeout_real_s: float = 120.0
+    change_timeout_real_s: float = 60.0
     run_dir: str | None = None
     secret_file: str | None = None
     script: ScriptSpec | None = None
@@ -447,6 +453,7 @@ def run_trace(
     on_turn: Callable[[Controller], None] | None = None,
     on_group: Callable[[ProcessWorkerGroup], None] | None = None,
     journal_dir: str | Path | None = None,
+    resume: ResumePoint | None = None,
 ) -> RunResult:
     """Replay ``config.trace`` with ``config.policy`` on real workers.
 
@@ -455,7 +462,11 @@ def run_trace(
         on_turn: called after each loop turn with the controller (progress display).
         on_group: called with the started worker group (tests inject faults).
         journal_dir: append events and steps here as the run goes
-            (:class:`~.journal.RunJournal`), so a killed controller leaves them.
+            (:class:`~.journal.RunJournal`), so a killed controller leaves them, and
+            write the settings there (``run.json``) for ``--resume``.
+        resume: continue the dead run this describes (:mod:`.resume`): ``config``
+            is then ignored for the run's own, the first group restores its last
+            checkpoint, and the result holds every segment.
 
     Raises:
         elasim.traces.TraceError: the trace cannot be read.
@@ -468,17 +479,21 @@ def run_trace(
     from elasim.policies import is_oracle, make_policy
     from elasim.traces import load_capacity_trace
 
+    if resume is not None:
+        config = resume.segment_config()
     trace = load_capacity_trace(config.trace)
     _check_run(config, trace)
     config = _resolved(config, trace)
+    if journal_dir is not None and resume is None and config.script is None:
+        save_run_config(journal_dir, config)
     policy = make_policy(config.policy, dict(config.policy_options), seed=config.seed)
     if is_oracle(policy):
         raise ValueError(
             f"policy {config.policy!r} is an oracle (it needs the whole trace in advance): "
             "simulate it (elasim simulate, elasim sweep), it cannot run live"
         )
-    group, server, tmp = _start_group(config)
-    journal = None if journal_dir is None else RunJournal(journal_dir)
+    group, server, tmp = _start_group(config, None if resume is None else resume.checkpoint_step)
+    journal = _journal(journal_dir, config, resume)
     hook = _hooks(on_turn, journal)
     try:
         group.start()
@@ -504,17 +519,21 @@ def run_trace(
         if tmp is not None:
             tmp.cleanup()
     t0 = controller._t0  # noqa: SLF001 - the run's origin on the clock
-    return _run_result(config, trace.name, result, group, steps, starts, t0)
+    out = _run_result(config, trace.name, result, group, steps, starts, t0)
+    if resume is None:
+        return replace(out, summary={**out.summary, "segments": [segment_of(out.summary, 0.0, 0)]})
+    return merge_segments(out, resume, _inputs(resume.config, trace.name, group.job_name))
 
 
 def _start_group(
-    config: RunConfig,
+    config: RunConfig, resume_step: int | None = None
 ) -> tuple[Any, Any, tempfile.TemporaryDirectory[str] | None]:
     """The worker group (not started yet), the agent listener, the temporary folder.
 
     A script (``config.script``) gets a :class:`~.script.ScriptWorkerGroup` on this
     host's slots; elasim's own workers a :class:`ProcessWorkerGroup`, whose
-    checkpoint folder is checked before any worker starts.
+    checkpoint folder is checked before any worker starts.  ``resume_step``: the
+    checkpoint there is at this step, and the first group restores it.
     """
     if config.script is not None:
         slots = config.local_slots or config.max_nodes
@@ -549,9 +568,42 @@ def _start_group(
         worker=worker,
         bind_host=config.bind_host,
         idle_warmup=config.idle_warmup,
+        resume_step=resume_step,
+        ready_timeout_s=config.ready_timeout_real_s,
+        change_timeout_s=config.change_timeout_real_s,
         run_files=files,
     )
     return ProcessWorkerGroup(settings, launchers), server, tmp
+
+
+def _journal(
+    journal_dir: str | Path | None, config: RunConfig, resume: ResumePoint | None
+) -> RunJournal | None:
+    """The run's journal; a resumed segment's appends after the earlier ones."""
+    if journal_dir is None:
+        return None
+    offset = 0.0 if resume is None else resume.offset_trace_s
+    first = 0 if resume is None else resume.checkpoint_step or 0
+    base = {} if resume is None else resume.base_books()
+
+    def books(controller: Controller) -> dict[str, Any]:
+        from elasim.jobmodel import summarize
+
+        now = controller.now_s()
+        seg = summarize(controller.loop, now)
+        seg["wall_time_s"] = controller.clock.now() - controller._t0  # noqa: SLF001
+        seg["steps"] = controller.group.progress().step
+        seg["lost_steps"] = sum(e.lost_steps for e in controller.loop.events)
+        seg["inputs"] = _inputs(config, "", None)
+        seg["segments"] = [segment_of(seg, offset, first, ended="running")]
+        merged = merge_books(base, seg, offset)
+        merged["segments"] = list(base.get("segments", [])) + seg["segments"]
+        return merged
+
+    journal = RunJournal(journal_dir, offset_trace_s=offset, books=books)
+    if resume is not None:
+        journal.append_events(resume.death_events(), offset / config.time_scale)
+    return journal
 
 
 def _hooks(
