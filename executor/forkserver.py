@@ -23,11 +23,10 @@ import contextlib
 import multiprocessing
 import os
 import signal
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .launchers import ProcessHandle, worker_env
+from .launchers import ProcessHandle, WorkerLaunch, worker_argv, worker_env
 
 __all__ = ["ForkLauncher"]
 
@@ -125,11 +124,23 @@ class ForkLauncher:
         proc.start()
         proc.join(120.0)
 
-    def spawn(self, wid: int, args: Sequence[str]) -> ProcessHandle:
-        """Fork one worker with ``args`` (the worker's command-line arguments)."""
+    def spawn(self, launch: WorkerLaunch, files: Any) -> ProcessHandle:
+        """Fork one worker with the run's private files.
+
+        Its arguments are :func:`~.launchers.worker_argv`'s, without the interpreter
+        and module.  No ``--parent-pid``: the worker's parent is the server, whose death (it follows
+        the controller's) ends the worker (:mod:`.lifeline`).
+        """
+        wid = launch.wid
         log = None if self.log_dir is None else str(self.log_dir / f"worker-{wid}.log")
+        argv = worker_argv(
+            "python",
+            launch,
+            settings_path=files.settings_path,
+            secret_path=files.secret_path,
+        )[3:]
         proc = self._ctx.Process(
-            target=_forked_worker, args=(list(args), self._env, log), name=f"worker-{wid}"
+            target=_forked_worker, args=(argv, self._env, log), name=f"worker-{wid}"
         )
         proc.start()
         handle = _Forked(proc)

@@ -24,15 +24,15 @@ only place that knows there are other jobs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from .launchers import Launcher, ProcessHandle
+from .launchers import Launcher, ProcessHandle, WorkerLaunch
 
 __all__ = ["SlotPool", "SlotView"]
-
-_DEVICE_FLAG = "--device-index"
 
 
 @dataclass
@@ -137,7 +137,7 @@ class SlotPool:
             room = min(room, caps.get(index, 0) - own_here)
         return own_here + max(room, 0)
 
-    def _spawn(self, job: str, index: int, wid: int, args: Sequence[str]) -> ProcessHandle:
+    def _spawn(self, job: str, index: int, launch: WorkerLaunch, files: Any) -> ProcessHandle:
         """Start a worker of ``job`` in the lowest free physical slot of launcher ``index``.
 
         The group numbers its slots per job; the device index a worker gets (one GPU
@@ -150,10 +150,7 @@ class SlotPool:
         if not free or self._view_slots(job, index) <= len(s.held[job]):
             raise RuntimeError(f"job {job!r} has no free slot on {s.launcher.name}")
         slot = free[0]
-        argv = list(args)
-        if _DEVICE_FLAG in argv:
-            argv[argv.index(_DEVICE_FLAG) + 1] = str(slot)
-        proc = s.launcher.spawn(wid, argv)
+        proc = s.launcher.spawn(dataclasses.replace(launch, device_index=slot), files)
         s.held[job].append(_Held(proc, slot))
         return proc
 
@@ -190,9 +187,9 @@ class SlotView:
         """What the job may use here now: read at every spawn decision of its group."""
         return self._pool._view_slots(self._job, self._index)  # noqa: SLF001
 
-    def spawn(self, wid: int, args: Sequence[str]) -> ProcessHandle:
+    def spawn(self, launch: WorkerLaunch, files: Any) -> ProcessHandle:
         """Start one of the job's workers in a free slot of the real launcher."""
-        return self._pool._spawn(self._job, self._index, wid, args)  # noqa: SLF001
+        return self._pool._spawn(self._job, self._index, launch, files)  # noqa: SLF001
 
     def close(self) -> None:
         """Kill the job's processes; the real launcher stays open for the other jobs."""

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from elasim.executor.launchers import WorkerLaunch
 from elasim.executor.slots import SlotPool
 
 
@@ -33,12 +34,12 @@ class FakeLauncher:
     def __init__(self, name: str, slots: int) -> None:
         self.name = name
         self.slots = slots
-        self.spawned: list[tuple[int, list[str]]] = []
+        self.spawned: list[tuple[int, int]] = []
         self.procs: list[FakeProc] = []
         self.closed = False
 
-    def spawn(self, wid, args):
-        self.spawned.append((wid, list(args)))
+    def spawn(self, launch, files):
+        self.spawned.append((launch.wid, launch.device_index))
         proc = FakeProc(len(self.procs))
         self.procs.append(proc)
         return proc
@@ -47,8 +48,8 @@ class FakeLauncher:
         self.closed = True
 
 
-def _args(slot: int = 0) -> list[str]:
-    return ["--store", "x:1", "--wid", "0", "--device-index", str(slot)]
+def _launch(wid: int = 0, slot: int = 0) -> WorkerLaunch:
+    return WorkerLaunch(wid=wid, store="x:1", spawn_wall_s=0.0, device_index=slot)
 
 
 def test_a_job_sees_only_its_quota_and_the_free_slots():
@@ -60,12 +61,12 @@ def test_a_job_sees_only_its_quota_and_the_free_slots():
     pool.set_quota("a", 3)
     pool.set_quota("b", 3)
     assert a.slots == 3 and b.slots == 3
-    procs_a = [a.spawn(i, _args()) for i in range(3)]
+    procs_a = [a.spawn(_launch(i), None) for i in range(3)]
     assert b.slots == 1  # only one slot is free
-    b.spawn(0, _args())
+    b.spawn(_launch(0), None)
     assert b.slots == 1 and a.slots == 3
     with pytest.raises(RuntimeError, match="no free slot"):
-        b.spawn(1, _args())
+        b.spawn(_launch(1), None)
     # a gives one slot up: it reaches b only once the process has exited
     pool.set_quota("a", 2)
     assert b.slots == 1
@@ -81,11 +82,11 @@ def test_every_worker_gets_its_own_device_index_whatever_the_group_asked():
     (b,) = pool.views("b")
     pool.set_quota("a", 2)
     pool.set_quota("b", 1)
-    a.spawn(0, _args(0))
-    b.spawn(0, _args(0))  # b's group numbers its own slots from 0 too
-    a.spawn(1, _args(1))
-    devices = [args[args.index("--device-index") + 1] for _, args in real.spawned]
-    assert devices == ["0", "1", "2"]
+    a.spawn(_launch(0, 0), None)
+    b.spawn(_launch(0, 0), None)  # b's group numbers its own slots from 0 too
+    a.spawn(_launch(1, 1), None)
+    devices = [device for _, device in real.spawned]
+    assert devices == [0, 1, 2]
 
 
 def test_closing_a_view_kills_its_job_only_and_the_pool_closes_the_launchers():
@@ -95,7 +96,7 @@ def test_closing_a_view_kills_its_job_only_and_the_pool_closes_the_launchers():
     (b,) = pool.views("b")
     pool.set_quota("a", 1)
     pool.set_quota("b", 1)
-    pa, pb = a.spawn(0, _args()), b.spawn(0, _args())
+    pa, pb = a.spawn(_launch(0), None), b.spawn(_launch(0), None)
     a.close()
     assert pa.code == -signal.SIGKILL and pb.code is None and not real.closed
     pool.close()
@@ -134,7 +135,7 @@ def test_the_pool_never_overcommits(sizes, ops):
         elif op == "s":
             before, free = pool.alive(job), pool.free()
             try:
-                owned[job].append(views[job][n % len(sizes)].spawn(0, _args()))
+                owned[job].append(views[job][n % len(sizes)].spawn(_launch(0), None))
             except RuntimeError:
                 assert before >= pool.quota(job) or free == 0 or len(sizes) > 1
             else:
@@ -152,11 +153,11 @@ def test_a_placement_caps_each_launcher():
     v0, v1 = pool.views("a")
     pool.set_quota("a", 3, {0: 1, 1: 2})
     assert (v0.slots, v1.slots) == (1, 2)
-    v0.spawn(0, _args())
+    v0.spawn(_launch(0), None)
     assert v0.slots == 1  # its one process, no room for more
     with pytest.raises(RuntimeError):
-        v0.spawn(1, _args())
-    v1.spawn(1, _args())
-    v1.spawn(2, _args())
+        v0.spawn(_launch(1), None)
+    v1.spawn(_launch(1), None)
+    v1.spawn(_launch(2), None)
     assert pool.alive("a") == 3 and pool.free() == 1
     assert pool.launchers == hosts
