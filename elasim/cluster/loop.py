@@ -12,7 +12,8 @@ Within one turn at time ``t``:
 1. jobs whose own event is due are advanced to ``t`` (pause ends, epochs, completion);
 2. jobs that arrive by ``t`` join;
 3. a decision is due after an arrival, a completion or the policy's wake-up: every
-   active job is brought to ``t``, the policy sees a frozen
+   job that holds GPUs is brought to ``t`` (a waiting job has nothing to advance, and
+   its view is kept while it waits), the policy sees a frozen
    :class:`~elasim.policies.cluster.ClusterObservation`, its answer is validated
    (a bad answer is a :class:`~elasim.jobmodel.PolicyError` naming the policy) and
    logged, and each job whose placement or batch changes is reallocated;
@@ -27,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +37,7 @@ from elasim.jobmodel.loop import MIN_WAKE_S, _policy_error
 from elasim.policies.cluster import (
     ClusterDecision,
     ClusterDecisionRecord,
+    ClusterJobView,
     ClusterObservation,
     ClusterPolicy,
     Placement,
@@ -115,9 +118,18 @@ class ClusterLoop:
             for spec in sorted(workload, key=lambda j: (j.arrival_s, j.name))
         ]
         self._by_name = {job.name: job for job in self.jobs}
+        self._rank = {job.name: i for i, job in enumerate(self.jobs)}
         self._polls = any(getattr(job, "polls", False) for job in self.jobs)
         self._next_arrival = 0
+        #: the arrived, unfinished jobs, in arrival order (their order in ``jobs``)
         self.active: list[ClusterJob] = []
+        # What keeps a decision O(jobs that hold or change GPUs), not O(active jobs), on
+        # an overloaded cluster whose queue holds tens of thousands of waiting jobs: a
+        # job without GPUs neither moves nor changes its view until a decision names it.
+        self._views: dict[str, ClusterJobView] = {}  # each active job's last view, in order
+        self._holding: set[str] = set()  # active jobs with a placement
+        self._dirty: set[str] = set()  # jobs whose view may have changed since observe()
+        self._own_batch: set[str] = set()  # jobs whose batch target is not the requested one
         self._events: list[tuple[float, int, str]] = []  # (due, seq, job): lazy heap
         self._seq = 0
         self._queued: dict[str, float] = {}  # the due time last pushed, per job
@@ -181,6 +193,7 @@ class ClusterLoop:
             self._next_arrival += 1
             job.last_s = job.spec.arrival_s
             self.active.append(job)
+            self._views[job.name] = job.view()
             self.decision_due = True
         if now_s >= self.wake_at_s - _EPS:
             self.wake_at_s = math.inf
@@ -213,7 +226,7 @@ class ClusterLoop:
             return
         self.available_nodes = available
         self.decision_due = True
-        for job in list(self.active):
+        for job in self._movers():
             if any(node >= available for node, _ in job.placement):
                 job.advance(now_s)
                 if job.done:
@@ -222,6 +235,7 @@ class ClusterLoop:
                 if job.preempt(now_s) is not None:
                     self.preemptions += 1
                     self._timeline(now_s, job)
+                self._track(job)
 
     def next_time_s(self) -> float:
         """The next arrival, job event or wake-up (inf when nothing is left to happen)."""
@@ -270,25 +284,73 @@ class ClusterLoop:
                 self._push(job)
 
     def _complete(self, job: ClusterJob) -> None:
-        self.active.remove(job)
+        rank = self._rank
+        index = bisect_left(self.active, rank[job.name], key=lambda j: rank[j.name])
+        del self.active[index]  # O(log n) to find: ``active`` stays in arrival order
+        del self._views[job.name]
+        self._holding.discard(job.name)
+        self._dirty.discard(job.name)
+        self._own_batch.discard(job.name)
         self.decision_due = True
         self._timeline(job.finish_s or self.now_s, job)
+
+    def _movers(self) -> list[ClusterJob]:
+        """The active jobs whose time can matter, in arrival order.
+
+        Those that hold GPUs (or pause to take them up).  A job without GPUs only waits:
+        advancing it books idle time, which no cluster result reports, and its view
+        stays the same, so it is brought to the present only when a decision names it
+        (:meth:`_decide`).  A polling job (real workers) can change at any time: with
+        those, every active job moves.
+        """
+        if self._polls:
+            return list(self.active)
+        by_name = self._by_name
+        return [by_name[name] for name in sorted(self._holding, key=self._rank.__getitem__)]
+
+    def _track(self, job: ClusterJob) -> None:
+        """Note what a change to ``job`` (not finished) did to the sets above."""
+        name = job.name
+        if job.placement:
+            self._holding.add(name)
+        else:
+            self._holding.discard(name)
+        if job.batch_target != min(job.spec.requested_batch_size, job.app.max_batch):
+            self._own_batch.add(name)
+        else:
+            self._own_batch.discard(name)
+        self._dirty.add(name)
 
     # -- deciding -------------------------------------------------------------------------
 
     def observe(self, now_s: float) -> ClusterObservation:
-        """Bring every active job to ``now_s`` and build the policy's view."""
-        for job in list(self.active):
+        """Bring every active job to ``now_s`` and build the policy's view.
+
+        Only the jobs that can have changed are advanced and viewed again (see
+        :meth:`_movers`); the others' views are those kept from before.
+        """
+        movers = self._movers()
+        for job in movers:
             job.advance(now_s)
             if job.done:
                 self._complete(job)
+        views, by_name = self._views, self._by_name
+        for name in self._dirty.union(self._holding):
+            views[name] = by_name[name].view()
+        if self._polls:
+            for job in movers:
+                if not job.done:
+                    views[job.name] = job.view()
+        self._dirty.clear()
+        held = sorted(self._holding, key=self._rank.__getitem__)
         return ClusterObservation(
             now_s=now_s,
             num_nodes=self.num_nodes,
             gpus_per_node=self.gpus_per_node,
-            jobs=tuple(job.view() for job in self.active),
+            jobs=tuple(views.values()),
             rescale_cost_s=self._rescale_estimate_s,
             available_nodes=self.available_nodes,
+            held=tuple(views[name] for name in held),
         )
 
     def _decide(self, now_s: float) -> None:
@@ -311,13 +373,29 @@ class ClusterLoop:
         self.wake_at_s = math.inf if wake is None else now_s + max(wake, MIN_WAKE_S)
         allocations = decision.allocation_map()
         batches = decision.batch_map()
-        for job in self.active:
+        for job in self._named(allocations, batches):
+            if job.name not in self._holding:
+                job.advance(now_s)  # a waiting job is brought to the present only now
             job.set_batch(batches.get(job.name))
             before = job.placement, job.batch_size
             job.reallocate(allocations.get(job.name, ()), now_s)
             if (job.placement, job.batch_size) != before:
                 self._timeline(now_s, job)
             self._push(job)
+            self._track(job)
+
+    def _named(self, allocations: dict[str, Placement], batches: dict[str, int]) -> list:
+        """The jobs a decision can change, in arrival order (the order of its effects).
+
+        Every active job but one that holds no GPUs, gets none, is not given a batch and
+        already trains with its requested one: for it ``set_batch(None)`` and
+        ``reallocate(())`` change nothing, so it is skipped.
+        """
+        if self._polls:
+            return list(self.active)
+        names = self._holding.union(allocations, batches, self._own_batch)
+        by_name = self._by_name
+        return [by_name[name] for name in sorted(names, key=self._rank.__getitem__)]
 
     def _validate(self, raw: object, obs: ClusterObservation) -> ClusterDecision:
         """The decision, or a :class:`PolicyError` saying what is wrong with it."""
@@ -328,7 +406,7 @@ class ClusterLoop:
 
         if not isinstance(raw, ClusterDecision):
             raise bad(f"decide() returned {type(raw).__name__} {raw!r:.60}, not a ClusterDecision")
-        active = {job.name for job in obs.jobs}
+        active = self._views  # the names of obs.jobs (the loop's own observation)
         usable = obs.usable_nodes
         used = [0] * self.num_nodes
         for name, placement in raw.allocations:

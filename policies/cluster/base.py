@@ -124,6 +124,8 @@ class ClusterObservation:
         rescale_cost_s: the pause a reallocation costs a typical job (estimate).
         available_nodes: nodes usable now when capacity varies (spot capacity from
             a trace: nodes ``0 .. available_nodes - 1``); None: all of them.
+        held: the jobs of ``jobs`` that hold GPUs, in the same order, when the shell
+            keeps track of them (the loop does); None: :attr:`holding` finds them.
     """
 
     now_s: float
@@ -132,6 +134,19 @@ class ClusterObservation:
     jobs: tuple[ClusterJobView, ...]
     rescale_cost_s: float = 0.0
     available_nodes: int | None = None
+    held: tuple[ClusterJobView, ...] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def holding(self) -> tuple[ClusterJobView, ...]:
+        """The jobs that hold GPUs now, in the order of ``jobs``.
+
+        On an overloaded cluster ``jobs`` is mostly a queue of thousands of waiting
+        jobs; a policy that keeps the running ones and starts a few more (``fifo``)
+        reads them here instead of scanning the queue at every decision.
+        """
+        if self.held is not None:
+            return self.held
+        return tuple(job for job in self.jobs if job.placement)
 
     @property
     def usable_nodes(self) -> int:

@@ -38,10 +38,15 @@ class FifoPolicy(ClusterPolicyBase):
         """Keep the running jobs; start waiting ones in arrival order while they fit."""
         free = obs.total_gpus
         counts: dict[str, int] = {}
-        for job in obs.jobs:
-            if job.gpus:
-                counts[job.name] = job.gpus
-                free -= job.gpus
+        # Only the running jobs and those that start now are read (strict: the scan of
+        # the queue stops at the first job that does not fit), so a decision costs
+        # O(running jobs), not O(queue).  ``place`` sees just the jobs with GPUs: the
+        # others would get none, and it keeps or places these exactly as in ``jobs``
+        # order (kept placements never overlap; new ones are placed in a sorted order).
+        chosen = list(obs.holding)
+        for job in chosen:
+            counts[job.name] = job.gpus
+            free -= job.gpus
         for job in obs.jobs:
             if job.gpus:
                 continue
@@ -49,6 +54,7 @@ class FifoPolicy(ClusterPolicyBase):
             if want <= free:
                 counts[job.name] = want
                 free -= want
+                chosen.append(job)
             elif not self.config.backfill:
                 break
-        return ClusterDecision.of(place(obs.jobs, counts, obs.usable_nodes, obs.gpus_per_node))
+        return ClusterDecision.of(place(chosen, counts, obs.usable_nodes, obs.gpus_per_node))
