@@ -19,11 +19,11 @@ from rich.table import Table
 from .clitools import (
     UsageError,
     ensure_writable_dir,
-    err_console,
     out_console,
     parse_sets,
     sets_option,
     split_list,
+    sweep_progress,
 )
 from .clitools import fail as _fail
 from .clitools import json_safe as _json_safe
@@ -143,7 +143,6 @@ def _sweep(
     as_json: bool,
     **flags: Any,
 ) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from elasim.cluster_sweep import run_cluster_sweep
     from elasim.sweep import BACKENDS
@@ -156,16 +155,7 @@ def _sweep(
     spec.validate()
     if out is not None:
         ensure_writable_dir(out, "--out")
-    # transient: a failure's one line is then the only thing left on stderr
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        disable=as_json,
-        transient=True,
-    ) as progress:
+    with sweep_progress(as_json) as progress:
         task = progress.add_task("simulating", total=spec.size)
         runs = run_cluster_sweep(
             spec,

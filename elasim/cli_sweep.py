@@ -18,7 +18,6 @@ from .clitools import (
     checkpoint_interval_option,
     deadline_s_of,
     ensure_writable_dir,
-    err_console,
     hidden,
     max_nodes_option,
     nonnegative,
@@ -32,6 +31,7 @@ from .clitools import (
     sets_option,
     split_list,
     start_offset_option,
+    sweep_progress,
 )
 from .clitools import fail as _fail
 from .clitools import fmt as _fmt
@@ -162,8 +162,6 @@ def _sweep(
     *, workers: int, backend: str, address: str | None, out: Path, as_json: bool, **flags: Any
 ) -> None:
     """The body of ``sweep``: check everything, run the grid, write and print."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
     from elasim.output import write_parquet
     from elasim.sweep import BACKENDS, plot_pareto, run_sweep
 
@@ -176,16 +174,7 @@ def _sweep(
     _run_guarded(ensure_writable_dir, out, "--out")
 
     def grid() -> Any:
-        # transient: a failure's one line is then the only thing left on stderr
-        with Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-            disable=as_json,
-            transient=True,
-        ) as progress:
+        with sweep_progress(as_json) as progress:
             task = progress.add_task("simulating", total=spec.total_points)
             return run_sweep(
                 spec,

@@ -274,3 +274,22 @@ def sets_option() -> Any:
 def hidden(flag: str) -> Any:
     """An old spelling kept as a hidden alias."""
     return typer.Option(None, flag, hidden=True)
+
+
+def sweep_progress(as_json: bool) -> Any:
+    """The progress bar of a sweep (job or cluster), on stderr.
+
+    Transient: a failure's one line is then the only thing left on stderr; disabled
+    under ``--json`` so that stdout and stderr carry nothing but the result.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=as_json,
+        transient=True,
+    )
