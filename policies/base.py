@@ -355,11 +355,12 @@ class _EmptyConfig:
     """Placeholder config for policies without options."""
 
 
-class PolicyBase:
-    """Convenience base class: stores a validated ``Config`` and exposes ``name``.
+class ConfiguredPolicy:
+    """What every policy base shares, job or cluster: a validated ``Config`` and ``name``.
 
-    Subclasses define ``name: ClassVar[str]``, a nested frozen dataclass ``Config``
-    (validating itself in ``__post_init__``) and ``decide``.
+    Subclasses define ``name: ClassVar[str]`` and a nested frozen dataclass ``Config``
+    (validating itself in ``__post_init__``); one place for both kinds, so that their
+    construction and ``repr`` cannot drift apart.
     """
 
     name: ClassVar[str] = ""
@@ -372,12 +373,20 @@ class PolicyBase:
             raise TypeError(f"{type(self).__name__} needs a {self.Config.__name__}, got {config!r}")
         self.config = config
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config!r})"
+
+
+class PolicyBase(ConfiguredPolicy):
+    """Convenience base class of job policies: a validated ``Config``, ``name``, ``decide``.
+
+    Subclasses define ``name: ClassVar[str]``, a nested frozen dataclass ``Config``
+    (validating itself in ``__post_init__``) and ``decide``.
+    """
+
     def decide(self, obs: Observation) -> Decision:  # pragma: no cover - abstract
         """Return the node counts to hold from now on."""
         raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.config!r})"
 
 
 @dataclass(frozen=True)

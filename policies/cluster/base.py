@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from ..base import ConfiguredPolicy
 
 __all__ = [
     "ClusterDecision",
@@ -223,27 +225,9 @@ class ClusterPolicy(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class _EmptyConfig:
-    """No options."""
-
-
-class ClusterPolicyBase:
-    """Convenience base class: stores a validated ``Config`` and exposes ``name``."""
-
-    name: ClassVar[str] = ""
-    Config: ClassVar[type] = _EmptyConfig
-
-    def __init__(self, config: object | None = None) -> None:
-        if config is None:
-            config = self.Config()
-        if not isinstance(config, self.Config):
-            raise TypeError(f"{type(self).__name__} needs a {self.Config.__name__}, got {config!r}")
-        self.config = config
+class ClusterPolicyBase(ConfiguredPolicy):
+    """Convenience base class of cluster policies: a validated ``Config``, ``name``."""
 
     def decide(self, obs: ClusterObservation) -> ClusterDecision:  # pragma: no cover
         """Return the allocation from now on."""
         raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.config!r})"
