@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from elasim.job import JobSpec
     from elasim.sim import SimResult
 
-from .resolve import _job, resolve_seeds
+from .resolve import resolve_seeds
 
 __all__ = ["LOSS_COLUMNS", "preemption_loss_table", "preemption_losses"]
 
@@ -42,7 +41,7 @@ def preemption_losses(
     traces: Sequence[str],
     seeds: int | Sequence[int] = 5,
     *,
-    job: str | JobSpec = "resnet50_v100",
+    job: str = "resnet50_v100",
     policy: str = "greedy",
     policy_options: Mapping[str, Any] | None = None,
     rescale: Sequence[str] = ("inplace", "restart"),
@@ -55,14 +54,14 @@ def preemption_losses(
 ) -> pd.DataFrame:
     """Each run's lost work split by the kind of preemption that lost it, one row per run.
 
-    The runs are those of :func:`elasim.analysis.run_grid` with the same arguments
-    (same seeds, so the same start offsets), simulated again here because a grid row
-    keeps no events.
+    The runs are those of :func:`elasim.analysis.run_grid` with the same arguments:
+    the same :class:`~elasim.sweep.SweepSpec` points, simulated again through
+    :func:`elasim.sweep.simulate_point` because a grid row keeps no events.
 
     Args:
         traces: trace names or paths; job traces need ``cluster_gpus``.
         seeds: a count or explicit seeds; each draws a start offset.
-        job: job preset, TOML path or spec.
+        job: job preset or TOML path.
         policy: policy spec.
         policy_options: policy options.
         rescale: mechanisms to run, each on every seed.
@@ -84,32 +83,33 @@ def preemption_losses(
     Raises:
         ValueError: a job trace without ``cluster_gpus``.
     """
-    from elasim.policies import make_policy
-    from elasim.sim import RescaleMode, SimConfig, simulate
+    from elasim.sweep import SweepSpec, simulate_point
     from elasim.traces import JobTrace, load_trace
 
-    spec = _job(job, max_nodes)
-    rows: list[dict[str, Any]] = []
-    for name in traces:
-        trace = load_trace(name)
-        is_jobs = isinstance(trace, JobTrace)
-        if is_jobs and cluster_gpus is None:
-            raise ValueError(f"job trace {name} needs cluster_gpus")
-        for mode in rescale:
-            for seed in resolve_seeds(seeds):
-                config = SimConfig(
-                    checkpoint_interval_s=checkpoint_interval_s,
-                    checkpoint_cost_s=checkpoint_cost_s,
-                    notice_s=notice_s,
-                    rescale=RescaleMode(mode),
-                    seed=seed,
-                    start_offset_s=start_offset_s,
-                    cluster_gpus=cluster_gpus if is_jobs else None,
-                    record_timeline=False,
-                )
-                policy_obj = make_policy(policy, dict(policy_options or {}), seed=seed)
-                result = simulate(trace, policy_obj, spec, config)
-                rows.append({"trace": name, "seed": seed, "rescale": mode, **_split(result)})
+    if cluster_gpus is None:
+        for name in traces:
+            if isinstance(load_trace(name), JobTrace):
+                raise ValueError(f"job trace {name} needs cluster_gpus")
+    spec = SweepSpec(
+        traces=tuple(traces),
+        policies=(policy,),
+        seeds=resolve_seeds(seeds),
+        job=job,
+        max_nodes=max_nodes,
+        checkpoint_interval_s=checkpoint_interval_s,
+        checkpoint_cost_s=checkpoint_cost_s,
+        notice_s=(float(notice_s),),
+        rescale=tuple(rescale),
+        start_offset_s=start_offset_s,
+        cluster_gpus=cluster_gpus,
+        policy_options=tuple(sorted((k, str(v)) for k, v in (policy_options or {}).items())),
+        with_yardstick=False,
+    )
+    spec.validate()
+    rows = [  # in the grid's order: trace, seed, mechanism
+        {"trace": p.trace, "seed": p.seed, "rescale": p.rescale, **_split(simulate_point(p))}
+        for p in spec.points()
+    ]
     return pd.DataFrame(rows)
 
 
