@@ -256,23 +256,35 @@ def _config(point: SweepPoint) -> Any:
     )
 
 
-def _simulate_point(point: SweepPoint, trace: Any, job: Any) -> dict[str, Any]:
-    """Simulate ``point`` on an already loaded trace and job (shared by both backends)."""
+def simulate_point(point: SweepPoint, trace: Any = None, job: Any = None) -> Any:
+    """The full :class:`~elasim.sim.SimResult` of one (non-yardstick) grid point.
+
+    Why public: an analysis that needs more than a row keeps (the events, say) reruns
+    the grid's own points through this, so its runs are the grid's runs by
+    construction, not a copy of how the grid builds them.  ``trace`` and ``job``:
+    already loaded ones (None: loaded here, cached per process).
+    """
     from elasim.policies import make_policy
     from elasim.sim import simulate
 
-    config = _config(point)
-    if point.policy == YARDSTICK:
-        return _yardstick_row(point, trace, job, config)
+    trace = _load_trace(point.trace) if trace is None else trace
+    job = _load_job(point.job, point.max_nodes) if job is None else job
     policy = make_policy(point.policy, dict(point.policy_options), seed=point.seed)
-    result = simulate(
+    return simulate(
         trace,
         policy,
         job,
-        config,
+        _config(point),
         trace_name=point.trace,
         policy_spec=point.policy,
     )
+
+
+def _simulate_point(point: SweepPoint, trace: Any, job: Any) -> dict[str, Any]:
+    """Simulate ``point`` on an already loaded trace and job (shared by both backends)."""
+    if point.policy == YARDSTICK:
+        return _yardstick_row(point, trace, job, _config(point))
+    result = simulate_point(point, trace, job)
     row: dict[str, Any] = {
         "trace": point.trace,
         "policy": point.policy,

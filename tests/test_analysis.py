@@ -602,3 +602,51 @@ def test_plot_checkpoint_sweep(tiny_job):
     labels = [text.get_text() for text in left.get_legend().get_texts()]
     assert any(label.startswith("Daly, trace") for label in labels)
     assert any(label.startswith("auto") for label in labels)
+
+
+# -- preemption losses ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def partial_then_total_trace(tmp_path):
+    """2 nodes, 1 from 3,600 s (a partial drop), 0 from 5,400 s (a total one), 2 from 7,200 s."""
+    path = tmp_path / "drops.csv"
+    write_capacity_trace(
+        capacity([0.0, 3600.0, 5400.0, 7200.0], [2, 1, 0, 2], duration_s=100 * H), path
+    )
+    return str(path)
+
+
+def test_preemption_losses_split_by_hand(partial_then_total_trace):
+    # Free checkpoints every 1,000 s of running, the tiny job (1 sample/s per node).
+    losses = analysis.preemptions.preemption_losses(
+        [partial_then_total_trace],
+        1,
+        job=TINY_JOB,
+        checkpoint_interval_s=1000.0,
+        checkpoint_cost_s=0.0,
+        start_offset_s=0.0,
+    )
+    rows = losses.set_index("rescale")
+    assert list(rows.index) == ["inplace", "restart"]
+    assert (rows["preemptions"] == 2).all() and (rows["total_preemptions"] == 1).all()
+    parts = rows["partial_lost_work_h"] + rows["total_lost_work_h"] + rows["other_lost_work_h"]
+    assert parts.tolist() == pytest.approx(rows["lost_work_h"].tolist())
+    assert rows["other_lost_work_h"].abs().max() < 1e-12
+    # in place: the survivor loses the step in flight (0.5 s); at 5,400 s the last node
+    # goes 400 s after the checkpoint at 5,000 s
+    assert rows.loc["inplace", "partial_lost_work_h"] * H == pytest.approx(0.5)
+    assert rows.loc["inplace", "total_lost_work_h"] * H == pytest.approx(400.0)
+    # restart: the partial drop rolls back to 3,000 s (600 s); the job never stopped, so
+    # its timer (600 s at the drop) fires after 400 s more running, past the 10 s restore:
+    # checkpoints at 4,010 and 5,010 s, and the total drop loses 390 s
+    assert rows.loc["restart", "partial_lost_work_h"] * H == pytest.approx(600.0)
+    assert rows.loc["restart", "total_lost_work_h"] * H == pytest.approx(390.0)
+    table = analysis.preemptions.preemption_loss_table(losses)
+    share = table.loc[(partial_then_total_trace, "inplace"), "total_share"]
+    assert share == pytest.approx(400.0 / 400.5)
+
+
+def test_preemption_losses_needs_cluster_gpus_for_job_traces():
+    with pytest.raises(ValueError, match="philly_jobs.csv needs cluster_gpus"):
+        analysis.preemptions.preemption_losses(["philly_jobs.csv"], 1)

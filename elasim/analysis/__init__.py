@@ -18,6 +18,8 @@ notebooks keep writing ``from elasim import analysis``):
 * :mod:`.tables`: the tables drawn from a grid: :func:`waste_breakdown`,
   :func:`deadline_hit_rate`, :func:`paired_effect`, :func:`pareto_table`, and
   :func:`check_quoted`, which keeps a notebook's prose honest.
+* :mod:`.preemptions`: a run's lost work split by the kind of preemption that lost it
+  (:func:`.preemptions.preemption_losses`; not re-exported, call it through the module).
 * :mod:`.checkpoint`: checkpoint intervals: :func:`checkpoint_interval_sweep`,
   :func:`interval_curve`, :func:`young_daly_optimum`, :func:`experienced_mtbf_s`.
 * :mod:`.plots` (``plot_*``).  matplotlib is imported inside them only, so importing
@@ -32,6 +34,7 @@ from __future__ import annotations
 import logging
 
 from . import plots, resolve, tables
+from . import preemptions as preemptions  # called through the module, like tables
 from .checkpoint import (
     YoungDaly,
     best_interval_s,
