@@ -14,9 +14,11 @@ import dataclasses
 import hashlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from elasim.cluster import ClusterLoop, ClusterSetup, build_loop
-from elasim.policies.cluster import ClusterDecision, ClusterObservation
+from elasim.policies.cluster import ClusterDecision, ClusterJobView, ClusterObservation, JobViews
 
 
 def _fingerprint(loop: ClusterLoop) -> str:
@@ -97,3 +99,33 @@ def test_holding_without_held_scans_the_jobs() -> None:
     bare = dataclasses.replace(obs, held=None)
     assert obs.held is not None and len(obs.held) < len(obs.jobs)
     assert bare.holding == obs.held
+
+
+def _view(i: int) -> ClusterJobView:
+    return ClusterJobView(f"j{i}", "app", float(i), 1, 32, 4, (), 32, 0.0, 0.0, 0.0, 1.0, 0, 0)
+
+
+@given(st.lists(st.lists(st.integers(0, 30), max_size=6), max_size=6), st.data())
+def test_job_views_behave_as_the_tuple_of_their_chunks(chunks: list[list[int]], data) -> None:
+    parts = [tuple(_view(i) for i in chunk) for chunk in chunks]
+    flat = tuple(view for part in parts for view in part)
+    views = JobViews(parts)
+    assert (
+        len(views) == len(flat)
+        and tuple(views) == flat
+        and list(reversed(views)) == list(reversed(flat))
+    )
+    assert (
+        views == flat and flat == views and views == JobViews([flat]) and hash(views) == hash(flat)
+    )
+    assert views != flat + (_view(99),) and views != list(flat)
+    if flat:
+        index = data.draw(st.integers(-len(flat), len(flat) - 1))
+        assert views[index] is flat[index] and views.index(flat[index]) == flat.index(flat[index])
+        assert flat[index] in views
+    lo, hi = data.draw(st.integers(-8, 8)), data.draw(st.integers(-8, 8))
+    assert views[lo:hi] == flat[lo:hi]
+    with pytest.raises(IndexError):
+        views[len(flat)]
+    obs = ClusterObservation(0.0, 1, 1, views)
+    assert obs == ClusterObservation(0.0, 1, 1, flat)
