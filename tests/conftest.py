@@ -31,6 +31,21 @@ class ScriptedPolicy:
         return self.fn(obs)
 
 
+class FakeProc:
+    """A worker process: ``code`` is its exit code (None while it runs)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.code: int | None = None
+
+    def poll(self) -> int | None:
+        return self.code
+
+    def send_signal(self, sig: int) -> None:
+        if self.code is None:
+            self.code = -int(sig)
+
+
 def greedy_fn(obs: Observation) -> Decision:
     return Decision(min(obs.spot_available, obs.max_nodes))
 
