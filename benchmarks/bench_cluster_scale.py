@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+#: seconds of wall time between progress lines on stderr (a case can take many minutes)
+REPORT_EVERY_S = 60.0
 DEFAULT_PHILLY = REPO.parent / "shared" / "traces-real" / "pollux-philly" / "philly.csv"
 
 
@@ -48,6 +50,7 @@ def one_case(
     built_s = time.perf_counter() - start
     start = time.perf_counter()
     now, finished, peak_active = 0.0, False, 0
+    next_report_s = REPORT_EVERY_S
     while True:
         nxt = loop.turn(now)
         peak_active = max(peak_active, len(loop.active))
@@ -55,8 +58,19 @@ def one_case(
             finished = True
             break
         now = max(nxt, now)
-        if loop.turns % 2000 == 0 and time.perf_counter() - start > budget_s:
-            break
+        if loop.turns % 2000 == 0:
+            elapsed_s = time.perf_counter() - start
+            if elapsed_s > budget_s:
+                break
+            if elapsed_s >= next_report_s:
+                next_report_s += REPORT_EVERY_S
+                done = sum(1 for job in loop.jobs if job.done)
+                print(
+                    f"{elapsed_s:7.0f} s wall: {now / 86400:7.1f} simulated days, "
+                    f"{done:,} jobs done, {len(loop.active):,} active",
+                    file=sys.stderr,
+                    flush=True,
+                )
     wall_s = time.perf_counter() - start
     summary = loop.result(wall_time_s=wall_s).summary
     return {
@@ -102,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, __file__, "--one", workload, policy, str(nodes), str(gpus)]
             cmd.append(str(args.budget_s))
             try:
-                done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-            except subprocess.CalledProcessError as exc:
-                print(f"{cluster} {policy}: failed\n{exc.stderr}", file=sys.stderr)
+                # the child's progress lines and errors go straight to our stderr
+                done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+            except subprocess.CalledProcessError:
+                print(f"{cluster} {policy}: failed (its error is above)", file=sys.stderr)
                 return 1
             row = json.loads(done.stdout.strip().splitlines()[-1])
             rows.append(row)

@@ -12,9 +12,19 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from .cli_cluster_options import (
+    applications_option,
+    capacity_option,
+    check_shape,
+    gpus_per_node_option,
+    nodes_option,
+    pause_job_option,
+    rescale_mode,
+    rescale_option,
+)
 from .cli_cluster_sweep import register as _register_sweep
 from .cli_cluster_sweep import write_simulate_outputs
-from .clitools import UsageError, ensure_writable_dir, out_console, parse_sets, sets_option
+from .clitools import ensure_writable_dir, out_console, parse_sets, sets_option
 from .clitools import fmt as _fmt
 from .clitools import json_safe as _json_safe
 from .clitools import run_guarded as _run_guarded
@@ -25,22 +35,6 @@ cluster_app = typer.Typer(
     help="Cluster scheduling: many elastic jobs sharing one cluster (Pollux's workloads).",
     no_args_is_help=True,
 )
-
-
-def _rescale_mode(text: str):
-    from elasim.jobmodel import RescaleMode
-
-    try:
-        return RescaleMode(text)
-    except ValueError:
-        raise UsageError(f"--rescale must be inplace or restart, got {text!r}") from None
-
-
-def _check_shape(nodes: int, gpus_per_node: int) -> None:
-    if nodes < 1:
-        raise UsageError(f"--nodes must be >= 1, got {nodes}")
-    if gpus_per_node < 1:
-        raise UsageError(f"--gpus-per-node must be >= 1, got {gpus_per_node}")
 
 
 def _simulate(
@@ -59,7 +53,7 @@ def _simulate(
     from elasim.cluster import ClusterSetup
     from elasim.sim.cluster import simulate_cluster
 
-    _check_shape(nodes, gpus_per_node)
+    check_shape(nodes, gpus_per_node)
     if out is not None:
         ensure_writable_dir(out, "--out")
     setup = ClusterSetup(
@@ -68,7 +62,7 @@ def _simulate(
         options=parse_sets(sets),
         num_nodes=nodes,
         gpus_per_node=gpus_per_node,
-        rescale=_rescale_mode(rescale),
+        rescale=rescale_mode(rescale),
         pause_job=pause_job,
         applications=applications,
         capacity=capacity,
@@ -97,21 +91,13 @@ def simulate(
     policy: str = typer.Option(
         "pollux", "--policy", "-p", help="Cluster policy name, file.py:Class or module:Class."
     ),
-    nodes: int = typer.Option(16, "--nodes", help="Nodes in the cluster."),
-    gpus_per_node: int = typer.Option(4, "--gpus-per-node", help="GPUs per node."),
+    nodes: int = nodes_option(),
+    gpus_per_node: int = gpus_per_node_option(),
     sets: list[str] | None = sets_option(),
-    rescale: str = typer.Option(
-        "restart", "--rescale", help="How a job re-forms its group: restart or inplace."
-    ),
-    pause_job: str = typer.Option(
-        "resnet50_v100", "--pause-job", help="Job preset or TOML whose pause figures apply."
-    ),
-    applications: str | None = typer.Option(
-        None, "--applications", help="Folder of application profiles (default: bundled)."
-    ),
-    capacity: str | None = typer.Option(
-        None, "--capacity", help="Capacity trace: nodes usable over time (spot capacity)."
-    ),
+    rescale: str = rescale_option(),
+    pause_job: str = pause_job_option(),
+    applications: str | None = applications_option(),
+    capacity: str | None = capacity_option(),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Write jobs/allocations parquet, summary.json and plots here."

@@ -16,8 +16,17 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from .cli_cluster_options import (
+    applications_option,
+    capacity_option,
+    check_shape,
+    gpus_per_node_option,
+    nodes_option,
+    pause_job_option,
+    rescale_mode,
+    rescale_option,
+)
 from .clitools import (
-    UsageError,
     ensure_writable_dir,
     out_console,
     parse_sets,
@@ -65,19 +74,13 @@ def sweep(
     policies: str = typer.Option(
         "all", "--policies", help="Comma-separated cluster policies, or 'all'."
     ),
-    nodes: int = typer.Option(16, "--nodes", help="Nodes in the cluster."),
-    gpus_per_node: int = typer.Option(4, "--gpus-per-node", help="GPUs per node."),
+    nodes: int = nodes_option(),
+    gpus_per_node: int = gpus_per_node_option(),
     sets: list[str] | None = sets_option(),
-    rescale: str = typer.Option("restart", "--rescale", help="restart or inplace."),
-    pause_job: str = typer.Option(
-        "resnet50_v100", "--pause-job", help="Job preset or TOML whose pause figures apply."
-    ),
-    applications: str | None = typer.Option(
-        None, "--applications", help="Folder of application profiles (default: bundled)."
-    ),
-    capacity: str | None = typer.Option(
-        None, "--capacity", help="Capacity trace: nodes usable over time (spot capacity)."
-    ),
+    rescale: str = rescale_option(),
+    pause_job: str = pause_job_option(),
+    applications: str | None = applications_option(),
+    capacity: str | None = capacity_option(),
     workers: int = typer.Option(0, "--workers", help="Processes (0: one per core)."),
     backend: str = typer.Option("local", "--backend", help="'local' processes or 'ray'."),
     address: str | None = typer.Option(
@@ -110,12 +113,8 @@ def _spec(
     from elasim.cluster_sweep import ClusterSweepSpec
     from elasim.policies.registry import CLUSTER_KIND, policy_names
 
-    if nodes < 1:
-        raise UsageError(f"--nodes must be >= 1, got {nodes}")
-    if gpus_per_node < 1:
-        raise UsageError(f"--gpus-per-node must be >= 1, got {gpus_per_node}")
-    if rescale not in ("restart", "inplace"):
-        raise UsageError(f"--rescale must be inplace or restart, got {rescale!r}")
+    check_shape(nodes, gpus_per_node)
+    rescale_mode(rescale)
     names = (
         policy_names(kind=CLUSTER_KIND)
         if policies.strip() == "all"

@@ -16,6 +16,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from elasim.cli_cluster_options import rescale_mode, rescale_option
 from elasim.clitools import UsageError, out_console, parse_sets, run_guarded, sets_option
 from elasim.clitools import fmt as _fmt
 from elasim.clitools import json_safe as _json_safe
@@ -67,7 +68,7 @@ def _run(flags: dict[str, Any]) -> None:
         applications=None if flags["applications"] is None else str(flags["applications"]),
         slots=flags["slots"],
         time_scale=flags["time_scale"],
-        rescale=_mode(flags["rescale"]),
+        rescale=rescale_mode(flags["rescale"]),
         job=flags["job"],
         job_options=_job_options(flags["job_sets"]),
         sample_delay_real_s=flags["sample_delay_s"],
@@ -102,15 +103,6 @@ def _run(flags: dict[str, Any]) -> None:
             f"the workload did not finish: gave up at --max-wall-s after {run.wall_time_s:.1f} s",
             code=1,
         )
-
-
-def _mode(text: str) -> Any:
-    from elasim.jobmodel import RescaleMode
-
-    try:
-        return RescaleMode(text)
-    except ValueError:
-        raise UsageError(f"--rescale must be inplace or restart, got {text!r}") from None
 
 
 def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float]]:
@@ -203,7 +195,7 @@ def run_command(
         None, "--applications", help="Folder of application profiles measured for --job."
     ),
     time_scale: float = typer.Option(1.0, "--time-scale", help="Workload s per real s."),
-    rescale: str = typer.Option("inplace", "--rescale", help="'inplace' or 'restart'."),
+    rescale: str = rescale_option("inplace"),
     job: str = typer.Option(
         "elasim.executor.synthetic:synthetic_job", "--job", help="ElasticJob import spec."
     ),

@@ -14,9 +14,12 @@ import dataclasses
 import hashlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from elasim.cluster import ClusterLoop, ClusterSetup, build_loop
-from elasim.policies.cluster import ClusterDecision, ClusterObservation
+from elasim.policies import JobState
+from elasim.policies.cluster import ClusterDecision, ClusterJobView, ClusterObservation, JobViews
 
 
 def _fingerprint(loop: ClusterLoop) -> str:
@@ -97,3 +100,59 @@ def test_holding_without_held_scans_the_jobs() -> None:
     bare = dataclasses.replace(obs, held=None)
     assert obs.held is not None and len(obs.held) < len(obs.jobs)
     assert bare.holding == obs.held
+
+
+def _view(i: int) -> ClusterJobView:
+    return ClusterJobView(f"j{i}", "app", float(i), 1, 32, 4, (), 32, 0.0, 0.0, 0.0, 1.0, 0, 0)
+
+
+@given(st.lists(st.lists(st.integers(0, 30), max_size=6), max_size=6), st.data())
+def test_job_views_behave_as_the_tuple_of_their_chunks(chunks: list[list[int]], data) -> None:
+    parts = [tuple(_view(i) for i in chunk) for chunk in chunks]
+    flat = tuple(view for part in parts for view in part)
+    views = JobViews(parts)
+    assert (
+        len(views) == len(flat)
+        and tuple(views) == flat
+        and list(reversed(views)) == list(reversed(flat))
+    )
+    assert (
+        views == flat and flat == views and views == JobViews([flat]) and hash(views) == hash(flat)
+    )
+    assert views != flat + (_view(99),) and views != list(flat)
+    if flat:
+        index = data.draw(st.integers(-len(flat), len(flat) - 1))
+        assert views[index] is flat[index] and views.index(flat[index]) == flat.index(flat[index])
+        assert flat[index] in views
+    lo, hi = data.draw(st.integers(-8, 8)), data.draw(st.integers(-8, 8))
+    assert views[lo:hi] == flat[lo:hi]
+    with pytest.raises(IndexError):
+        views[len(flat)]
+    obs = ClusterObservation(0.0, 1, 1, views)
+    assert obs == ClusterObservation(0.0, 1, 1, flat)
+
+
+def test_events_a_rounding_error_away_are_taken_months_into_a_run() -> None:
+    # 2e7 s (231 days) in, a float's spacing is 3.7e-9 s, more than the loop's 1e-9 s
+    # tolerance: an event due "now" used to be popped, not taken, and popped again
+    # forever (the full Philly trace on 64 GPUs hung 238 simulated days in)
+    loop = build_loop(ClusterSetup("pollux-workload-1", "fifo"))
+    t0 = 2.0e7
+    job, other = loop.jobs[0], loop.jobs[1]
+    for each, node in ((job, 0), (other, 1)):
+        each.last_s = t0
+        each.reallocate(((node, 1),), t0)
+    job.advance(job.pause_end_s + 10.0)
+    assert job.sm.state is JobState.RUNNING and job.choice is not None
+    boundary = job.app.epoch_progress[job.epoch + 1]
+    job.progress = boundary - job.choice.goodput * 1e-10
+    due, epoch = job.next_due_s(), job.epoch
+    assert due == job.last_s  # the boundary rounds to now
+    job.advance(due)
+    assert (job.epoch, job.progress) == (epoch + 1, boundary)
+    assert job.next_due_s() > due
+    # a pause that ends a rounding error after the job was last brought up to date
+    other.last_s = other.pause_end_s - 1e-10
+    assert other.last_s >= other.next_due_s() - 1e-9
+    other.advance(other.next_due_s())
+    assert other.sm.state is JobState.RUNNING and other.next_due_s() > other.last_s

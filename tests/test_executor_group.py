@@ -17,6 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
+from conftest import FakeProc
 
 from elasim.executor.group import (
     GroupSettings,
@@ -37,21 +38,6 @@ from elasim.executor.protocol import (
 from elasim.policies import EventKind
 
 UNEXPECTED = "exited unexpectedly"
-
-
-class FakeProc:
-    """A worker process: ``code`` is its exit code (None while it runs)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.code: int | None = None
-
-    def poll(self) -> int | None:
-        return self.code
-
-    def send_signal(self, sig: int) -> None:
-        if self.code is None:
-            self.code = -int(sig)
 
 
 class FakeCluster:

@@ -396,6 +396,7 @@ def _elasim(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.executor  # the flags are checked after the CLI finds torch
 @pytest.mark.timeout(300)
 def test_bad_security_flags_are_one_line_with_exit_code_2(tmp_path):
     files = RunFiles.create(WorkerSettings(), run_dir=tmp_path / "run")

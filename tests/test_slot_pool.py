@@ -10,24 +10,12 @@ from __future__ import annotations
 import signal
 
 import pytest
+from conftest import FakeProc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elasim.executor.launchers import WorkerLaunch
 from elasim.executor.slots import SlotPool
-
-
-class FakeProc:
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.code: int | None = None
-
-    def poll(self) -> int | None:
-        return self.code
-
-    def send_signal(self, sig: int) -> None:
-        if self.code is None:
-            self.code = -int(sig)
 
 
 class FakeLauncher:

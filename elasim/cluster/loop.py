@@ -40,6 +40,7 @@ from elasim.policies.cluster import (
     ClusterJobView,
     ClusterObservation,
     ClusterPolicy,
+    JobViews,
     Placement,
 )
 from elasim.traces.cluster import WorkloadJob
@@ -55,6 +56,9 @@ _EPS = 1e-9
 #: change (no arrival to come): the policy will never run them, and the loop stops
 #: rather than ask it forever.
 STALL_DECISIONS = 1000
+#: Jobs per chunk of the observation's :class:`JobViews` (by arrival rank): a decision
+#: rebuilds the chunks of the jobs whose views changed and shares the rest.
+VIEW_CHUNK = 256
 
 
 class ClusterLoop:
@@ -127,6 +131,11 @@ class ClusterLoop:
         # an overloaded cluster whose queue holds tens of thousands of waiting jobs: a
         # job without GPUs neither moves nor changes its view until a decision names it.
         self._views: dict[str, ClusterJobView] = {}  # each active job's last view, in order
+        # the same views in chunks of VIEW_CHUNK arrival ranks (see JobViews): chunk ->
+        # its active jobs' views in order, the tuple last built of it, chunks to rebuild
+        self._chunk_views: dict[int, dict[str, ClusterJobView]] = {}
+        self._chunk_tuples: dict[int, tuple[ClusterJobView, ...]] = {}
+        self._stale_chunks: set[int] = set()
         self._holding: set[str] = set()  # active jobs with a placement
         self._dirty: set[str] = set()  # jobs whose view may have changed since observe()
         self._own_batch: set[str] = set()  # jobs whose batch target is not the requested one
@@ -193,7 +202,7 @@ class ClusterLoop:
             self._next_arrival += 1
             job.last_s = job.spec.arrival_s
             self.active.append(job)
-            self._views[job.name] = job.view()
+            self._set_view(job.name, job.view())
             self.decision_due = True
         if now_s >= self.wake_at_s - _EPS:
             self.wake_at_s = math.inf
@@ -288,6 +297,9 @@ class ClusterLoop:
         index = bisect_left(self.active, rank[job.name], key=lambda j: rank[j.name])
         del self.active[index]  # O(log n) to find: ``active`` stays in arrival order
         del self._views[job.name]
+        chunk = rank[job.name] // VIEW_CHUNK
+        del self._chunk_views[chunk][job.name]
+        self._stale_chunks.add(chunk)
         self._holding.discard(job.name)
         self._dirty.discard(job.name)
         self._own_batch.discard(job.name)
@@ -336,22 +348,47 @@ class ClusterLoop:
                 self._complete(job)
         views, by_name = self._views, self._by_name
         for name in self._dirty.union(self._holding):
-            views[name] = by_name[name].view()
+            self._set_view(name, by_name[name].view())
         if self._polls:
             for job in movers:
                 if not job.done:
-                    views[job.name] = job.view()
+                    self._set_view(job.name, job.view())
         self._dirty.clear()
         held = sorted(self._holding, key=self._rank.__getitem__)
         return ClusterObservation(
             now_s=now_s,
             num_nodes=self.num_nodes,
             gpus_per_node=self.gpus_per_node,
-            jobs=tuple(views.values()),
+            jobs=self._job_views(),
             rescale_cost_s=self._rescale_estimate_s,
             available_nodes=self.available_nodes,
             held=tuple(views[name] for name in held),
         )
+
+    def _set_view(self, name: str, view: ClusterJobView) -> None:
+        """Keep ``view`` as the job's view (an arrival is appended in arrival order)."""
+        old = self._views.get(name)
+        if old is view:
+            return
+        self._views[name] = view
+        chunk = self._rank[name] // VIEW_CHUNK
+        self._chunk_views.setdefault(chunk, {})[name] = view
+        self._stale_chunks.add(chunk)
+
+    def _job_views(self) -> JobViews:
+        """Every active job's view in arrival order; only changed chunks are rebuilt."""
+        tuples, chunk_views = self._chunk_tuples, self._chunk_views
+        for chunk in sorted(self._stale_chunks):
+            members = chunk_views[chunk]
+            if members:
+                tuples[chunk] = tuple(members.values())
+            else:
+                del chunk_views[chunk]
+                tuples.pop(chunk, None)
+        # ``tuples`` stays in chunk order: jobs join in rank order, so a chunk is first
+        # built (or built again after it emptied) only when no later chunk exists yet
+        self._stale_chunks.clear()
+        return JobViews(tuples.values())
 
     def _decide(self, now_s: float) -> None:
         obs = self.observe(now_s)

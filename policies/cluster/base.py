@@ -12,9 +12,10 @@ cluster has 256 nodes, and a job uses a handful of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from itertools import chain
+from typing import Protocol, overload, runtime_checkable
 
 from ..base import ConfiguredPolicy
 
@@ -26,6 +27,7 @@ __all__ = [
     "ClusterPolicy",
     "ClusterPolicyBase",
     "JobSpeed",
+    "JobViews",
     "Placement",
     "placement_gpus",
     "placement_nodes",
@@ -114,6 +116,58 @@ class ClusterJobView:
         return placement_gpus(self.placement)
 
 
+class JobViews(Sequence[ClusterJobView]):
+    """An immutable sequence of job views, stored as a tuple of tuples (chunks).
+
+    Why not one tuple: on an overloaded cluster (the full Philly trace on 64 GPUs) the
+    active jobs are tens of thousands of waiting ones and a few dozen running ones,
+    and a decision is due at every arrival and completion.  Copying every view into a
+    fresh tuple per decision made the run quadratic in the queue; in chunks, the loop
+    rebuilds only the chunks whose jobs changed and shares the others, which are
+    immutable too.  To a policy it is a read-only sequence like a tuple: iterate it,
+    index or slice it, take ``len``; it equals any sequence with the same views.
+    """
+
+    __slots__ = ("_chunks", "_flat", "_len")
+
+    def __init__(self, chunks: Iterable[tuple[ClusterJobView, ...]] = ()) -> None:
+        self._chunks = tuple(chunk for chunk in chunks if chunk)
+        self._len = sum(map(len, self._chunks))
+        self._flat: tuple[ClusterJobView, ...] | None = None
+
+    def _tuple(self) -> tuple[ClusterJobView, ...]:
+        """The views as one tuple, built once, on the first index or slice."""
+        if self._flat is None:
+            self._flat = tuple(chain.from_iterable(self._chunks))
+        return self._flat
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[ClusterJobView]:
+        return chain.from_iterable(self._chunks)
+
+    @overload
+    def __getitem__(self, index: int) -> ClusterJobView: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[ClusterJobView, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> ClusterJobView | tuple[ClusterJobView, ...]:
+        return self._tuple()[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (JobViews, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._tuple())
+
+    def __repr__(self) -> str:
+        return f"JobViews({self._tuple()!r})"
+
+
 @dataclass(frozen=True)
 class ClusterObservation:
     """The cluster at one decision.
@@ -122,7 +176,9 @@ class ClusterObservation:
         now_s: time of the decision (s).
         num_nodes: nodes in the cluster.
         gpus_per_node: GPUs per node.
-        jobs: the active jobs (arrived, not finished), by arrival then name.
+        jobs: the active jobs (arrived, not finished), by arrival then name: a
+            tuple, or the loop's :class:`JobViews` (a read-only sequence that shares
+            unchanged chunks between decisions).
         rescale_cost_s: the pause a reallocation costs a typical job (estimate).
         available_nodes: nodes usable now when capacity varies (spot capacity from
             a trace: nodes ``0 .. available_nodes - 1``); None: all of them.
@@ -133,7 +189,7 @@ class ClusterObservation:
     now_s: float
     num_nodes: int
     gpus_per_node: int
-    jobs: tuple[ClusterJobView, ...]
+    jobs: Sequence[ClusterJobView]
     rescale_cost_s: float = 0.0
     available_nodes: int | None = None
     held: tuple[ClusterJobView, ...] | None = field(default=None, compare=False, repr=False)
