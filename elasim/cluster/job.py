@@ -223,7 +223,7 @@ class ClusterJob:
         """
         while not self.done:
             state = self.sm.state
-            if self.last_s >= t - _EPS and not self._due_by(t):
+            if self.last_s >= t - _EPS and self.next_due_s() > t + _EPS:
                 return  # nothing left to integrate and no event due
             if state is JobState.RESCALING:
                 end = max(min(self.pause_end_s, t), self.last_s)
@@ -253,16 +253,6 @@ class ClusterJob:
                 self._finish(self.last_s)
                 return
             self._configure()
-
-    def _due_by(self, t: float) -> bool:
-        """Whether the job's own next event (pause end, epoch boundary) is due by ``t``."""
-        state = self.sm.state
-        if state is JobState.RESCALING:
-            return self.pause_end_s <= t + _EPS
-        if state is not JobState.RUNNING or self.choice is None:
-            return False
-        need = max(self.app.epoch_progress[self.epoch + 1] - self.progress, 0.0)
-        return self.last_s + need / self.choice.goodput <= t + _EPS
 
     def _hold(self, dt: float, running: bool) -> None:
         if dt <= 0:
