@@ -130,9 +130,9 @@ class ClusterLoop:
         # What keeps a decision O(jobs that hold or change GPUs), not O(active jobs), on
         # an overloaded cluster whose queue holds tens of thousands of waiting jobs: a
         # job without GPUs neither moves nor changes its view until a decision names it.
-        self._views: dict[str, ClusterJobView] = {}  # each active job's last view, in order
-        # the same views in chunks of VIEW_CHUNK arrival ranks (see JobViews): chunk ->
-        # its active jobs' views in order, the tuple last built of it, chunks to rebuild
+        # each active job's last view, in chunks of VIEW_CHUNK arrival ranks (see
+        # JobViews): chunk -> its active jobs' views in order, the tuple last built of
+        # it, chunks to rebuild
         self._chunk_views: dict[int, dict[str, ClusterJobView]] = {}
         self._chunk_tuples: dict[int, tuple[ClusterJobView, ...]] = {}
         self._stale_chunks: set[int] = set()
@@ -296,7 +296,6 @@ class ClusterLoop:
         rank = self._rank
         index = bisect_left(self.active, rank[job.name], key=lambda j: rank[j.name])
         del self.active[index]  # O(log n) to find: ``active`` stays in arrival order
-        del self._views[job.name]
         chunk = rank[job.name] // VIEW_CHUNK
         del self._chunk_views[chunk][job.name]
         self._stale_chunks.add(chunk)
@@ -346,7 +345,7 @@ class ClusterLoop:
             job.advance(now_s)
             if job.done:
                 self._complete(job)
-        views, by_name = self._views, self._by_name
+        by_name = self._by_name
         for name in self._dirty.union(self._holding):
             self._set_view(name, by_name[name].view())
         if self._polls:
@@ -362,18 +361,23 @@ class ClusterLoop:
             jobs=self._job_views(),
             rescale_cost_s=self._rescale_estimate_s,
             available_nodes=self.available_nodes,
-            held=tuple(views[name] for name in held),
+            held=tuple(map(self._view_of, held)),
         )
+
+    def _view_of(self, name: str) -> ClusterJobView | None:
+        """The active job's last view (None: not an active job)."""
+        rank = self._rank.get(name)
+        if rank is None:
+            return None
+        return self._chunk_views.get(rank // VIEW_CHUNK, {}).get(name)
 
     def _set_view(self, name: str, view: ClusterJobView) -> None:
         """Keep ``view`` as the job's view (an arrival is appended in arrival order)."""
-        old = self._views.get(name)
-        if old is view:
-            return
-        self._views[name] = view
         chunk = self._rank[name] // VIEW_CHUNK
-        self._chunk_views.setdefault(chunk, {})[name] = view
-        self._stale_chunks.add(chunk)
+        members = self._chunk_views.setdefault(chunk, {})
+        if members.get(name) is not view:
+            members[name] = view
+            self._stale_chunks.add(chunk)
 
     def _job_views(self) -> JobViews:
         """Every active job's view in arrival order; only changed chunks are rebuilt."""
@@ -443,11 +447,10 @@ class ClusterLoop:
 
         if not isinstance(raw, ClusterDecision):
             raise bad(f"decide() returned {type(raw).__name__} {raw!r:.60}, not a ClusterDecision")
-        active = self._views  # the names of obs.jobs (the loop's own observation)
         usable = obs.usable_nodes
         used = [0] * self.num_nodes
         for name, placement in raw.allocations:
-            if name not in active:
+            if self._view_of(name) is None:
                 raise bad(f"allocated GPUs to {name!r}, which is not an active job")
             for node, gpus in placement:
                 if not (isinstance(node, int) and 0 <= node < usable):
@@ -459,7 +462,7 @@ class ClusterLoop:
             if total > self.gpus_per_node:
                 raise bad(f"node {node} given {total} GPUs; it has {self.gpus_per_node}")
         for name, batch in raw.batch_sizes:
-            if name not in active:
+            if self._view_of(name) is None:
                 raise bad(f"set the batch size of {name!r}, which is not an active job")
             if not (isinstance(batch, int) and batch >= 0):
                 raise bad(f"batch size of {name!r} is {batch!r}; must be an int >= 0")
