@@ -404,18 +404,23 @@ def run_sweep(
             missing ``ray`` package, or bad input in a grid point (the simulation's
             own exception, re-raised as it is).
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown sweep backend {backend!r} (known: {', '.join(BACKENDS)})")
-    if address is not None and backend != "ray":
-        raise ValueError(f"a cluster address is only used by the ray backend, not {backend!r}")
-    if workers is not None and workers < 0:
-        raise ValueError(f"workers must be >= 0 (0: one per core), got {workers}")
+    _check_backend(workers, backend, address)
     points = [*spec.points(), *spec.reference_points()]
     if backend == "ray":
         rows = _run_ray(spec, points, workers=workers or None, on_done=on_done, address=address)
     else:
         rows = _run_local(points, workers=workers or os.cpu_count() or 1, on_done=on_done)
     return _table(spec, rows)
+
+
+def _check_backend(workers: int | None, backend: str, address: str | None) -> None:
+    """The backend settings :func:`run_sweep` and :func:`run_tasks` both take, checked."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown sweep backend {backend!r} (known: {', '.join(BACKENDS)})")
+    if address is not None and backend != "ray":
+        raise ValueError(f"a cluster address is only used by the ray backend, not {backend!r}")
+    if workers is not None and workers < 0:
+        raise ValueError(f"workers must be >= 0 (0: one per core), got {workers}")
 
 
 def _table(spec: SweepSpec, rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -655,12 +660,7 @@ def run_tasks(
     Raises:
         ValueError: as :func:`run_sweep`; a failing item's own exception as it is.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown sweep backend {backend!r} (known: {', '.join(BACKENDS)})")
-    if address is not None and backend != "ray":
-        raise ValueError(f"a cluster address is only used by the ray backend, not {backend!r}")
-    if workers is not None and workers < 0:
-        raise ValueError(f"workers must be >= 0 (0: one per core), got {workers}")
+    _check_backend(workers, backend, address)
     if backend == "local":
         return _run_local(items, workers=workers or os.cpu_count() or 1, on_done=on_done, task=task)
     with _ray_connection(workers or None, address) as (ray, slots, cap):
