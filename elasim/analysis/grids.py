@@ -114,11 +114,8 @@ def run_grid(
             simulation starts).
     """
     from elasim.sweep import SweepSpec, run_sweep
-    from elasim.traces import load_trace
 
-    loaded = {name: load_trace(name) for name in traces}
-    if cluster_gpus is None and (jobs := [n for n, t in loaded.items() if _kind(t) == "jobs"]):
-        raise ValueError(f"job traces ({', '.join(jobs)}) need cluster_gpus")
+    loaded = load_grid_traces(traces, cluster_gpus)
     spec = SweepSpec(
         traces=tuple(traces),
         policies=resolve_policies(policies),
@@ -137,6 +134,26 @@ def run_grid(
     spec.validate()
     log.info("running %d simulations", spec.size)
     return _with_grid_columns(run_sweep(spec, workers=workers), loaded, deadline_h)
+
+
+def load_grid_traces(
+    traces: Sequence[str], cluster_gpus: int | None
+) -> dict[str, CapacityTrace | JobTrace]:
+    """The grid's traces by name; a job trace needs a shared cluster's ``cluster_gpus``.
+
+    Raises:
+        ValueError: job traces without ``cluster_gpus`` (all of them named).
+    """
+    from elasim.traces import load_trace
+
+    loaded = {name: load_trace(name) for name in traces}
+    if cluster_gpus is None and (jobs := [n for n, t in loaded.items() if _kind(t) == "jobs"]):
+        many = len(jobs) > 1
+        raise ValueError(
+            f"job trace{'s' if many else ''} {', '.join(jobs)} "
+            f"need{'' if many else 's'} cluster_gpus"
+        )
+    return loaded
 
 
 def _kind(trace: CapacityTrace | JobTrace) -> str:

@@ -20,6 +20,7 @@ import pandas as pd
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from elasim.sim import SimResult
 
+from .grids import load_grid_traces
 from .resolve import resolve_seeds
 
 __all__ = ["LOSS_COLUMNS", "preemption_loss_table", "preemption_losses"]
@@ -84,12 +85,8 @@ def preemption_losses(
         ValueError: a job trace without ``cluster_gpus``.
     """
     from elasim.sweep import SweepSpec, simulate_point
-    from elasim.traces import JobTrace, load_trace
 
-    if cluster_gpus is None:
-        for name in traces:
-            if isinstance(load_trace(name), JobTrace):
-                raise ValueError(f"job trace {name} needs cluster_gpus")
+    load_grid_traces(traces, cluster_gpus)
     spec = SweepSpec(
         traces=tuple(traces),
         policies=(policy,),
