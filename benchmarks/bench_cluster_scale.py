@@ -1,7 +1,7 @@
 """Cluster mode at scale: the full Philly trace, mapped to applications, on 64 and 1,024 GPUs.
 
     python benchmarks/bench_cluster_scale.py [--philly PATH] [--policies fifo,pollux]
-        [--clusters 256x4,16x4] [--max-jobs N] [--budget-s S]
+        [--clusters 256x4,16x4] [--max-jobs N] [--budget-s S] [--view-chunk N]
 
 Each (cluster, policy) case runs to completion in a fresh child process, so that its
 peak memory (``resource.getrusage`` max RSS of that process, which includes the
@@ -99,8 +99,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--budget-s", type=float, default=1800.0, help="wall time per case before it stops"
     )
+    parser.add_argument(
+        "--view-chunk",
+        type=int,
+        default=None,
+        help="jobs per chunk of the observation (default: the loop's VIEW_CHUNK; a number "
+        "above the job count rebuilds one tuple of every view per decision, as before JobViews)",
+    )
     parser.add_argument("--one", nargs=5, metavar=("WORKLOAD", "POLICY", "NODES", "GPUS", "S"))
     args = parser.parse_args(argv)
+    if args.view_chunk is not None:
+        if args.view_chunk < 1:
+            print(f"error: --view-chunk must be >= 1, got {args.view_chunk}", file=sys.stderr)
+            return 2
+        import elasim.cluster.loop
+
+        elasim.cluster.loop.VIEW_CHUNK = args.view_chunk
     if args.one:
         workload, policy, nodes, gpus, budget = args.one
         print(json.dumps(one_case(workload, policy, int(nodes), int(gpus), float(budget))))
@@ -115,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         for policy in args.policies.split(","):
             cmd = [sys.executable, __file__, "--one", workload, policy, str(nodes), str(gpus)]
             cmd.append(str(args.budget_s))
+            if args.view_chunk is not None:
+                cmd += ["--view-chunk", str(args.view_chunk)]
             try:
                 # the child's progress lines and errors go straight to our stderr
                 done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
