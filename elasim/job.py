@@ -26,7 +26,7 @@ import dataclasses
 import enum
 import math
 import re
-import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -34,11 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from elasim.policies import PauseComponents
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 __all__ = [
     "BatchSemantics",

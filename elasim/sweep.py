@@ -29,6 +29,8 @@ from typing import Any
 
 import pandas as pd
 
+from elasim.ray_connect import connected
+
 __all__ = [
     "BACKENDS",
     "YARDSTICK",
@@ -532,49 +534,23 @@ def _ray_connection(
 ) -> Iterator[tuple[Any, int, int | None]]:
     """Ray, connected by the rules of :func:`run_sweep`: (ray, task slots, in-flight cap).
 
-    Shared by the policy grid and :func:`run_tasks`; an instance started here is
-    stopped on exit, a connection made here is closed, one the caller made is kept.
+    Shared by the policy grid and :func:`run_tasks`; the connection rules are
+    :func:`elasim.ray_connect.connected`'s (shared with ``elasim run --launcher ray``).
     """
-    try:
-        import ray
-    except ImportError:
-        raise ValueError(_RAY_MISSING) from None
-
-    # Ray logs through its own "ray" logger; keep it to errors unless elasim is
-    # being debugged, so a sweep prints nothing but the caller's progress.
-    quiet = {
-        "log_to_driver": False,
-        "configure_logging": True,
-        "logging_level": logging.INFO if logger.isEnabledFor(logging.DEBUG) else logging.ERROR,
-    }
-    connected_here = private = False
-    if ray.is_initialized():
-        logger.debug("ray backend: using this process's existing Ray connection")
-    elif address is not None:
-        logger.debug("ray backend: connecting to the Ray cluster at %s", address)
-        ray.init(address=address, **quiet)
-        connected_here = True
-    else:
-        num_cpus = workers or os.cpu_count() or 1
-        logger.debug("ray backend: starting a local Ray instance with %d CPUs", num_cpus)
-        # address="local" always starts a new instance: a RAY_ADDRESS in the
-        # environment must not silently send a local sweep to some cluster.
-        ray.init(
-            address="local",
-            num_cpus=num_cpus,
-            include_dashboard=False,
-            dashboard_host="127.0.0.1",
-            **quiet,
-        )
-        connected_here = private = True
-    try:
+    with connected(
+        address,
+        missing=_RAY_MISSING,
+        flag="--backend ray",
+        num_cpus=workers or os.cpu_count() or 1,
+        # Ray logs through its own "ray" logger; keep it to errors unless elasim is
+        # being debugged, so a sweep prints nothing but the caller's progress.
+        verbose=logger.isEnabledFor(logging.DEBUG),
+    ) as connection:
+        ray = connection.ray
         # a private instance already has exactly `workers` CPUs; on a shared cluster
         # (or a connection the caller made), `workers` caps the tasks in flight
-        cap = None if private else workers
+        cap = None if connection.private else workers
         yield ray, cap or int(ray.cluster_resources().get("CPU", 1)), cap
-    finally:
-        if connected_here:  # stops an instance started here; only disconnects from a cluster
-            ray.shutdown()
 
 
 def _gather_ray(

@@ -404,10 +404,12 @@ def _config(
 
     ray_address, ray_resources = same.pop("address"), _ray_resources(same.pop("ray_resources"))
     _check_security_flags(bind, secret_file, run_dir)
+    # every process's log goes beside the run's files, where a failure can name it
+    logs = log_dir if log_dir is not None or out is None else out / "logs"
     spec = _script_spec(
         script,
         script_args,
-        log_dir if log_dir is not None or out is None else out / "logs",
+        logs,
         rescale=rescale,
         checkpoint_interval_s=checkpoint_interval_s,
         checkpoint_dir=checkpoint_dir,
@@ -444,7 +446,7 @@ def _config(
         run_dir=None if run_dir is None else str(run_dir),
         expect_agents=agents,
         agent_port=agent_port,
-        log_dir=None if log_dir is None else str(log_dir),
+        log_dir=None if logs is None else str(logs),
         script=spec,
         ray_address=ray_address,
         ray_resources=ray_resources,

@@ -26,7 +26,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from .launchers import ProcessHandle, WorkerLaunch, worker_argv, worker_env
+from .launchers import ProcessHandle, WorkerLaunch, worker_args, worker_env
 
 __all__ = ["ForkLauncher"]
 
@@ -64,6 +64,28 @@ def _forked_worker(argv: list[str], env: dict[str, str], log_path: str | None) -
     from elasim.executor._entry import main_args
 
     sys.exit(main_args(list(argv)))
+
+
+def _start(proc: Any) -> None:
+    """Start a process of the fork server, the server itself without the current folder.
+
+    ``multiprocessing`` starts its server as ``python -c ...``, which puts the
+    current folder first on ``sys.path`` (and Python 3.11's server ignores the
+    ``sys_path`` it is handed).  Run from a checkout of elasim, the server would then
+    preload the checkout's ``elasim/`` instead of the installed package, and every
+    worker with it.  ``PYTHONSAFEPATH`` keeps the folder off the path of the server,
+    the only process started while it is set (the server starts once, on the first
+    fork).
+    """
+    before = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        proc.start()
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = before
 
 
 class _Forked:
@@ -121,28 +143,23 @@ class ForkLauncher:
     def warm(self) -> None:
         """Start the server now (imports torch once) by forking one no-op child."""
         proc = self._ctx.Process(target=os.getpid, daemon=False)
-        proc.start()
+        _start(proc)
         proc.join(120.0)
 
     def spawn(self, launch: WorkerLaunch, files: Any) -> ProcessHandle:
         """Fork one worker with the run's private files.
 
-        Its arguments are :func:`~.launchers.worker_argv`'s, without the interpreter
-        and module.  No ``--parent-pid``: the worker's parent is the server, whose death (it follows
-        the controller's) ends the worker (:mod:`.lifeline`).
+        Its arguments are :func:`~.launchers.worker_args`.  No ``--parent-pid``: the
+        worker's parent is the server, whose death (it follows the controller's) ends
+        the worker (:mod:`.lifeline`).
         """
         wid = launch.wid
         log = None if self.log_dir is None else str(self.log_dir / f"worker-{wid}.log")
-        argv = worker_argv(
-            "python",
-            launch,
-            settings_path=files.settings_path,
-            secret_path=files.secret_path,
-        )[3:]
+        argv = worker_args(launch, settings_path=files.settings_path, secret_path=files.secret_path)
         proc = self._ctx.Process(
             target=_forked_worker, args=(argv, self._env, log), name=f"worker-{wid}"
         )
-        proc.start()
+        _start(proc)
         handle = _Forked(proc)
         self._procs.append(handle)
         return handle

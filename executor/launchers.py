@@ -30,7 +30,16 @@ from typing import Any, Protocol
 
 from .authstore import parse_address
 
-__all__ = ["Launcher", "LocalLauncher", "ProcessHandle", "WorkerLaunch", "worker_argv"]
+__all__ = [
+    "Launcher",
+    "LocalLauncher",
+    "ProcessHandle",
+    "WorkerLaunch",
+    "last_log_line",
+    "safe_module_argv",
+    "worker_args",
+    "worker_argv",
+]
 
 #: The one program a launcher ever starts for elasim's own workers.
 WORKER_MODULE = "elasim.executor._entry"
@@ -93,30 +102,27 @@ class WorkerLaunch:
         )
 
 
-def worker_argv(
-    python: str,
+def worker_args(
     launch: WorkerLaunch,
     *,
     settings_path: str | Path,
     secret_path: str | Path,
     parent_pid: int | None = None,
 ) -> list[str]:
-    """The command line of a worker process (the only place it is built).
+    """A worker's arguments, without the interpreter (what a forked worker parses).
 
     Args:
-        python: the interpreter.
         launch: the worker's fields.
         settings_path: the run's worker settings on this host (a private file).
         secret_path: the run's secret on this host (a private file).
         parent_pid: the launching process: the worker exits when it dies
             (:mod:`.lifeline`; None: whatever its parent is when it starts).
     """
-    argv = [python, "-m", WORKER_MODULE]
-    if launch.idle_warmup:
-        argv.append("--idle-warmup")
+    args = ["--idle-warmup"] if launch.idle_warmup else []
     if parent_pid is not None:
-        argv += ["--parent-pid", str(int(parent_pid))]
-    argv += [
+        args += ["--parent-pid", str(int(parent_pid))]
+    return [
+        *args,
         "--store",
         launch.store,
         "--wid",
@@ -130,7 +136,54 @@ def worker_argv(
         "--secret-file",
         str(secret_path),
     ]
-    return argv
+
+
+def worker_argv(
+    python: str,
+    launch: WorkerLaunch,
+    *,
+    settings_path: str | Path,
+    secret_path: str | Path,
+    parent_pid: int | None = None,
+) -> list[str]:
+    """The command line of a worker process (the only place it is built).
+
+    ``-P`` keeps the current folder off ``sys.path``: a user who starts a run from
+    a checkout of elasim (whose ``elasim/`` folder is not the installed package)
+    still gets workers that import the package the controller runs.
+
+    Args:
+        python: the interpreter.
+        launch: as for :func:`worker_args`.
+        settings_path: as for :func:`worker_args`.
+        secret_path: as for :func:`worker_args`.
+        parent_pid: as for :func:`worker_args`.
+    """
+    args = worker_args(
+        launch, settings_path=settings_path, secret_path=secret_path, parent_pid=parent_pid
+    )
+    return [*safe_module_argv(python, WORKER_MODULE), *args]
+
+
+def safe_module_argv(python: str, module: str) -> list[str]:
+    """``python -P -m module``: a module run without the current folder on ``sys.path``.
+
+    Every interpreter elasim starts for its own code starts this way (see
+    :func:`worker_argv`); a user's script is started by its path instead, as
+    ``torchrun`` starts it.
+    """
+    return [python, "-P", "-m", module]
+
+
+def last_log_line(path: Path) -> str:
+    """The last non-empty line of a log (what a process died with), or ''."""
+    with contextlib.suppress(OSError):
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 8192))
+            lines = handle.read().decode("utf-8", errors="replace").strip().splitlines()
+        return lines[-1].strip() if lines else ""
+    return ""
 
 
 class ProcessHandle(Protocol):

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .authstore import StoreServer
-from .launchers import Launcher, ProcessHandle, WorkerLaunch
+from .launchers import Launcher, ProcessHandle, WorkerLaunch, last_log_line
 from .protocol import (
     CMDSEQ_KEY,
     GO_ABORT,
@@ -215,7 +215,29 @@ class WorkerPool:
             self.settings.ready_timeout_s,
         )
         if not any(w.status is WorkerStatus.STANDBY for w in self._workers.values()):
-            raise ExecutorError("no worker became ready (see the worker logs)")
+            raise ExecutorError(self._why_none_ready())
+
+    def _why_none_ready(self) -> str:
+        """One line on why no worker became ready: the first one's exit and last log line.
+
+        Why read the log here: a worker that cannot start (a missing module, a job
+        that raises) exits at once, and the user's first question is why; a line
+        that only says "see the logs" does not say which log, or whether there is one.
+        """
+        timeout = f"within {self.settings.ready_timeout_s:.0f} s"
+        dead = [w for w in self._workers.values() if w.status is WorkerStatus.DEAD]
+        if not dead:
+            return f"no worker became ready {timeout} (a slow or busy machine: see --help)"
+        first = min(dead, key=lambda w: w.exit_wall_s or 0.0)
+        log_dir = getattr(first.launcher, "log_dir", None)
+        log_path = None if log_dir is None else Path(log_dir) / f"worker-{first.wid}.log"
+        last = "" if log_path is None else last_log_line(log_path)
+        why = f": {last}" if last else ""
+        where = f" (log: {log_path})" if log_path is not None and log_path.exists() else ""
+        return (
+            f"no worker became ready: worker {first.wid} exited with code "
+            f"{first.exit_code} before it was ready{why}{where}"
+        )
 
     def close(self) -> None:
         """Tell every worker to exit, then make sure they did."""

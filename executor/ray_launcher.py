@@ -37,12 +37,13 @@ import contextlib
 import dataclasses
 import logging
 import math
-import re
 import signal
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from elasim.ray_connect import check_address, connected, ray_module
 
 from .launchers import WorkerLaunch
 
@@ -52,7 +53,6 @@ __all__ = [
     "RayProcess",
     "RaySession",
     "check_address",
-    "connect",
 ]
 
 log = logging.getLogger(__name__)
@@ -61,109 +61,28 @@ RAY_MISSING = "--launcher ray needs the 'ray' extra: pip install 'elasim[ray]'"
 #: how long the slot count read from the cluster stays fresh (``ray.nodes()`` is a
 #: round trip to Ray's control store; the pool asks for it at every spawn)
 _CAPACITY_TTL_S = 1.0
-_ADDRESS = re.compile(r"^(auto|ray://[^\s:/]+(:\d{1,5})?|[^\s:/]+:\d{1,5})$")
-
-
-def check_address(address: str | None) -> None:
-    """Reject a malformed ``--address`` before anything connects.
-
-    Accepted: ``auto`` (the cluster this host is part of), ``HOST:PORT`` (a Ray
-    head's GCS address) and ``ray://HOST[:PORT]`` (Ray Client).
-
-    Raises:
-        ValueError: one line naming the flag.
-    """
-    if address is None:
-        return
-    if not _ADDRESS.match(address):
-        raise ValueError(f"--address must be HOST:PORT, ray://HOST:PORT or auto, got {address!r}")
-    port = address.rpartition(":")[2]
-    if port.isdigit() and not address.startswith("auto") and not 0 < int(port) < 65536:
-        raise ValueError(f"--address port must be 1-65535, got {port}")
 
 
 def _ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise ValueError(RAY_MISSING) from None
-    return ray
-
-
-def _reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Fail fast, in one line, when nothing listens at ``address``.
-
-    ``ray.init`` itself retries an unreachable cluster for a long time and then
-    raises several screens of text.
-    """
-    import socket
-
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host:  # ray://HOST without a port: Ray Client's default
-        host, port = address.removeprefix("ray://"), "10001"
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        raise ValueError(f"--address: no Ray cluster answers at {address}: {reason}") from None
-
-
-def connect(
-    address: str | None,
-    *,
-    num_cpus: int | None = None,
-    resources: Mapping[str, float] | None = None,
-) -> bool:
-    """Connect this process to Ray; returns whether it connected here (and must shut down).
-
-    ``address=None`` starts a private local Ray instance (``num_cpus`` CPUs and the
-    custom ``resources``, no dashboard), so ``--launcher ray`` works on one machine
-    too; an address joins an existing cluster, which is left running.  A process
-    already connected keeps its connection.
-
-    Raises:
-        ValueError: ray is not installed, the address is malformed, or no Ray cluster
-            answers there (one line).
-    """
-    check_address(address)
-    ray = _ray()
-    if ray.is_initialized():
-        return False
-    if address is not None and address != "auto":
-        _reachable(address)
-    quiet: dict[str, Any] = {
-        "log_to_driver": False,
-        "configure_logging": True,
-        "logging_level": logging.ERROR,
-    }
-    try:
-        if address is None:
-            ray.init(
-                address="local",
-                num_cpus=num_cpus,
-                resources=dict(resources or {}),
-                include_dashboard=False,
-                dashboard_host="127.0.0.1",
-                **quiet,
-            )
-        else:
-            ray.init(address=address, **quiet)
-    except Exception as exc:  # noqa: BLE001 - ray.init raises bare Exceptions too
-        with contextlib.suppress(Exception):  # what a failed local start left running
-            ray.shutdown()
-        where = address or "a local instance"
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        flag = "--address: " if address is not None else "--launcher ray: "
-        raise ValueError(f"{flag}cannot connect to Ray at {where}: {reason}") from None
-    return True
+    return ray_module(RAY_MISSING)
 
 
 class RaySession:
     """The Ray connection of this process for one run (what the run closes at the end).
 
+    The connection follows :func:`elasim.ray_connect.connected`'s rules (shared with
+    ``elasim sweep --backend ray``): ``address=None`` starts a private local instance
+    with ``num_cpus`` CPUs and the custom ``resources``, so ``--launcher ray`` works
+    on one machine too; an address joins a cluster, which is left running; a
+    process already connected keeps its connection.
+
     Attributes:
-        connected_here: whether :func:`connect` connected (then :meth:`close`
+        connected_here: whether this session connected (then :meth:`close`
             disconnects, and stops the instance it started without an address).
+
+    Raises:
+        ValueError: ray is not installed, the address is malformed, or no Ray cluster
+            answers there (one line).
     """
 
     def __init__(
@@ -173,13 +92,22 @@ class RaySession:
         num_cpus: int | None = None,
         resources: Mapping[str, float] | None = None,
     ) -> None:
-        self.connected_here = connect(address, num_cpus=num_cpus, resources=resources)
+        self._stack = contextlib.ExitStack()
+        connection = self._stack.enter_context(
+            connected(
+                address,
+                missing=RAY_MISSING,
+                flag="--launcher ray",
+                num_cpus=num_cpus,
+                resources=resources,
+            )
+        )
+        self.connected_here = connection.connected_here
 
     def close(self) -> None:
         """Disconnect, if this session connected."""
-        if self.connected_here:
-            self.connected_here = False
-            _ray().shutdown()
+        self.connected_here = False
+        self._stack.close()
 
 
 class _Slot:
@@ -208,7 +136,6 @@ class _Slot:
         import socket
         import subprocess
         import sys
-        import tempfile
 
         from elasim.executor.auth import write_private
         from elasim.executor.authstore import parse_address
@@ -218,6 +145,7 @@ class _Slot:
             worker_argv,
             worker_env,
         )
+        from elasim.executor.runfiles import private_temp_dir
 
         spec = WorkerLaunch.from_message(launch)
         store_host = parse_address(spec.store)[0]
@@ -227,7 +155,7 @@ class _Slot:
                 local = probe.getsockname()[0]
             except OSError:
                 local = "0.0.0.0"
-        folder = Path(tempfile.mkdtemp(prefix=f"elasim-ray-{spec.wid}-"))  # 0700
+        folder = private_temp_dir("elasim-ray-slot-")  # 0700; a killed actor's: removed later
         stderr: Any = subprocess.DEVNULL
         try:
             argv = worker_argv(
@@ -333,7 +261,7 @@ class RayLauncher:
             raise ValueError(f"slots must be >= 1, got {max_slots}")
         self.ray = _ray()
         if not self.ray.is_initialized():
-            raise ValueError("RayLauncher needs a Ray connection first (see connect())")
+            raise ValueError("RayLauncher needs a Ray connection first (see RaySession)")
         self.name = "ray"
         self.max_slots = int(max_slots)
         wanted = {"CPU": 1.0} if resources is None else dict(resources)

@@ -207,7 +207,7 @@ class RunConfig:
             raise ValueError("--script runs on this host only: drop --launcher ray")
         if self.agent_port is not None or self.expect_agents or self.local_slots:
             raise ValueError("--launcher ray places every worker: drop --agent-port/--agents")
-        from .ray_launcher import check_address
+        from elasim.ray_connect import check_address
 
         check_address(self.ray_address)
 

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 
 from elasim.policies import EventKind, PauseComponents
 
-from .launchers import LocalLauncher
+from .launchers import LocalLauncher, last_log_line
 from .pauses import PauseAccounting
 from .pool import NodeKind, WorkerStatus, _Worker
 from .records import ExecutorError, GroupEvent, StepRecord, split_preempt
@@ -132,14 +132,6 @@ def free_port(host: str) -> int:
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
-
-
-def _last_line(path: Path) -> str:
-    """The last non-empty line of a log (the error a script died with), or ''."""
-    with contextlib.suppress(OSError):
-        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-        return lines[-1].strip() if lines else ""
-    return ""
 
 
 class ScriptWorkerGroup(PauseAccounting):
@@ -336,7 +328,7 @@ class ScriptWorkerGroup(PauseAccounting):
             return
         worker = self._workers[crashed[0]]
         path = self._logs / f"script-{worker.wid}.log"
-        last = _last_line(path)
+        last = last_log_line(path)
         why = f": {last}" if last else ""
         where = f" (log: {path})" if self.spec.log_dir else ""
         raise ScriptFailed(

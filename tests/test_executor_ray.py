@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from elasim.executor.ray_launcher import check_address  # noqa: E402
+from elasim.ray_connect import check_address  # noqa: E402
 
 pytestmark = [pytest.mark.executor]
 

@@ -440,7 +440,7 @@ def test_worker_command_lines_name_files_not_values(tmp_path):
 
     launch = WorkerLaunch(3, "127.0.0.1:4000", 12.5, device_index=1)
     argv = worker_argv("python", launch, settings_path=Path("/r/s.json"), secret_path="/r/k")
-    assert argv[:3] == ["python", "-m", "elasim.executor._entry"]
+    assert argv[:4] == ["python", "-P", "-m", "elasim.executor._entry"]
     assert argv[argv.index("--settings") + 1] == "/r/s.json"
     assert argv[argv.index("--secret-file") + 1] == "/r/k"
     assert SECRET.hex() not in " ".join(argv)

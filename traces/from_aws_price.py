@@ -35,12 +35,12 @@ def _parse_utc(text: str) -> float:
         t = t[:-1] + "+00:00"
     when = dt.datetime.fromisoformat(t)
     if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
+        when = when.replace(tzinfo=dt.UTC)
     return when.timestamp()
 
 
 def _utc_iso(posix_s: float) -> str:
-    when = dt.datetime.fromtimestamp(posix_s, tz=dt.timezone.utc)
+    when = dt.datetime.fromtimestamp(posix_s, tz=dt.UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%SZ") if when.microsecond == 0 else when.isoformat()
 
 
