@@ -161,6 +161,8 @@ class WorkerPool:
         self._checkpoint_path: str | None = None
         self._global_batch: int | None = None
         self._crashed: list[int] = []
+        #: workers in a row that exited on their own before they were ready
+        self._failed_starts = 0
         self._failed_collectives: list[dict[str, Any]] = []
         self._closed = False
         #: keep every free slot filled with a warm standby (the group sets it: ``inplace``
@@ -373,6 +375,13 @@ class WorkerPool:
             if was is WorkerStatus.MEMBER and self._died_on_its_own(worker):
                 log.warning("worker %s exited unexpectedly (code %s)", worker.wid, worker.exit_code)
                 self._crashed.append(worker.wid)
+            planned = worker.killed_wall_s is not None or worker.stop_wall_s is not None
+            if was is WorkerStatus.STARTING and not planned:
+                self._failed_starts += 1
+        if self._failed_starts >= max(3, 2 * self.slots):
+            # every start fails the same way (a missing module, a job that raises):
+            # starting more only repeats it, for as long as the caller waits
+            raise ExecutorError(self._why_none_ready())
 
     def _reap(self) -> list[tuple[_Worker, WorkerStatus]]:
         """Mark exited processes DEAD; returns them with the status they had."""
@@ -438,6 +447,7 @@ class WorkerPool:
                 self.job_name = event.get("job")
             if worker.status is WorkerStatus.STARTING:
                 self._set_status(worker, WorkerStatus.STANDBY)
+            self._failed_starts = 0
             return
         if kind is WorkerEventType.DONE:
             self._done = True
@@ -455,7 +465,11 @@ class WorkerPool:
         elif kind is WorkerEventType.COLLECTIVE_FAILED:
             self._failed_collectives.append(event)
         elif kind is WorkerEventType.ERROR:
-            log.error("worker %s error: %s", worker.wid, event.get("reason"))
+            # a worker that fails while starting is reported once, by whoever waits
+            # for it to be ready (with its log); one that fails later, here
+            starting = worker.status is WorkerStatus.STARTING
+            level = logging.DEBUG if starting else logging.ERROR
+            log.log(level, "worker %s error: %s", worker.wid, event.get("reason"))
         elif kind is WorkerEventType.FAULT:
             worker.fault_wall_s = float(event["wall_s"])
         self._inbox.append(event)

@@ -295,3 +295,41 @@ def test_release_standbys_sends_dropped_members_home_and_keeps_what_is_asked(cap
     group._pump()
     assert [w for w, p in cluster.procs.items() if p.code is None] == list(group.members)
     assert group.held() == (1, 0) and not unexpected(caplog)
+
+
+# -- starts that always fail --------------------------------------------------------------------
+
+
+class DyingLauncher(FakeLauncher):
+    """Every worker exits with code 1 before it is ready (a job that cannot be built)."""
+
+    def __init__(self, cluster: FakeCluster, slots: int, log_dir: Any) -> None:
+        super().__init__(cluster, slots)
+        self.log_dir = log_dir
+        self.spawns = 0
+
+    def spawn(self, launch: Any, files: Any) -> FakeProc:
+        self.spawns += 1
+        (self.log_dir / f"worker-{launch.wid}.log").write_text("RuntimeError: no data here\n")
+        proc = self.cluster.procs[launch.wid] = FakeProc(10_000 + launch.wid)
+        proc.code = 1
+        return proc
+
+
+def test_workers_that_never_start_end_the_group_in_one_line_not_in_a_loop(tmp_path):
+    """A fork server that imported the wrong elasim restarted dying workers for 5 minutes."""
+    from elasim.executor.records import ExecutorError
+
+    cluster = FakeCluster()
+    launcher = DyingLauncher(cluster, 2, tmp_path)
+    group, _ = fake_group(RescaleMode.INPLACE)
+    group.launchers = [launcher]
+    group._store = cluster
+    with pytest.raises(ExecutorError) as info:
+        for _ in range(50):  # a caller retrying the scale-up, as a cluster job does
+            group.apply(2, 0)
+    assert launcher.spawns == 4  # 2 x slots failed starts in a row, then no more
+    assert str(info.value) == (
+        "no worker became ready: worker 0 exited with code 1 before it was ready: "
+        f"RuntimeError: no data here (log: {tmp_path / 'worker-0.log'})"
+    )
