@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +33,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("executor") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_run_folder_left_behind():
+    """Every test cleans its run's private folder (it holds the run's secret).
+
+    After the session: no temporary run folder made by this process remains, and
+    those of processes the tests killed on purpose (controllers SIGKILLed by the
+    chaos tests) are removed, as the next run would remove them.
+    """
+    yield
+    from elasim.executor.runfiles import OWNER_NAME, RUN_PREFIX, remove_stale_folders
+
+    mine = [
+        folder
+        for folder in Path(tempfile.gettempdir()).glob(f"{RUN_PREFIX}*")
+        if (folder / OWNER_NAME).is_file()
+        and (folder / OWNER_NAME).read_text().split()[:1] == [str(os.getpid())]
+    ]
+    remove_stale_folders()
+    assert not mine, f"tests left run folders (with secrets) behind: {mine}"
 
 
 class ScriptedPolicy:
