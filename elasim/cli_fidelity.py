@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import typer
 from rich.table import Table
 
 from .clitools import (
+    StageProgress,
     UsageError,
     alias,
     check_nodes,
@@ -56,8 +56,19 @@ def calibrate(
     mechanisms: str = typer.Option("inplace,restart", "--rescale", help="Mechanisms to measure."),
     job: str | None = typer.Option(None, "--job", help="Executor job (module:attribute)."),
     keep: Path | None = typer.Option(None, "--keep", help="Keep the calibration runs here."),
+    quick: bool = typer.Option(
+        False,
+        "--quick",
+        help="Under a minute: 1-2 workers, in place only (segment, node and mechanism "
+        "flags then refused).",
+    ),
 ) -> None:
-    """Measure this machine with short executor runs and write a versioned profile."""
+    """Measure this machine with short executor runs and write a versioned profile.
+
+    The full calibration (in place and restart, up to 4 workers) takes about five
+    minutes on an idle 2-core machine; ``--quick`` measures one or two workers in
+    place in under a minute, enough for ``simulate --profile`` at up to two nodes.
+    """
     _require_torch()
     from elasim.executor.calibrate import CalibrationConfig
     from elasim.executor.calibrate import calibrate as run_calibration
@@ -74,17 +85,28 @@ def calibrate(
         check_nodes(nodes)
         ensure_writable_dir(out.parent if str(out.parent) else Path("."), "--out")
         extra = {} if job is None else {"job": job}
+        if quick:
+            given = [flag for flag, value in explicit.items() if value]
+            if given:
+                raise UsageError(f"--quick sets its own {', '.join(given)}; leave them out")
+            return CalibrationConfig.quick(**extra)
         return CalibrationConfig(segment_s=segment_s, max_nodes=nodes, mechanisms=kinds, **extra)
+
+    explicit = {
+        "--segment-s": segment_s != 6.0,
+        "--max-nodes": max_nodes is not None or workers_max is not None,
+        "--rescale": mechanisms != "inplace,restart",
+    }
 
     from elasim.executor.calibrate import CalibrationError
 
     config = _run_guarded(build)
-    began = time.monotonic()
-    with err_console.status("calibrating") as status:
+    with StageProgress("calibrate") as progress:
 
-        def on_stage(text: str) -> None:
-            err_console.log(text)  # a line per stage stays on the terminal
-            status.update(f"calibrating ({time.monotonic() - began:.0f} s): {text}")
+        def on_stage(stage: Any) -> None:
+            progress.stage(
+                stage.index, stage.total, stage.description, stage.expected_s, stage.expected_left_s
+            )
 
         try:
             profile = _run_guarded(run_calibration, config, work_dir=keep, on_stage=on_stage)

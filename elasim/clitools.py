@@ -293,3 +293,87 @@ def sweep_progress(as_json: bool) -> Any:
         disable=as_json,
         transient=True,
     )
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``3 min 20 s``: a time left, as a user reads it."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+class StageProgress:
+    """The stages of a long command, each with the time left: a bar on a terminal, else lines.
+
+    Why an estimate and not only elapsed time: a calibration on a busy machine runs
+    for minutes, and "minutes between its log lines" reads as a hang.  Each stage
+    comes with what it should take on an idle machine; the estimate scales what is
+    left by how much slower than that the finished stages ran, so a busy machine's
+    estimate grows to match it.  When stderr is not a terminal (CI, ``| tee``), every
+    stage is one plain line instead of a bar.
+    """
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self._began = 0.0
+        self._stage_began = 0.0
+        self._done_expected_s = 0.0
+        self._current_expected_s = 0.0
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> StageProgress:
+        import time
+
+        self._began = self._stage_began = time.monotonic()
+        if err_console.is_terminal:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[left]}"),
+                console=err_console,
+                transient=True,
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task(self.command, total=None, left="")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+    def stage(
+        self, index: int, total: int, description: str, expected_s: float, left_s: float
+    ) -> None:
+        """A stage starts; ``left_s`` is this one and the later ones, on an idle machine."""
+        import time
+
+        now = time.monotonic()
+        self._done_expected_s += self._current_expected_s
+        self._current_expected_s = expected_s
+        elapsed = now - self._began
+        slowdown = elapsed / self._done_expected_s if self._done_expected_s > 0 else 1.0
+        estimate = left_s * min(max(slowdown, 0.5), 20.0)
+        head = f"{self.command} {index}/{total}"
+        left = f"about {_duration(estimate)} left"
+        if self._progress is None:
+            err_console.print(
+                f"{head}: {description} (elapsed {_duration(elapsed)}, {left})",
+                soft_wrap=True,
+                highlight=False,
+            )
+            return
+        err_console.log(f"{head}: {description}", highlight=False)
+        done = self._done_expected_s
+        self._progress.update(
+            self._task,
+            description=head,
+            total=done + left_s,
+            completed=done,
+            left=left,
+        )

@@ -288,6 +288,11 @@ class Profile:
             raise ProfileError(f"{where}: malformed profile: {exc}") from None
 
 
+def _measured(seconds: float) -> str:
+    """A time the profile holds, or ``not measured`` (0 is what a profile stores then)."""
+    return f"{seconds:.4f}" if seconds > 0 else "not measured"
+
+
 def describe_profile(profile: Profile) -> list[tuple[str, str]]:
     """The profile as (measurement, value) rows, for ``elasim calibrate`` and notebooks."""
     rows = [(f"step time, {w} workers (s)", f"{t:.4f}") for w, t in profile.step_time_s]
@@ -314,8 +319,8 @@ def describe_profile(profile: Profile) -> list[tuple[str, str]]:
         detail = f" ({', '.join(parts)})" if parts else ""
         rows.append((f"pause {label} (s)", f"{pause.components.pause_s:.3f}{detail}"))
     rows += [
-        ("checkpoint save (s)", f"{profile.checkpoint_save_s:.4f}"),
-        ("checkpoint load (s)", f"{profile.checkpoint_load_s:.4f}"),
+        ("checkpoint save (s)", _measured(profile.checkpoint_save_s)),
+        ("checkpoint load (s)", _measured(profile.checkpoint_load_s)),
         ("interpreter + torch import (s)", f"{profile.worker_start_s:.2f}"),
     ]
     for count, offsets in profile.cold_start_s:

@@ -46,10 +46,12 @@ from .run import DEFAULT_JOB, RunConfig, run_trace, write_run
 
 __all__ = [
     "INPLACE_SCHEDULE",
+    "QUICK_SCHEDULE",
     "Budgets",
     "CalibrationError",
     "RESTART_SCHEDULE",
     "CalibrationConfig",
+    "CalibrationStage",
     "calibrate",
     "calibration_trace",
     "measure_worker_start_s",
@@ -62,6 +64,9 @@ __all__ = [
 INPLACE_SCHEDULE: tuple[int, ...] = (1, 2, 3, 4, 3, 3, 2, 2, 1, 1, 3, 1, 1, 4, 2, 2, 4, 1, 1, 2)
 #: Worker counts of the restart schedule (a restart costs seconds: fewer changes).
 RESTART_SCHEDULE: tuple[int, ...] = (1, 2, 4, 2, 1, 2)
+#: The in-place schedule of ``--quick`` (at most two workers): a planned 1 -> 2, a
+#: kill 2 -> 1 whose replacement has two segments to cold-start, then the same again.
+QUICK_SCHEDULE: tuple[int, ...] = (1, 2, 1, 1, 2, 1, 1, 2)
 #: Steps of a start-up run (the ``0 -> n`` start, then a few steps); it ends when
 #: they are done, however long that takes on this machine (within its budget).
 STARTUP_STEPS = 30
@@ -117,6 +122,7 @@ class CalibrationConfig:
         checkpoint_interval_steps: checkpoint period, to time saves and loads.
         starts: how many interpreter starts to time for ``worker_start_s``.
         max_wall_real_s: give up on a run after this long.
+        inplace_schedule: worker counts of the in-place run, one per segment.
     """
 
     segment_s: float = 6.0
@@ -126,6 +132,46 @@ class CalibrationConfig:
     checkpoint_interval_steps: int = 200
     starts: int = 3
     max_wall_real_s: float = 300.0
+    inplace_schedule: tuple[int, ...] = INPLACE_SCHEDULE
+
+    @classmethod
+    def quick(cls, job: str = DEFAULT_JOB) -> CalibrationConfig:
+        """``elasim calibrate --quick``: one or two workers, in place, under a minute.
+
+        Why it is enough for a first answer: a profile's step times, pause components
+        and cold starts are what ``simulate --profile`` needs, and one planned
+        scale-up, one killed worker and one start from warm standbys measure each of
+        them once.  It is not enough to replay more than two nodes (the profile says
+        which world sizes it measured), nor restart mode, and it times no checkpoint
+        write or load (those come from the restart run: ``not measured``).
+        """
+        return cls(
+            segment_s=1.5,
+            max_nodes=2,
+            job=job,
+            mechanisms=("inplace",),
+            starts=1,
+            inplace_schedule=QUICK_SCHEDULE,
+        )
+
+
+@dataclass(frozen=True)
+class CalibrationStage:
+    """A stage of a calibration as it starts, for progress and an estimate of time left.
+
+    Attributes:
+        index: 1-based position of the stage.
+        total: how many stages there are.
+        description: what it measures, in a few words.
+        expected_s: how long it should take on an idle machine like this one (real s).
+        expected_left_s: the same for this stage and every later one.
+    """
+
+    index: int
+    total: int
+    description: str
+    expected_s: float
+    expected_left_s: float
 
 
 def calibration_trace(
@@ -222,7 +268,7 @@ def _plan(config: CalibrationConfig) -> list[tuple[str, str, tuple[int, ...], fl
             # a restart takes seconds (fresh processes), so its segments are longer
             runs.append(("restart", "restart", RESTART_SCHEDULE, config.segment_s * 3.0, None))
         else:
-            runs.append((mechanism, mechanism, INPLACE_SCHEDULE, config.segment_s, None))
+            runs.append((mechanism, mechanism, config.inplace_schedule, config.segment_s, None))
             for size in range(2, config.max_nodes + 1):
                 runs.append((f"startup-{size}", mechanism, (size,), 1.0, STARTUP_STEPS))
     return runs
@@ -284,11 +330,28 @@ def _one_run(
     return out, max((p.stat().st_size for p in files), default=0)
 
 
+def _expected_run_s(
+    plan: tuple[str, str, tuple[int, ...], float, int | None],
+    config: CalibrationConfig,
+    start_s: float,
+) -> float:
+    """What one run should take on an idle machine (real s), for the estimate of time left.
+
+    Its standbys start together (an interpreter, torch and the job: about four
+    torch imports each, measured on the 2-core machine, sharing the cores), then
+    the schedule plays (or, for a start-up run, a few seconds of steps).
+    """
+    _, _, schedule, segment_s, steps = plan
+    cores = os.cpu_count() or 1
+    standbys = 4.0 * start_s * max(1.0, config.max_nodes / cores)
+    return standbys + (2.0 if steps else segment_s * len(schedule))
+
+
 def calibrate(
     config: CalibrationConfig,
     *,
     work_dir: str | Path | None = None,
-    on_stage: Callable[[str], None] | None = None,
+    on_stage: Callable[[CalibrationStage], None] | None = None,
 ) -> Profile:
     """Run the calibration and return the profile (the caller saves it).
 
@@ -299,7 +362,8 @@ def calibrate(
     Args:
         config: what to measure.
         work_dir: keep the runs here (default: a temporary directory).
-        on_stage: called with a short description as each stage starts (CLI progress).
+        on_stage: called as each stage starts, with what it measures and how long it
+            and the stages after it should take (CLI progress and time left).
 
     Raises:
         CalibrationError: a run failed (the message names it and says why).
@@ -307,27 +371,42 @@ def calibrate(
     from .api import check_job_spec
 
     check_job_spec(config.job)
-    stage = on_stage or (lambda _text: None)
+    stage = on_stage or (lambda _stage: None)
     tmp = None
     if work_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="elasim-calibrate-")
         work_dir = tmp.name
     root = Path(work_dir)
     root.mkdir(parents=True, exist_ok=True)
+    plan = _plan(config)
+    total = len(plan) + 1
     try:
-        stage("worker start time (interpreter + torch import)")
+        guess_s = 3.0  # an idle machine's torch import, until measured
+        first = config.starts * guess_s
+        runs_s = sum(_expected_run_s(each, config, guess_s) for each in plan)
+        stage(
+            CalibrationStage(
+                1, total, "worker start time (interpreter + torch import)", first, first + runs_s
+            )
+        )
         start_s = measure_worker_start_s(config.starts)
         budgets = Budgets.of(start_s, config.max_nodes)
+        expected = [_expected_run_s(each, config, start_s) for each in plan]
         run_dirs = []
         checkpoint_bytes = 0
-        plan = _plan(config)
-        for index, each in enumerate(plan, start=1):
+        for index, each in enumerate(plan):
             name, _, schedule, segment_s, steps = each
             shape = "-".join(str(min(n, config.max_nodes)) for n in schedule)
             length = f"{steps} steps" if steps else f"{len(schedule)} x {segment_s:g} s"
             stage(
-                f"run {index}/{len(plan)} {name}: {length} ({shape}); torch start "
-                f"{start_s:.1f} s, so workers get {budgets.ready_s:.0f} s to start"
+                CalibrationStage(
+                    index + 2,
+                    total,
+                    f"{name}: {length} ({shape}); torch starts in {start_s:.1f} s, so "
+                    f"workers get {budgets.ready_s:.0f} s to start",
+                    expected[index],
+                    sum(expected[index:]),
+                )
             )
             out, size = _one_run(each, config, budgets, root)
             run_dirs.append(out)
