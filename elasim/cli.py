@@ -388,9 +388,19 @@ def _print_simulation(summary: dict[str, Any], title: str) -> None:
 
 
 @app.command("policies")
-def list_policies() -> None:
+def list_policies(
+    template: bool = typer.Option(
+        False, "--template", help="Print a policy file to start your own from, and stop."
+    ),
+) -> None:
     """List the registered policies (built-in and entry points) with their options."""
     from elasim.policies import describe_policies
+
+    if template:
+        from elasim.examples import policy_template
+
+        sys.stdout.write(policy_template())
+        return
 
     infos = _run_guarded(describe_policies)
     for info in infos:

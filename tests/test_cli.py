@@ -390,3 +390,17 @@ def test_sweep_and_compare_refuse_an_unwritable_out_first(tmp_path, command):
     }[command]
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and "--out" in result.stderr, result.output
+
+
+def test_the_policy_template_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The quick tour's `elasim policies --template > my_policy.py`, then simulate with it."""
+    printed = runner.invoke(app, ["policies", "--template"])
+    assert printed.exit_code == 0
+    (tmp_path / "my_policy.py").write_text(printed.stdout)
+    monkeypatch.chdir(tmp_path)
+    args = ["simulate", "-t", "spot_us_east.csv", "-p", "my_policy.py:HalfPolicy"]
+    result = runner.invoke(app, [*args, "--set", "fraction=0.25", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["completed"] is True
+    bad = runner.invoke(app, [*args, "--set", "fraction=2"])
+    assert bad.exit_code == 2 and "fraction must be in (0, 1], got 2" in bad.output

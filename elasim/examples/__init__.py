@@ -7,6 +7,9 @@ torch.  Its ``README.md`` says
 where, when and with which commands it was measured.  The data is measured, not
 invented; re-measure on your own machine with ``elasim calibrate`` and
 ``elasim compare --trace ... --profile ...``.
+
+``my_policy.py``: the policy file ``elasim policies --template`` prints, a start for
+a policy of one's own (tested: it runs as written).
 """
 
 from __future__ import annotations
@@ -14,7 +17,12 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["sim_vs_real_dir", "sim_vs_real_runs"]
+__all__ = ["policy_template", "sim_vs_real_dir", "sim_vs_real_runs"]
+
+
+def policy_template() -> str:
+    """The source of ``my_policy.py``, a policy to start one's own from."""
+    return resources.files(__name__).joinpath("my_policy.py").read_text(encoding="utf-8")
 
 
 def sim_vs_real_dir() -> Path:
