@@ -13,6 +13,9 @@ unless the job has a ``working_dir``.  Run from a checkout of elasim, whose
 checkout (or fail to).  So a connection made here gives the job an empty private
 ``working_dir``: nothing to shadow, and Ray adds no other folder.
 
+And Ray runs its workers at niceness 15: a private instance started here runs them
+at this process's niceness instead (see :func:`connected`).
+
 Imports neither simpy nor torch: the simulator and the executor both use it.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import shutil
 import socket
@@ -148,6 +152,11 @@ def connected(
             resources=dict(resources or {}),
             include_dashboard=False,
             dashboard_host="127.0.0.1",
+            # Ray runs its workers at niceness 15 by default; beside other work they
+            # then get a few percent of a core (two busy processes on the 2-core
+            # machine: no trainer started within 120 s).  A private instance's workers
+            # run at this process's niceness, as the local backend's do.
+            _system_config={"worker_niceness": max(0, os.getpriority(os.PRIO_PROCESS, 0))},
         )
     else:
         options["address"] = address

@@ -37,6 +37,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -110,6 +111,21 @@ class RaySession:
         self._stack.close()
 
 
+def _as_worker(niceness: int) -> None:  # pragma: no cover - runs in the child
+    """In a Ray slot's worker, before it runs: the controller's niceness, dying with the actor.
+
+    Raising the priority back needs a privilege (``CAP_SYS_NICE``) or a nice limit
+    that allows it; without one the worker keeps Ray's niceness, as before.
+    """
+    import os
+
+    from elasim.executor.launchers import _die_with_parent
+
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, niceness)
+    _die_with_parent()
+
+
 class _Slot:
     """The Ray actor of one worker slot: starts the worker as its child and reports its end.
 
@@ -120,8 +136,20 @@ class _Slot:
     def __init__(self) -> None:
         self._proc: Any = None
 
-    def run(self, launch: dict[str, Any], settings: bytes, secret: bytes, log: str | None) -> int:
+    def run(
+        self,
+        launch: dict[str, Any],
+        settings: bytes,
+        secret: bytes,
+        log: str | None,
+        niceness: int = 0,
+    ) -> int:
         """Start the worker of ``launch`` (:func:`~.launchers.worker_argv`); its exit code.
+
+        The worker runs at ``niceness``, the controller's, where this node allows it:
+        Ray starts its worker processes (this actor) at niceness 15, and a trainer
+        that inherited that got a few percent of a core beside other work (on the
+        2-core machine with two busy processes, no worker started within 120 s).
 
         The run's settings and secret arrive through Ray (whoever can submit work to
         the cluster can run code on it anyway) and are written to ``0600`` files in a
@@ -139,12 +167,7 @@ class _Slot:
 
         from elasim.executor.auth import write_private
         from elasim.executor.authstore import parse_address
-        from elasim.executor.launchers import (
-            WorkerLaunch,
-            _die_with_parent,
-            worker_argv,
-            worker_env,
-        )
+        from elasim.executor.launchers import WorkerLaunch, worker_argv, worker_env
         from elasim.executor.runfiles import private_temp_dir
 
         spec = WorkerLaunch.from_message(launch)
@@ -175,7 +198,7 @@ class _Slot:
                     stdout=subprocess.DEVNULL,
                     stderr=stderr,
                     env=worker_env(local),
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=lambda: _as_worker(niceness),
                 )
             finally:
                 if stderr is not subprocess.DEVNULL:
@@ -316,7 +339,8 @@ class RayLauncher:
         log_path = None if self.log_dir is None else f"{self.log_dir}/worker-{launch.wid}.log"
         settings = Path(files.settings_path).read_bytes()
         secret = Path(files.secret_path).read_bytes()
-        done = actor.run.remote(launch.to_message(), settings, secret, log_path)
+        niceness = os.getpriority(os.PRIO_PROCESS, 0)
+        done = actor.run.remote(launch.to_message(), settings, secret, log_path, niceness)
         handle = RayProcess(self, launch.wid, actor, done)
         self._handles.append(handle)
         return handle

@@ -150,3 +150,24 @@ def test_a_dead_actor_reads_as_a_sigkilled_worker_and_sigkill_is_ray_kill(monkey
     assert clean.poll() == 0
     alive.send_signal(signal.SIGKILL)
     assert fake.killed == ["actor0"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_workers_of_a_private_instance_run_at_our_niceness_not_rays():
+    """Ray starts its workers at niceness 15; beside two busy processes a trainer that
+    inherited it got a few percent of a core, and no worker started within 120 s."""
+    import os
+
+    pytest.importorskip("ray")
+    from elasim.ray_connect import connected
+
+    with connected(None, missing="ray is missing", flag="--launcher ray", num_cpus=1) as conn:
+        assert conn.private and conn.connected_here
+
+        @conn.ray.remote
+        def niceness() -> int:
+            return os.getpriority(os.PRIO_PROCESS, 0)
+
+        assert conn.ray.get(niceness.remote()) == os.getpriority(os.PRIO_PROCESS, 0)
+    assert not conn.ray.is_initialized()
