@@ -12,6 +12,7 @@ other file in it (not Python, not a cache) is its data, by construction;
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from setuptools import setup
@@ -66,5 +67,8 @@ def find_packages_and_data() -> tuple[list[str], dict[str, list[str]]]:
 
 
 PACKAGES, PACKAGE_DATA = find_packages_and_data()
+# a build starts from the tree, never from an earlier build's copy: setuptools packs
+# whatever build/lib holds, so a module since removed from the tree would ship again
+shutil.rmtree(HERE / "build" / "lib", ignore_errors=True)
 
 setup(packages=PACKAGES, package_data=PACKAGE_DATA)

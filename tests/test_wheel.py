@@ -113,3 +113,16 @@ def test_the_check_fails_when_a_package_is_dropped(source_copy: Path, tmp_path: 
     packages, _ = wheel_contents(build_wheel(broken, tmp_path / "dist"))
     assert "elasim.optimal" not in packages
     assert packages != tree_packages(broken)
+
+
+@pytest.mark.timeout(600)
+def test_an_earlier_builds_leftovers_do_not_ship(source_copy: Path, tmp_path: Path):
+    # setuptools packs whatever build/lib holds: a module removed from the tree since
+    # the last `pip install .` in the checkout would ship again
+    tree = tmp_path / "tree"
+    shutil.copytree(source_copy, tree, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    stale = tree / "build" / "lib" / "elasim" / "removed_since.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("GONE = True\n")
+    _, files = wheel_contents(build_wheel(tree, tmp_path / "dist"))
+    assert "elasim/removed_since.py" not in files
