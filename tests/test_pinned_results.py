@@ -1,0 +1,173 @@
+"""Results pinned before the job model was converged, held after it (issue 21).
+
+The one-spec, one-model work moves code, not results: every single-job result must
+stay byte for byte.  Pinned here, each as a SHA-256 of its canonical JSON:
+
+* ``simulate --json`` of every live policy on every bundled spot trace, and of every
+  policy (the offline optimum included) with a 30-hour deadline on 4 nodes, with the
+  wall time left out.  ``inputs`` is pinned apart: it becomes the job spec (same keys
+  in ``simulate`` and ``run``), which is a change of what is recorded, not of a result;
+* the simulator's decision log and events over the parity matrix
+  (``tests/test_parity.py``);
+* the Pollux table (``benchmarks/bench_cluster.py``: 8 workloads x tiresias, optimus,
+  pollux), every average JCT exactly.
+
+``python tests/test_pinned_results.py --write`` records them (only ever before a
+change meant to move no result).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PINNED = Path(__file__).parent / "data" / "pinned_results.json"
+WALL_KEYS = ("wall_time_s",)
+DEADLINE_ARGS = ["--deadline-h", "30", "--max-nodes", "4"]
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _spot_traces() -> list[str]:
+    from elasim.traces import bundled_trace_names, load_trace
+
+    return [n for n in bundled_trace_names() if load_trace(n).kind == "capacity"]
+
+
+def simulate_cases() -> dict[str, list[str]]:
+    """``name -> [simulate --json args]``."""
+    from elasim.policies import policy_names
+
+    cases = {}
+    for trace, policy in itertools.product(_spot_traces(), policy_names()):
+        cases[f"{trace} {policy}"] = ["-t", trace, "-p", policy]
+    for policy in policy_names(include_oracles=True):
+        cases[f"spot_us_east.csv {policy} deadline"] = [
+            "-t", "spot_us_east.csv", "-p", policy, *DEADLINE_ARGS,
+        ]  # fmt: skip
+    return cases
+
+
+def simulate_digests(names: list[str] | None = None) -> dict[str, dict[str, str]]:
+    from typer.testing import CliRunner
+
+    from elasim.cli import app
+
+    runner = CliRunner()
+    out = {}
+    for name, args in simulate_cases().items():
+        if names is not None and name not in names:
+            continue
+        result = runner.invoke(app, ["simulate", *args, "--json"])
+        assert result.exit_code == 0, (name, result.output)
+        summary = json.loads(result.stdout)
+        inputs = summary.pop("inputs")
+        for key in WALL_KEYS:
+            summary.pop(key, None)
+        out[name] = {"results": _digest(summary), "inputs": _digest(inputs)}
+    return out
+
+
+def parity_cases() -> list[tuple[str, str, str, float, float | None]]:
+    from elasim.policies import policy_names
+
+    policies = [*policy_names(), "tests/data/plugin_policy.py:HalfPolicy"]
+    modes = ["inplace", "restart"]
+    return list(itertools.product(_spot_traces(), policies, modes, [0.0, 120.0], [None, 36e3]))
+
+
+def parity_digests() -> dict[str, str]:
+    """The simulator's decision log and events for every case of the parity matrix."""
+    from elasim.job import load_job
+    from elasim.policies import make_policy
+    from elasim.sim import RescaleMode, SimConfig, simulate
+    from elasim.traces import load_trace
+
+    out = {}
+    for trace_name, policy, mode, notice_s, deadline_s in parity_cases():
+        config = SimConfig(
+            rescale=RescaleMode(mode),
+            notice_s=notice_s,
+            deadline_s=deadline_s,
+            max_sim_time_s=3 * 86400.0,
+        )
+        job = load_job("resnet50_v100").with_nodes(1, 4)
+        result = simulate(load_trace(trace_name), make_policy(policy, seed=3), job, config)
+        key = f"{trace_name} {policy} {mode} notice={notice_s:g} deadline={deadline_s}"
+        out[key] = _digest([list(map(repr, result.decisions)), list(map(repr, result.events))])
+    return out
+
+
+def pollux_table() -> dict[str, str]:
+    """``workload policy -> repr(average JCT)`` of bench_cluster's 24 runs."""
+    from elasim.cluster import ClusterSetup
+    from elasim.sim.cluster import simulate_cluster
+
+    out = {}
+    for policy in ("tiresias", "optimus", "pollux"):
+        for i in range(1, 9):
+            setup = ClusterSetup(f"pollux-workload-{i}", policy, {}, pause_job="resnet50_v100")
+            summary = simulate_cluster(setup, record_timeline=False).summary
+            out[f"pollux-workload-{i} {policy}"] = repr(summary.avg_jct_s)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pinned() -> dict[str, Any]:
+    return json.loads(PINNED.read_text())
+
+
+def test_simulate_results_are_the_pinned_ones(pinned: dict[str, Any]):
+    now = simulate_digests()
+    assert set(now) == set(pinned["simulate"])
+    moved = [name for name in now if now[name]["results"] != pinned["simulate"][name]["results"]]
+    assert moved == [], f"results moved: {moved}"
+
+
+def test_parity_logs_are_the_pinned_ones(pinned: dict[str, Any]):
+    now = parity_digests()
+    assert set(now) == set(pinned["parity"])
+    moved = [name for name in now if now[name] != pinned["parity"][name]]
+    assert moved == [], f"decision logs moved: {moved}"
+
+
+@pytest.mark.slow
+def test_the_pollux_table_is_the_pinned_one(pinned: dict[str, Any]):
+    assert pollux_table() == pinned["pollux_table"]
+
+
+def test_a_moved_result_is_caught(pinned: dict[str, Any]):
+    """The check can fail: one node less of headroom moves greedy's result."""
+    name = "spot_us_east.csv greedy"
+    args = simulate_cases()[name]
+    from typer.testing import CliRunner
+
+    from elasim.cli import app
+
+    result = CliRunner().invoke(app, ["simulate", *args, "--max-nodes", "15", "--json"])
+    summary = json.loads(result.stdout)
+    summary.pop("inputs")
+    for key in WALL_KEYS:
+        summary.pop(key, None)
+    assert _digest(summary) != pinned["simulate"][name]["results"]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python tests/test_pinned_results.py --write")
+    record = {
+        "simulate": simulate_digests(),
+        "parity": parity_digests(),
+        "pollux_table": pollux_table(),
+    }
+    PINNED.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {PINNED}: {sum(len(v) for v in record.values())} pinned results")
