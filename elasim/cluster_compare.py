@@ -18,6 +18,7 @@ measured pause of each transition (``pauses.json``) as the pause model
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import statistics
@@ -26,11 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elasim.cluster.job import ClusterJob
+from elasim.cluster.job import model_job
 
 __all__ = [
     "PAUSES_FILE",
-    "FixedBatchJob",
     "JobComparison",
     "compare_jobs",
     "jct_errors",
@@ -78,27 +78,6 @@ def measured_pause_job(preset: str, applications: str | Path | None, names: Sequ
     return dataclasses.replace(job, pause_table=tuple(sorted(table.items())))
 
 
-class FixedBatchJob(ClusterJob):
-    """A cluster job that keeps its requested batch whatever the policy chooses.
-
-    What an executor job does (its global batch is fixed), so the simulation a real
-    run is compared with has the same rule and the policy sees the same jobs on both
-    sides; the real job (:class:`elasim.executor.cluster.PooledClusterJob`) is one
-    of these.
-
-    Attributes:
-        batch_ignored: the last batch a policy chose and the job did not apply.
-    """
-
-    batch_ignored: int | None = None
-
-    def set_batch(self, batch_size: int | None) -> None:
-        """The requested batch, always (a policy's other choice is noted, not applied)."""
-        if batch_size not in (None, self.spec.requested_batch_size):
-            self.batch_ignored = batch_size
-        super().set_batch(None)
-
-
 def simulate_like(
     *,
     workload: str,
@@ -113,8 +92,8 @@ def simulate_like(
     """Simulate what a cluster run ran: same workload, policy, shape and profiles.
 
     The pause model is the measured one (:func:`measured_pause_job`), as the run's
-    loop used it, and every job keeps its batch (:class:`FixedBatchJob`), as a real
-    one does.  The loop is driven on its own plain clock
+    loop used it, and every job keeps its batch (``keeps_batch``), as a real one
+    does.  The loop is driven on its own plain clock
     (:meth:`~elasim.cluster.ClusterLoop.run_to_end`), so the executor's CLI needs no
     SimPy.  Returns the :class:`~elasim.cluster.ClusterResult`.
     """
@@ -132,7 +111,7 @@ def simulate_like(
         pause_job=measured_pause_job(pause_job, applications, names),
         applications=applications,
     )
-    loop = build_loop(setup, job_factory=FixedBatchJob)
+    loop = build_loop(setup, job_factory=functools.partial(model_job, keeps_batch=True))
     loop.run_to_end()
     return loop.result()
 

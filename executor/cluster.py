@@ -6,10 +6,11 @@ decision log.  Two things differ from ``elasim cluster simulate``, as for one jo
 
 * the **clock** is real time times ``time_scale`` (:class:`~.controller.TraceClock`,
   :func:`~.controller.drive`, shared with ``elasim run``);
-* each **job** is a real elastic worker group, :class:`PooledClusterJob`: a
-  :class:`~elasim.cluster.job.ClusterJob` whose placement becomes a quota of slots
-  and a target worker count for an executor group (:class:`~.pooled.PooledJob`, in
-  place by default) and whose progress, epochs, pauses and completion are what
+* each **job** is the model's own :class:`~elasim.cluster.job.ClusterJob` (its
+  placement, peak allocation, restarts, books and view, kept once), trained by a
+  real elastic worker group, :class:`WorkerTraining`: its placement becomes a quota
+  of slots and a target worker count for an executor group (:class:`~.pooled.PooledJob`,
+  in place by default), and its progress, epochs, pauses and completion are what
   the workers report, not what the model predicts.
 
 A node of the cluster is one launcher: this host's ``--slots`` (node 0) and each
@@ -18,21 +19,22 @@ agent's slots.  Every node must have the same number of slots (the cluster's
 
 What the real side does not do: a policy's batch size is not applied (an executor
 job trains with its own fixed global batch; a decision that sets another is logged
-once and ignored), and a job's progress is its optimizer steps, so its application
+at the end and ignored), and a job's progress is its optimizer steps, so its application
 profile must validate exactly the job's batch (:mod:`.cluster_profile` measures one).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from elasim.cluster_compare import FixedBatchJob
+from elasim.cluster.job import ClusterJob
 from elasim.jobmodel import RescaleMode
-from elasim.policies import EventRecord
+from elasim.policies import EventRecord, JobState
 from elasim.policies.cluster import Placement, placement_gpus
 
 from .controller import Clock, ControllerConfig, RealClock, TraceClock, drive
@@ -43,8 +45,10 @@ from .slots import SlotPool
 __all__ = [
     "ClusterRunConfig",
     "ClusterRunResult",
-    "PooledClusterJob",
+    "WorkerTraining",
     "drive_cluster",
+    "job_factory",
+    "pooled_groups",
     "run_cluster",
 ]
 
@@ -53,107 +57,81 @@ log = logging.getLogger(__name__)
 DEFAULT_CLUSTER_JOB = "elasim.executor.synthetic:synthetic_job"
 
 
-class PooledClusterJob(FixedBatchJob):
-    """A job of the cluster loop backed by real workers (see the module docstring).
+class WorkerTraining:
+    """A cluster job trained by a real worker group on the shared slot pool.
 
-    The loop calls the same methods as on the model: :meth:`reallocate` when the
-    policy moves it, :meth:`advance` to bring its books to a time, and, because it
-    ``polls``, :meth:`poll` at every turn, which retries a scale-up whose workers
-    were still starting (they join when ready, as booting nodes do) and notices
-    completion and crashes.
+    The :class:`~elasim.cluster.job.Training` of ``elasim cluster run``: the job
+    itself (its placement, peak allocation, restarts, books, view) is the model's
+    :class:`~elasim.cluster.job.ClusterJob`; only how it trains is real.  A
+    placement becomes a quota of slots per node and a target worker count for the
+    job's group (:class:`~.pooled.PooledJob`, in place by default); progress is the
+    steps the workers committed, and a re-formation's pause is what it measured.
+    Real jobs *poll*: the loop asks at every turn, which also retries a scale-up whose
+    workers were still starting (they join when ready, as booting nodes do).
 
     Args:
-        spec, app, pause_job, mode, gpus_per_node: as for the model's ``ClusterJob``.
         actuator: the job's worker group on the shared pool.
+        target_steps: the job's work in optimizer steps.
     """
 
     polls = True
 
-    def __init__(
-        self,
-        spec: Any,
-        app: Any,
-        pause_job: Any,
-        mode: RescaleMode,
-        gpus_per_node: int,
-        *,
-        actuator: PooledJob,
-    ) -> None:
-        super().__init__(spec, app, pause_job, mode, gpus_per_node)
+    def __init__(self, actuator: PooledJob, target_steps: int) -> None:
         self.actuator = actuator
-        # one state machine: the actuator follows it from the workers' events
-        self.sm = actuator._sm  # noqa: SLF001 - shared on purpose
-        self.target_steps = int(round(app.target_progress))
+        self.target_steps = int(target_steps)
         self.steps = 0
-        self._warned_batch = False
 
-    # -- the model's methods, on real workers ---------------------------------------------
+    def state(self) -> JobState:
+        """The job's state, followed from its group's events."""
+        return self.actuator.state
 
-    def next_due_s(self) -> float:
+    def next_due_s(self, job: ClusterJob) -> float:
         """Nothing is scheduled: real workers report through :meth:`poll`."""
         return math.inf
 
-    def advance(self, t: float) -> None:
+    def advance(self, job: ClusterJob, t: float) -> None:
         """Book the time up to ``t`` and read the workers' progress."""
-        if self.done:
+        if job.done:
             return
-        dt = t - self.last_s
+        dt = t - job.last_s
         if dt > 0:
-            self.actuator.advance(t, self.books)
-            self.attained_gpu_s += dt * self.gpus
-            if self.gpus:
-                self.held_s += dt
-            self.last_s = t
+            self.actuator.advance(t, job.books)
+            job.occupy(dt)
+            job.last_s = t
         self.steps = self.actuator.step_count()
         steps = min(self.steps, self.target_steps)
-        self.progress = float(steps)
-        self.epoch = self.app.epoch(self.progress)
-        self.books.raw_samples = float(steps * (self.actuator.group.global_batch or 0))
+        job.progress = float(steps)
+        job.epoch = job.app.epoch(job.progress)
+        job.books.raw_samples = float(steps * (self.actuator.group.global_batch or 0))
         if self.actuator.finished(t):
-            self.progress = float(self.target_steps)
-            self._finish(t)
+            job.progress = float(self.target_steps)
+            job.finish(t)
             self.actuator.release()
 
-    def poll(self, now_s: float) -> bool:
-        """Bring the job to ``now_s``; re-apply its target; True when it finished."""
-        self.advance(now_s)
-        if self.done:
-            return True
-        self._record(self.actuator.poll(now_s))
-        if self.gpus and sum(self.actuator.members()) != self.gpus:
-            self._record(self.actuator.apply(self.gpus, 0, now_s, True))
-        return self.done
+    def poll(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """Bring the job to ``now_s`` and re-apply its target (workers still starting)."""
+        job.advance(now_s)
+        if job.done:
+            return []
+        events = self.actuator.poll(now_s)
+        if job.gpus and sum(self.actuator.members()) != job.gpus:
+            events += self.actuator.apply(job.gpus, 0, now_s, True)
+        return events
 
-    def set_batch(self, batch_size: int | None) -> None:
-        """The job keeps its batch (:class:`FixedBatchJob`); said once in the log."""
-        super().set_batch(batch_size)
-        if self.batch_ignored is not None and not self._warned_batch:
-            self._warned_batch = True
-            log.warning(
-                "job %s: batch size %s not applied (a real job keeps its batch)",
-                self.name,
-                self.batch_ignored,
-            )
-
-    def reallocate(self, placement: Placement, now_s: float) -> EventRecord | None:
-        """Give the job's group ``placement``: quotas per node, then a target size."""
-        if placement == self.placement or self.done:
-            return None
-        after = placement_gpus(placement)
-        if after and self.start_s is None:
-            self.start_s = now_s
-        if after:
-            self.restarts += 1
-        self.placement, self.gpus = placement, after
-        self._configure()
+    def regroup(self, job: ClusterJob, placement: Placement, now_s: float) -> list[EventRecord]:
+        """The placement's quotas per node, then the group towards its size."""
         self.actuator.per_launcher = {node: gpus for node, gpus in placement}
-        events = self.actuator.apply(after, 0, now_s, True)
-        self._record(events)
-        return events[-1] if events else None
+        return self.actuator.apply(placement_gpus(placement), 0, now_s, True)
 
-    def _record(self, events: list[EventRecord]) -> None:
-        for event in events:
-            self._event(event)
+    def release(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """Every worker stops (the group checkpoints first) and the slots go back."""
+        self.actuator.per_launcher = {}
+        return self.actuator.apply(0, 0, now_s, True)
+
+    def preempt(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """The job's workers are killed (no notice)."""
+        self.actuator.per_launcher = {}
+        return self.actuator.preempt(job.gpus, False, now_s)
 
 
 @dataclass(frozen=True)
@@ -298,10 +276,22 @@ def _check(config: ClusterRunConfig, pause_job: Any) -> None:
         _check_batch(job.spec, job.app)
 
 
-def _factory(
-    config: ClusterRunConfig, pool: SlotPool, origin: Callable[[], float]
-) -> Callable[..., PooledClusterJob]:
-    """Builds each workload job's real worker group (on first use of its slots)."""
+#: ``(job name, its worker settings, its controller settings) -> its worker group``
+GroupMaker = Callable[[str, WorkerSettings, ControllerConfig], Any]
+
+
+def job_factory(
+    config: ClusterRunConfig, make_group: GroupMaker, max_nodes: int
+) -> Callable[..., ClusterJob]:
+    """The loop's ``job_factory`` of a cluster run: the model's job, trained by workers.
+
+    ``max_nodes`` is every slot of the cluster (the most workers a job could get).
+
+    Every job is a :class:`~elasim.cluster.job.ClusterJob` (the one the simulator
+    runs) whose :class:`WorkerTraining` is the group ``make_group`` returns: a
+    :class:`~.pooled.PooledJob` on the run's slots (:func:`pooled_groups`), or, in
+    the parity tests, a fake worker group.
+    """
     worker = WorkerSettings(
         job=config.job,
         job_options=dict(config.job_options),
@@ -311,28 +301,32 @@ def _factory(
         sample_delay_s=config.sample_delay_real_s,
     )
 
-    def make(spec: Any, app: Any, pause_job: Any, mode: Any, gpus_per_node: int) -> Any:
+    def make(spec: Any, app: Any, pause_job: Any, mode: Any, gpus_per_node: int) -> ClusterJob:
         _check_batch(spec, app)
         steps = int(round(app.target_progress))
         cfg = ControllerConfig(
             time_scale=config.time_scale,
             max_steps=steps,
-            max_nodes=pool.total,
+            max_nodes=max_nodes,
             rescale=config.rescale,
             global_batch=spec.requested_batch_size,
         )
-        from dataclasses import replace
+        group = make_group(spec.name, dataclasses.replace(worker, max_steps=steps), cfg)
+        training = WorkerTraining(group, steps)
+        return ClusterJob(spec, app, training, gpus_per_node, keeps_batch=True)
 
-        actuator = PooledJob(
-            spec.name,
-            pool,
-            replace(worker, max_steps=steps),
-            cfg,
-            origin,
-            mode=config.rescale,
-            bind_host=config.bind_host,
+    return make
+
+
+def pooled_groups(
+    config: ClusterRunConfig, pool: SlotPool, origin: Callable[[], float]
+) -> GroupMaker:
+    """Each job's worker group on the run's shared slots (started on first use)."""
+
+    def make(name: str, worker: WorkerSettings, cfg: ControllerConfig) -> PooledJob:
+        return PooledJob(
+            name, pool, worker, cfg, origin, mode=config.rescale, bind_host=config.bind_host
         )
-        return PooledClusterJob(spec, app, pause_job, mode, gpus_per_node, actuator=actuator)
 
     return make
 
@@ -400,7 +394,8 @@ def run_cluster(
     loop = None
     origin = [clock.now()]
     try:
-        loop = build_loop(setup, job_factory=_factory(config, pool, lambda: origin[0]))
+        groups = pooled_groups(config, pool, lambda: origin[0])
+        loop = build_loop(setup, job_factory=job_factory(config, groups, pool.total))
         origin[0] = clock.now()
         end, wall = drive_cluster(
             loop,
@@ -412,18 +407,25 @@ def run_cluster(
         loop.observe(end)
     finally:
         for job in getattr(loop, "jobs", []):
-            job.actuator.close()
+            job.training.actuator.close()
         pool.close()
         if server is not None:
             server.close()
-    jobs: list[PooledClusterJob] = loop.jobs  # type: ignore[assignment]
+    jobs: list[ClusterJob] = loop.jobs
+    for job in jobs:
+        if job.batch_ignored is not None:
+            log.warning(
+                "job %s: batch size %s not applied (a real job keeps its batch)",
+                job.name,
+                job.batch_ignored,
+            )
     return ClusterRunResult(
         result=loop.result(wall_time_s=wall),
         decisions=tuple(loop.decisions),
         events={job.name: tuple(job.events) for job in jobs},
         wall_time_s=wall,
         gave_up=not loop.finished,
-        steps={job.name: job.steps for job in jobs},
+        steps={job.name: job.training.steps for job in jobs},
         num_nodes=setup.num_nodes,
         gpus_per_node=setup.gpus_per_node,
     )

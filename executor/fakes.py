@@ -220,7 +220,7 @@ class FakePooledJob(GroupActuator):
     """A :class:`~.pooled.PooledJob` without processes, for tests without torch.
 
     The one-job actuator over a :class:`FakeWorkerGroup`, with the pool's quota calls
-    recorded: it drives :class:`~.cluster.PooledClusterJob` (the real side of
+    recorded: it drives :class:`~.cluster.WorkerTraining` (the real side of
     ``cluster run``) on a fake clock.
     """
 

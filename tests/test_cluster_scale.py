@@ -142,8 +142,8 @@ def test_events_a_rounding_error_away_are_taken_months_into_a_run() -> None:
     for each, node in ((job, 0), (other, 1)):
         each.last_s = t0
         each.reallocate(((node, 1),), t0)
-    job.advance(job.pause_end_s + 10.0)
-    assert job.sm.state is JobState.RUNNING and job.choice is not None
+    job.advance(job.training.pause_end_s + 10.0)
+    assert job.state is JobState.RUNNING and job.choice is not None
     boundary = job.app.epoch_progress[job.epoch + 1]
     job.progress = boundary - job.choice.goodput * 1e-10
     due, epoch = job.next_due_s(), job.epoch
@@ -152,7 +152,7 @@ def test_events_a_rounding_error_away_are_taken_months_into_a_run() -> None:
     assert (job.epoch, job.progress) == (epoch + 1, boundary)
     assert job.next_due_s() > due
     # a pause that ends a rounding error after the job was last brought up to date
-    other.last_s = other.pause_end_s - 1e-10
+    other.last_s = other.training.pause_end_s - 1e-10
     assert other.last_s >= other.next_due_s() - 1e-9
     other.advance(other.next_due_s())
-    assert other.sm.state is JobState.RUNNING and other.next_due_s() > other.last_s
+    assert other.state is JobState.RUNNING and other.next_due_s() > other.last_s

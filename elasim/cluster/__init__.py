@@ -5,7 +5,8 @@ Standard library only (no SimPy, no torch), so the simulator's shell
 
 * :mod:`.application`: throughput per placement and batch, statistical efficiency
   per batch and epoch, from a measured profile.
-* :mod:`.job`: one job's life on the GPUs it is granted (the job model's rules).
+* :mod:`.job`: one job's life on the GPUs it is granted, whoever trains it
+  (:class:`ModelTraining` here, real workers in the executor).
 * :mod:`.loop`: :class:`ClusterLoop`, arrivals -> decide -> reallocate.
 * :mod:`.setup`: building a loop from a workload name and options.
 * :mod:`.results`: per-job rows and the summary.
@@ -14,7 +15,7 @@ Standard library only (no SimPy, no torch), so the simulator's shell
 from __future__ import annotations
 
 from .application import EPOCH_LIMITS, Application, BatchChoice
-from .job import ADAPTIVE, ClusterJob, JobSpeedModel
+from .job import ADAPTIVE, ClusterJob, JobSpeedModel, ModelTraining, Training, model_job
 from .loop import ClusterLoop
 from .results import ClusterResult, ClusterSummary, JobResult, summarize_jobs
 from .setup import DEFAULT_PAUSE_JOB, ClusterSetup, build_loop, load_applications
@@ -32,7 +33,10 @@ __all__ = [
     "ClusterSummary",
     "JobResult",
     "JobSpeedModel",
+    "ModelTraining",
+    "Training",
     "build_loop",
     "load_applications",
+    "model_job",
     "summarize_jobs",
 ]

@@ -1,21 +1,31 @@
 """One job of a cluster: its life on whatever GPUs the cluster policy grants.
 
-The rules of that life are the job model's (:mod:`elasim.jobmodel`), called directly
-rather than written again: the enforced :class:`~elasim.jobmodel.JobStateMachine`,
-the :class:`~elasim.jobmodel.Accounting` books and event counts, and the pause of a
-group re-formation from :func:`~elasim.jobmodel.pause_for` (rendezvous, checkpoint
-restore or state broadcast, warm-up; in place or restart), not a flat constant.
+A cluster of jobs is many job models.  :class:`ClusterJob` holds everything that
+defines one job's life, once, whoever trains it: its placement and the allocation it
+was given (restarts, peak GPUs, attained GPU time, time held), its batch, its
+progress and epoch, its events and its :class:`~elasim.jobmodel.Accounting` books,
+and the view a cluster policy sees.  What differs between the simulator and real
+workers is only *how it trains*, behind the narrow :class:`Training` interface:
 
-What is cluster-specific is the speed: a placement and a batch size give a step time
-(:class:`~elasim.cluster.application.Application`), and the statistical efficiency
-moves with the epoch.  Progress is integrated exactly, epoch by epoch, so a job's
-completion time does not depend on when the loop happens to look at it.
+* :class:`ModelTraining` (the simulator): a placement and a batch size give a step
+  time (:class:`~elasim.cluster.application.Application`), the statistical
+  efficiency moves with the epoch, progress is integrated exactly, epoch by epoch,
+  and a re-formation pauses for :func:`~elasim.jobmodel.pause_for` (rendezvous,
+  checkpoint restore or state broadcast, warm-up; in place or restart), with the
+  enforced :class:`~elasim.jobmodel.JobStateMachine`;
+* real workers (``elasim cluster run``, :mod:`elasim.executor.cluster`): progress is
+  the steps the workers committed, and a re-formation's pause is measured.
+
+Why an interface and not a subclass: the real job used to subclass this one and
+override its methods, and its copy of ``reallocate`` stopped updating the peak
+allocation, which ``pollux`` and ``srtf`` cap growth with, so no real job ever grew
+past one slot.  Nothing here can be overridden that way now.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 from elasim.jobmodel import Accounting, JobStateMachine, RescaleMode, pause_for
 from elasim.policies import EventKind, EventRecord, JobState
@@ -24,7 +34,7 @@ from elasim.traces.cluster import WorkloadJob
 
 from .application import Application, BatchChoice
 
-__all__ = ["ADAPTIVE", "ClusterJob", "JobSpeedModel"]
+__all__ = ["ADAPTIVE", "ClusterJob", "JobSpeedModel", "ModelTraining", "Training", "model_job"]
 
 #: A batch size of 0 in a decision: the job adapts its own batch to its placement at
 #: every epoch (what AdaptDL's library does inside a Pollux job).
@@ -73,34 +83,77 @@ class JobSpeedModel:
         return choice.batch_size if choice is not None else 0
 
 
+class Training(Protocol):
+    """How a cluster job trains: the only thing a modelled and a real job differ in.
+
+    Every method gets the job, whose shared fields (placement, batch choice,
+    progress, books) it reads and moves through the job's own helpers
+    (:meth:`ClusterJob.hold`, :meth:`ClusterJob.finish`); the job records what
+    they return and keeps every other piece of bookkeeping itself.
+
+    Attributes:
+        polls: whether things happen without being asked (real workers finish when
+            they finish), so the loop must :meth:`poll` every turn.
+    """
+
+    polls: bool
+
+    def state(self) -> JobState:
+        """The job's state now."""
+
+    def next_due_s(self, job: ClusterJob) -> float:
+        """When the job next changes on its own (inf: not before a poll)."""
+
+    def advance(self, job: ClusterJob, t: float) -> None:
+        """Train up to ``t``: progress, epochs, pause ends and completion."""
+
+    def regroup(self, job: ClusterJob, placement: Placement, now_s: float) -> list[EventRecord]:
+        """Re-form the job's group on ``placement`` (not empty), before the job moves.
+
+        The job's fields still describe the old allocation; the events returned
+        (the re-formation and its pause) are recorded once the job has moved.
+        """
+
+    def release(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """Give every GPU back on purpose (a checkpoint is written first)."""
+
+    def preempt(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """The job's GPUs are taken without notice: roll back to its last checkpoint."""
+
+    def poll(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """What happened without being asked (a polling job only)."""
+
+
 class ClusterJob:
     """The state and books of one job (mutable; the loop owns it).
 
     Args:
         spec: the workload row.
-        app: its application's model.
-        pause_job: the job spec whose ``[rescale]`` and ``[checkpoint]`` figures give
-            the re-formation pause (:func:`~elasim.jobmodel.pause_for`).
-        mode: in place or restart.
+        app: its application's model (the speed a policy is told, and the epochs).
+        training: how it trains (:class:`ModelTraining`, or real workers).
         gpus_per_node: for the speed model's shapes.
+        keeps_batch: the job trains with its requested batch whatever a policy
+            chooses (an executor job's global batch is fixed); a policy's other
+            choice is noted in :attr:`batch_ignored`, not applied.
     """
 
     def __init__(
         self,
         spec: WorkloadJob,
         app: Application,
-        pause_job: Any,
-        mode: RescaleMode,
+        training: Training,
         gpus_per_node: int,
+        *,
+        keeps_batch: bool = False,
     ) -> None:
         self.spec = spec
         self.name = spec.name
         self.app = app
-        self.pause_job = pause_job
-        self.mode = mode
+        self.training = training
         self.gpus_per_node = gpus_per_node
+        self.keeps_batch = keeps_batch
+        self.batch_ignored: int | None = None
         self.books = Accounting()
-        self.sm = JobStateMachine()
         self.placement: Placement = ()
         self.gpus = 0
         self.batch_target = min(spec.requested_batch_size, app.max_batch)
@@ -108,23 +161,28 @@ class ClusterJob:
         self.progress = 0.0
         self.epoch = 0
         self.last_s = spec.arrival_s
-        self.pause_end_s = math.inf
         self.start_s: float | None = None
         self.finish_s: float | None = None
         self.attained_gpu_s = 0.0
         self.held_s = 0.0
         self.restarts = -1
         self.peak_gpus = 0
-        self.has_checkpoint = False
-        self.ckpt_progress = 0.0  # progress saved by the last checkpoint
-        self.run_since_ckpt_s = 0.0  # training time a preemption would lose
-        self.lost_progress = 0.0
         self.events: list[EventRecord] = []
         self._speed: JobSpeedModel | None = None
         self._view: ClusterJobView | None = None
         self._view_key: tuple[Any, ...] = ()
 
     # -- views ----------------------------------------------------------------------------
+
+    @property
+    def polls(self) -> bool:
+        """Whether the loop must poll the job every turn (real workers)."""
+        return self.training.polls
+
+    @property
+    def state(self) -> JobState:
+        """The job's state (its training's)."""
+        return self.training.state()
 
     @property
     def done(self) -> bool:
@@ -181,7 +239,8 @@ class ClusterJob:
 
     # -- time -----------------------------------------------------------------------------
 
-    def _configure(self) -> None:
+    def configure(self) -> None:
+        """The batch choice of the placement, target batch and epoch (None unplaced)."""
         if not self.placement:
             self.choice = None
             return
@@ -193,24 +252,141 @@ class ClusterJob:
         else:
             self.choice = self.app.configure(shape, self.batch_target, self.epoch)
 
-    #: the model changes only when the loop advances it (a real job polls: the executor)
-    polls = False
-
     def poll(self, now_s: float) -> bool:
-        """A polling job's news at ``now_s`` (True: it changed; the model never polls)."""
-        return False
+        """A polling job's news at ``now_s``; True when it finished."""
+        self.record(self.training.poll(self, now_s))
+        return self.done
 
     def next_due_s(self) -> float:
+        """When the job next changes on its own (a pause or an epoch ends)."""
+        return self.training.next_due_s(self)
+
+    def advance(self, t: float) -> None:
+        """Bring the job to ``t`` (see :meth:`Training.advance`)."""
+        self.training.advance(self, t)
+
+    def occupy(self, dt: float) -> None:
+        """``dt`` seconds on the job's GPUs: its attained service and its time held."""
+        if dt <= 0:
+            return
+        self.attained_gpu_s += dt * self.gpus
+        if self.gpus:
+            self.held_s += dt
+
+    def hold(self, dt: float, running: bool) -> None:
+        """:meth:`occupy`, booked as training (at the batch choice's rate) or rescaling."""
+        if dt <= 0:
+            return
+        self.occupy(dt)
+        if running:
+            self.books.running_s += dt
+            if self.choice is not None:
+                self.books.raw_samples += self.choice.throughput * dt
+        else:
+            self.books.rescale_s += dt
+
+    def finish(self, t: float) -> None:
+        """The job reached its target at ``t``: its last event, and its GPUs go."""
+        self.finish_s = t
+        self.record([EventRecord(t, EventKind.DONE, self.gpus, self.gpus)])
+        self.placement = ()
+        self.gpus = 0
+        self.choice = None
+
+    def record(self, events: list[EventRecord]) -> None:
+        """Keep the events and count them in the books."""
+        for event in events:
+            self.events.append(event)
+            self.books.count(event)
+
+    # -- changes --------------------------------------------------------------------------
+
+    def preempt(self, now_s: float) -> EventRecord | None:
+        """Its GPUs are taken without notice (capacity dropped): see :meth:`Training.preempt`."""
+        if self.done or not self.placement:
+            return None
+        events = self.training.preempt(self, now_s)
+        self.placement, self.gpus, self.choice = (), 0, None
+        self.record(events)
+        return events[-1] if events else None
+
+    def set_batch(self, batch_size: int | None) -> None:
+        """Use ``batch_size`` from now on (None: the requested batch; 0: adaptive)."""
+        if self.keeps_batch:
+            if batch_size not in (None, self.spec.requested_batch_size):
+                self.batch_ignored = batch_size
+            batch_size = None
+        if batch_size is None:
+            batch_size = min(self.spec.requested_batch_size, self.app.max_batch)
+        if batch_size != self.batch_target:
+            self.batch_target = batch_size
+            self.configure()
+
+    def reallocate(self, placement: Placement, now_s: float) -> EventRecord | None:
+        """Move to ``placement`` at ``now_s`` (the loop has advanced the job to it)."""
+        if placement == self.placement or self.done:
+            return None
+        if not placement:
+            events = self.training.release(self, now_s)
+            self.placement, self.gpus, self.choice = (), 0, None
+        else:
+            events = self.training.regroup(self, placement, now_s)
+            if self.start_s is None:
+                self.start_s = now_s
+            self.restarts += 1
+            self.placement, self.gpus = placement, placement_gpus(placement)
+            self.peak_gpus = max(self.peak_gpus, self.gpus)
+            self.configure()
+        self.record(events)
+        return events[-1] if events else None
+
+
+class ModelTraining:
+    """The simulator's training of a cluster job: the application model's speed.
+
+    Progress is integrated exactly, epoch by epoch, so a job's completion time does
+    not depend on when the loop happens to look at it.  Cluster jobs checkpoint when
+    they restart or release their GPUs (AdaptDL's checkpoint-restart), not
+    periodically, so a preemption loses the progress made since the job last
+    (re)started.
+
+    Args:
+        pause_job: the job spec whose ``[rescale]`` and ``[checkpoint]`` figures give
+            the re-formation pause (:func:`~elasim.jobmodel.pause_for`).
+        mode: in place or restart.
+    """
+
+    polls = False
+
+    def __init__(self, pause_job: Any, mode: RescaleMode) -> None:
+        self.pause_job = pause_job
+        self.mode = mode
+        self.sm = JobStateMachine()
+        self.pause_end_s = math.inf
+        self.has_checkpoint = False
+        self.ckpt_progress = 0.0  # progress saved by the last checkpoint
+        self.run_since_ckpt_s = 0.0  # training time a preemption would lose
+        self.lost_progress = 0.0
+
+    def state(self) -> JobState:
+        """The job's state now."""
+        return self.sm.state
+
+    def poll(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """The model changes only when the loop advances it."""
+        return []
+
+    def next_due_s(self, job: ClusterJob) -> float:
         """When the job next changes on its own: a pause ends or an epoch ends."""
         state = self.sm.state
         if state is JobState.RESCALING:
             return self.pause_end_s
-        if state is JobState.RUNNING and self.choice is not None:
-            boundary = self.app.epoch_progress[self.epoch + 1]
-            return self.last_s + max(boundary - self.progress, 0.0) / self.choice.goodput
+        if state is JobState.RUNNING and job.choice is not None:
+            boundary = job.app.epoch_progress[job.epoch + 1]
+            return job.last_s + max(boundary - job.progress, 0.0) / job.choice.goodput
         return math.inf
 
-    def advance(self, t: float) -> None:
+    def advance(self, job: ClusterJob, t: float) -> None:
         """Integrate up to ``t``: pause ends, epochs and completion, each at its time.
 
         Less than ``_EPS`` before ``t`` there is no time left to integrate, but an
@@ -221,127 +397,85 @@ class ClusterJob:
         at the same time, and the loop popped it forever (the full Philly trace on 64
         GPUs hung 238 simulated days in).
         """
-        while not self.done:
+        while not job.done:
             state = self.sm.state
-            if self.last_s >= t - _EPS and self.next_due_s() > t + _EPS:
+            if job.last_s >= t - _EPS and self.next_due_s(job) > t + _EPS:
                 return  # nothing left to integrate and no event due
             if state is JobState.RESCALING:
-                end = max(min(self.pause_end_s, t), self.last_s)
-                self._hold(end - self.last_s, running=False)
-                self.last_s = end
+                end = max(min(self.pause_end_s, t), job.last_s)
+                job.hold(end - job.last_s, running=False)
+                job.last_s = end
                 if end >= self.pause_end_s - _EPS:
                     self.sm.to(JobState.RUNNING)
                     self.pause_end_s = math.inf
                 continue
-            if state is not JobState.RUNNING or self.choice is None:
-                self.books.idle_s += t - self.last_s
-                self.last_s = t
+            if state is not JobState.RUNNING or job.choice is None:
+                job.books.idle_s += t - job.last_s
+                job.last_s = t
                 return
-            boundary = self.app.epoch_progress[self.epoch + 1]
-            rate = self.choice.goodput
-            need_s = max(boundary - self.progress, 0.0) / rate
-            if self.last_s + need_s > t + _EPS:
-                self._hold(t - self.last_s, running=True)
-                self.progress += rate * (t - self.last_s)
-                self.last_s = t
+            boundary = job.app.epoch_progress[job.epoch + 1]
+            rate = job.choice.goodput
+            need_s = max(boundary - job.progress, 0.0) / rate
+            if job.last_s + need_s > t + _EPS:
+                self._train(job, t - job.last_s)
+                job.progress += rate * (t - job.last_s)
+                job.last_s = t
                 return
-            self._hold(need_s, running=True)
-            self.last_s += need_s
-            self.progress = boundary
-            self.epoch += 1
-            if self.epoch >= self.app.max_epochs:
-                self._finish(self.last_s)
+            self._train(job, need_s)
+            job.last_s += need_s
+            job.progress = boundary
+            job.epoch += 1
+            if job.epoch >= job.app.max_epochs:
+                self.sm.to(JobState.DONE)
+                job.finish(job.last_s)
                 return
-            self._configure()
+            job.configure()
 
-    def _hold(self, dt: float, running: bool) -> None:
-        if dt <= 0:
-            return
-        self.attained_gpu_s += dt * self.gpus
-        self.held_s += dt
-        if running:
+    def _train(self, job: ClusterJob, dt: float) -> None:
+        if dt > 0:
             self.run_since_ckpt_s += dt
-            self.books.running_s += dt
-            if self.choice is not None:
-                self.books.raw_samples += self.choice.throughput * dt
-        else:
-            self.books.rescale_s += dt
+        job.hold(dt, running=True)
 
-    def _finish(self, t: float) -> None:
-        self.sm.to(JobState.DONE)
-        self.finish_s = t
-        self._event(EventRecord(t, EventKind.DONE, self.gpus, self.gpus))
-        self.placement = ()
-        self.gpus = 0
-        self.choice = None
-
-    def _event(self, event: EventRecord) -> None:
-        self.events.append(event)
-        self.books.count(event)
-
-    # -- changes --------------------------------------------------------------------------
-
-    def _saved(self) -> None:
-        self.ckpt_progress = self.progress
+    def _saved(self, job: ClusterJob) -> None:
+        self.ckpt_progress = job.progress
         self.run_since_ckpt_s = 0.0
 
-    def preempt(self, now_s: float) -> EventRecord | None:
-        """Its GPUs are taken without notice (capacity dropped): back to the last checkpoint.
-
-        Cluster jobs checkpoint when they restart or release their GPUs (AdaptDL's
-        checkpoint-restart), not periodically, so a preemption loses the progress
-        made since the job last (re)started.
-        """
-        if self.done or not self.placement:
-            return None
-        before = self.gpus
-        lost_progress = self.progress - self.ckpt_progress
+    def preempt(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """Back to the last checkpoint: the progress since the job last (re)started."""
+        before = job.gpus
+        lost_progress = job.progress - self.ckpt_progress
         lost_h = self.run_since_ckpt_s / 3600.0
-        raw = self.choice.throughput * self.run_since_ckpt_s if self.choice else 0.0
-        self.progress = self.ckpt_progress
-        self.epoch = self.app.epoch(self.progress)
+        raw = job.choice.throughput * self.run_since_ckpt_s if job.choice else 0.0
+        job.progress = self.ckpt_progress
+        job.epoch = job.app.epoch(job.progress)
         self.run_since_ckpt_s = 0.0
         self.sm.to(JobState.WAITING)
-        self.placement, self.gpus, self.choice = (), 0, None
         self.pause_end_s = math.inf
-        self.has_checkpoint = self.has_checkpoint or self.start_s is not None
+        self.has_checkpoint = self.has_checkpoint or job.start_s is not None
         self.lost_progress += lost_progress
-        event = EventRecord(
-            now_s, EventKind.PREEMPT, before, 0, lost_samples=raw, lost_work_h=lost_h
-        )
-        self._event(event)
-        return event
+        return [
+            EventRecord(now_s, EventKind.PREEMPT, before, 0, lost_samples=raw, lost_work_h=lost_h)
+        ]
 
-    def set_batch(self, batch_size: int | None) -> None:
-        """Use ``batch_size`` from now on (None: the requested batch; 0: adaptive)."""
-        if batch_size is None:
-            batch_size = min(self.spec.requested_batch_size, self.app.max_batch)
-        if batch_size != self.batch_target:
-            self.batch_target = batch_size
-            self._configure()
+    def release(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """Releasing on purpose writes a checkpoint first, then the job waits."""
+        self._saved(job)
+        self.sm.to(JobState.WAITING)
+        self.pause_end_s = math.inf
+        self.has_checkpoint = self.has_checkpoint or job.start_s is not None
+        return [EventRecord(now_s, EventKind.PAUSE, job.gpus, 0)]
 
-    def reallocate(self, placement: Placement, now_s: float) -> EventRecord | None:
-        """Move to ``placement`` at ``now_s`` (the loop has advanced the job to it)."""
-        if placement == self.placement or self.done:
-            return None
-        before, after = self.gpus, placement_gpus(placement)
-        if not placement:
-            self._saved()  # releasing on purpose writes a checkpoint first
-            self.sm.to(JobState.WAITING)
-            self.placement, self.gpus, self.choice = (), 0, None
-            self.pause_end_s = math.inf
-            self.has_checkpoint = self.has_checkpoint or self.start_s is not None
-            event = EventRecord(now_s, EventKind.PAUSE, before, 0)
-            self._event(event)
-            return event
+    def regroup(self, job: ClusterJob, placement: Placement, now_s: float) -> list[EventRecord]:
+        """The re-formation's pause (:func:`~elasim.jobmodel.pause_for`), then running."""
+        before, after = job.gpus, placement_gpus(placement)
         survivors = 0
-        if self.mode is RescaleMode.INPLACE and self.placement:
-            old = dict(self.placement)
+        if self.mode is RescaleMode.INPLACE and job.placement:
+            old = dict(job.placement)
             survivors = sum(min(g, old.get(n, 0)) for n, g in placement)
         restart = survivors == 0
-        write_s = self.pause_job.checkpoint.write_s if restart and self.placement else 0.0
-        if restart and self.placement:
-            self._saved()  # a restart checkpoints before it stops
+        write_s = self.pause_job.checkpoint.write_s if restart and job.placement else 0.0
+        if restart and job.placement:
+            self._saved(job)  # a restart checkpoints before it stops
         pause = pause_for(
             self.pause_job,
             self.mode,
@@ -350,23 +484,31 @@ class ClusterJob:
             survivors=survivors,
             newcomers=after - survivors,
             failure=False,
-            has_checkpoint=self.has_checkpoint or bool(self.placement),
+            has_checkpoint=self.has_checkpoint or bool(job.placement),
             waited_boot=False,
             checkpoint_write_s=write_s,
         )
-        if self.start_s is None:
-            self.start_s = now_s
+        if job.start_s is None:
             kind = EventKind.SCALE_UP
-        elif not self.placement:
+        elif not job.placement:
             kind = EventKind.RESUME
         else:
             kind = EventKind.SCALE_UP if after >= before else EventKind.SCALE_DOWN
-        self.restarts += 1
         self.sm.to(JobState.RESCALING)
-        self.placement, self.gpus = placement, after
-        self.peak_gpus = max(self.peak_gpus, after)
         self.pause_end_s = now_s + pause.pause_s
-        self._configure()
-        event = EventRecord(now_s, kind, before, after, pause=pause)
-        self._event(event)
-        return event
+        return [EventRecord(now_s, kind, before, after, pause=pause)]
+
+
+def model_job(
+    spec: WorkloadJob,
+    app: Application,
+    pause_job: Any,
+    mode: RescaleMode,
+    gpus_per_node: int,
+    *,
+    keeps_batch: bool = False,
+) -> ClusterJob:
+    """A job of the simulator's cluster loop (the loop's default ``job_factory``)."""
+    return ClusterJob(
+        spec, app, ModelTraining(pause_job, mode), gpus_per_node, keeps_batch=keeps_batch
+    )

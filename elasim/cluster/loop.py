@@ -32,7 +32,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from elasim.jobmodel import PolicyError, RescaleMode
+from elasim.jobmodel import PolicyError, RescaleMode, pause_for
 from elasim.jobmodel.loop import MIN_WAKE_S, _policy_error
 from elasim.policies.cluster import (
     ClusterDecision,
@@ -46,7 +46,7 @@ from elasim.policies.cluster import (
 from elasim.traces.cluster import WorkloadJob
 
 from .application import Application
-from .job import ClusterJob
+from .job import ClusterJob, model_job
 from .results import ClusterResult, JobResult, summarize_jobs
 
 __all__ = ["ClusterLoop"]
@@ -75,11 +75,12 @@ class ClusterLoop:
         mode: how a job re-forms its group (restart: AdaptDL's checkpoint-restart).
         record_timeline: keep the allocation timeline.
         job_factory: builds each job from ``(spec, app, pause_job, mode, gpus_per_node)``
-            (default :class:`ClusterJob`, the simulator's model).  The executor's
-            shell passes one whose jobs are real worker groups
-            (:mod:`elasim.executor.cluster`); such a job ``polls``: the loop asks it
-            at every turn (:meth:`ClusterJob.poll`), since real workers finish when
-            they finish, not when a model says.
+            (default :func:`~.job.model_job`: a :class:`ClusterJob` the application
+            model trains).  The executor's shell passes one whose jobs real worker
+            groups train (:mod:`elasim.executor.cluster`), the same
+            :class:`ClusterJob` with another training; such a job ``polls``: the loop
+            asks it at every turn (:meth:`ClusterJob.poll`), since real workers finish
+            when they finish, not when a model says.
         on_change: called as ``on_change(time_s, job, placement, batch_size)`` whenever a
             job's allocation or batch changes (its completion included, with ``()``):
             how a shell with real workers learns what to start, move or stop.
@@ -101,7 +102,7 @@ class ClusterLoop:
         gpus_per_node: int,
         mode: RescaleMode = RescaleMode.RESTART,
         record_timeline: bool = True,
-        job_factory: Callable[..., ClusterJob] = ClusterJob,
+        job_factory: Callable[..., ClusterJob] = model_job,
         on_change: Callable[[float, str, Placement, int], None] | None = None,
         capacity: Sequence[tuple[float, int]] | None = None,
         capacity_period_s: float | None = None,
@@ -111,6 +112,8 @@ class ClusterLoop:
         self.policy = policy
         self.num_nodes = num_nodes
         self.gpus_per_node = gpus_per_node
+        self.mode = mode
+        self._pause_job = pause_job
         self.jobs = [
             job_factory(
                 spec,
@@ -167,19 +170,19 @@ class ClusterLoop:
     def _estimate_rescale_s(self) -> float:
         if not self.jobs:
             return 0.0
-        job = self.jobs[0]
-        from elasim.jobmodel import pause_for
-
+        pause_job = self._pause_job
+        if isinstance(pause_job, dict):
+            pause_job = pause_job[self.jobs[0].spec.application]
         return pause_for(
-            job.pause_job,
-            job.mode,
+            pause_job,
+            self.mode,
             nodes_after=self.gpus_per_node,
             survivors=0,
             newcomers=self.gpus_per_node,
             failure=False,
             has_checkpoint=True,
             waited_boot=False,
-            checkpoint_write_s=job.pause_job.checkpoint.write_s,
+            checkpoint_write_s=pause_job.checkpoint.write_s,
         ).pause_s
 
     # -- the turn -------------------------------------------------------------------------
