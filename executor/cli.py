@@ -404,8 +404,7 @@ def _config(
 
     ray_address, ray_resources = same.pop("address"), _ray_resources(same.pop("ray_resources"))
     _check_security_flags(bind, secret_file, run_dir)
-    # every process's log goes beside the run's files, where a failure can name it
-    logs = log_dir if log_dir is not None or out is None else out / "logs"
+    logs = log_dir if log_dir is not None or out is None else out / "logs"  # beside the run
     spec = _script_spec(
         script,
         script_args,
