@@ -370,6 +370,11 @@ def _check_security_flags(bind: str, secret_file: Path | None, run_dir: Path | N
             raise UsageError(f"--run-dir: {run_dir} is not empty (a run's files go in a new one)")
 
 
+def _logs_dir(log_dir: Path | None, out: Path | None) -> Path | None:
+    """Every process's log: ``--log-dir``, else beside the run's files, where errors name it."""
+    return log_dir if log_dir is not None or out is None else out / "logs"
+
+
 def _config(
     *,
     max_nodes: int | None,
@@ -404,7 +409,7 @@ def _config(
 
     ray_address, ray_resources = same.pop("address"), _ray_resources(same.pop("ray_resources"))
     _check_security_flags(bind, secret_file, run_dir)
-    logs = log_dir if log_dir is not None or out is None else out / "logs"  # beside the run
+    logs = _logs_dir(log_dir, out)
     spec = _script_spec(
         script,
         script_args,
