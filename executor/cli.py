@@ -409,11 +409,10 @@ def _config(
 
     ray_address, ray_resources = same.pop("address"), _ray_resources(same.pop("ray_resources"))
     _check_security_flags(bind, secret_file, run_dir)
-    logs = _logs_dir(log_dir, out)
     spec = _script_spec(
         script,
         script_args,
-        logs,
+        logs := _logs_dir(log_dir, out),
         rescale=rescale,
         checkpoint_interval_s=checkpoint_interval_s,
         checkpoint_dir=checkpoint_dir,
