@@ -64,14 +64,14 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 def user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that are the user's input being wrong (exit 2, one line)."""
-    from elasim.job import JobSpecError
+    from elasim.job import TrainingJobError
     from elasim.policies import PolicyConfigError, PolicyLoadError
     from elasim.profile import ProfileError
     from elasim.traces import TraceError
 
     return (
         TraceError,
-        JobSpecError,
+        TrainingJobError,
         PolicyLoadError,
         PolicyConfigError,
         ProfileError,

@@ -396,7 +396,7 @@ def simulate_run(
         real_dir: an ``elasim run --out`` directory (its ``summary.json`` inputs say
             which trace, policy, time scale, start offset, workers and mechanism).
         job: a :class:`elasim.profile.Profile` (its measurements become the job) or a
-            ready :class:`elasim.job.JobSpec`.
+            ready :class:`elasim.job.TrainingJob`.
         out_dir: where the simulation's files go.
         trace: the trace file, if the run's recorded one cannot be found.
 
@@ -415,7 +415,7 @@ def simulate_run(
     samples = float(summary.get("samples") or 0.0) or None
     if isinstance(job, Profile):
         job = apply_profile(job, target_samples=samples)
-    elif samples is not None:  # a JobSpec: the measured run's work
+    elif samples is not None:  # a TrainingJob: the measured run's work
         job = dataclasses.replace(job, target_samples=samples)
     job = job.with_nodes(max_nodes=min(workers, job.nodes.max))
     loaded = load_capacity_trace(trace or inputs.get("trace_file") or inputs["trace"])
@@ -619,7 +619,7 @@ def model_variants(profile: Any, target_samples: float | None = None) -> dict[st
       cost (Pollux's 30 s, Parcae's swept constant) models it.
 
     Returns:
-        Variant name -> :class:`elasim.job.JobSpec`.
+        Variant name -> :class:`elasim.job.TrainingJob`.
     """
     import statistics
 

@@ -1,7 +1,9 @@
-"""Job specs: what the elastic training job is, and how fast it runs on ``n`` nodes.
+"""Training jobs: what the elastic job trains, and how fast it runs on ``n`` nodes.
 
-A job spec is a TOML file (presets ship in ``elasim/jobs/``; see its README for the
-citations behind every number).  It is deliberately an *analytical* model that a
+A :class:`TrainingJob` is a TOML file (presets ship in ``elasim/jobs/``; see its README
+for the citations behind every number), named with ``--job``.  It says what is
+trained; :class:`elasim.jobmodel.JobSpec` says how one run of it goes (trace, policy,
+nodes, notice, checkpoints, deadline, prices).  It is deliberately an *analytical* model that a
 measured profile can replace:
 
 * **Throughput.** One step on ``n`` nodes takes ``compute_s(n) + (1 - overlap) *
@@ -27,7 +29,7 @@ import enum
 import math
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -37,15 +39,15 @@ from elasim.policies import PauseComponents
 
 __all__ = [
     "BatchSemantics",
-    "JobSpec",
-    "JobSpecError",
+    "TrainingJob",
+    "TrainingJobError",
     "job_presets",
     "load_job",
 ]
 
 
-class JobSpecError(ValueError):
-    """A job spec that cannot be used; ``str()`` is one line naming file, line and column."""
+class TrainingJobError(ValueError):
+    """A training job file that cannot be used; ``str()`` is one line naming file, line, column."""
 
     def __init__(
         self, path: str | Path, message: str, line: int | None = None, column: int | None = None
@@ -260,8 +262,8 @@ class RescaleSpec:
 
 
 @dataclass(frozen=True)
-class JobSpec:
-    """A complete job: work, throughput model, batch semantics, nodes, costs.
+class TrainingJob:
+    """What one elastic job trains: work, throughput model, batch semantics, nodes, costs.
 
     Attributes:
         name: short identifier.
@@ -356,7 +358,7 @@ class JobSpec:
         top = self.nodes.max if max_nodes is None else max_nodes
         return tuple(self.statistical_efficiency(n) for n in range(top + 1))
 
-    def with_nodes(self, min_nodes: int | None = None, max_nodes: int | None = None) -> JobSpec:
+    def with_nodes(self, min_nodes: int | None = None, max_nodes: int | None = None) -> TrainingJob:
         """A copy with other node bounds (``--max-nodes``), validated again."""
         nodes = dataclasses.replace(
             self.nodes,
@@ -425,11 +427,11 @@ def _locate(text: str, section: str | None, key: str) -> tuple[int | None, int |
     return None, None
 
 
-def load_job(name_or_path: str | Path) -> JobSpec:
-    """Load a job spec from a preset name (``resnet50_v100``) or a TOML path.
+def load_job(name_or_path: str | Path) -> TrainingJob:
+    """Load a training job from a preset name (``resnet50_v100``) or a TOML path.
 
     Raises:
-        JobSpecError: with file, line and column, for any malformed or invalid spec.
+        TrainingJobError: with file, line and column, for any malformed or invalid spec.
     """
     raw = str(name_or_path)
     path = Path(raw)
@@ -437,37 +439,36 @@ def load_job(name_or_path: str | Path) -> JobSpec:
         entry = resources.files("elasim.jobs") / f"{raw}.toml"
         if not entry.is_file():
             names = ", ".join(job_presets())
-            raise JobSpecError(raw, f"no such job preset or file (presets: {names})")
+            raise TrainingJobError(raw, f"no such job preset or file (presets: {names})")
         text = entry.read_text(encoding="utf-8")
         display = f"{raw}.toml"
     else:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise JobSpecError(raw, f"cannot read job spec: {exc.strerror or exc}") from None
+            raise TrainingJobError(raw, f"cannot read job file: {exc.strerror or exc}") from None
         except UnicodeDecodeError:
-            raise JobSpecError(raw, "job spec is not UTF-8 text") from None
+            raise TrainingJobError(raw, "job file is not UTF-8 text") from None
         display = raw
     return parse_job(text, display)
 
 
-def parse_job(text: str, path: str = "<job>") -> JobSpec:
-    """Parse and validate TOML text as a job spec (see :func:`load_job`)."""
+def _toml(text: str, path: str) -> dict[str, Any]:
+    """The TOML document, or one line naming the file, line and column."""
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = _TOML_POSITION.match(str(exc))
         if match:
-            raise JobSpecError(path, match["msg"], int(match["line"]), int(match["col"])) from None
-        raise JobSpecError(path, str(exc)) from None
+            line, col = int(match["line"]), int(match["col"])
+            raise TrainingJobError(path, match["msg"], line, col) from None
+        raise TrainingJobError(path, str(exc)) from None
 
-    def fail(message: str, section: str | None = None, key: str = "") -> JobSpecError:
-        line, col = _locate(text, section, key) if section or key else (None, None)
-        return JobSpecError(path, message, line, col)
 
-    for key in data:
-        if key not in _TOP_LEVEL:
-            raise fail(f"unknown key {key!r} (known: {', '.join(sorted(_TOP_LEVEL))})", None, key)
+def _section_values(
+    data: dict[str, Any], fail: Callable[..., TrainingJobError]
+) -> dict[str, dict[str, Any]]:
+    """Every section's keys, each present (or optional), known, typed and finite."""
     values: dict[str, dict[str, Any]] = {}
     for section, fields in _SECTIONS.items():
         table = data.get(section)
@@ -482,21 +483,32 @@ def parse_job(text: str, path: str = "<job>") -> JobSpec:
                 if (section, key) in _OPTIONAL:
                     continue
                 raise fail(f"missing key {key!r} in [{section}]", section, "")
-            value = table[key]
-            ok = (
-                isinstance(value, str)
-                if kind is str
-                else isinstance(value, int | float) and not isinstance(value, bool)
-            )
-            if kind is int and isinstance(value, float):
-                ok = value.is_integer()
-            if not ok:
-                raise fail(
-                    f"[{section}].{key} must be a {kind.__name__}, got {value!r}", section, key
-                )
-            if kind is not str and not math.isfinite(float(value)):
-                raise fail(f"[{section}].{key} must be finite, got {value!r}", section, key)
-            values[section][key] = kind(value)
+            values[section][key] = _typed(table[key], kind, section, key, fail)
+    return values
+
+
+def _typed(
+    value: Any, kind: type, section: str, key: str, fail: Callable[..., TrainingJobError]
+) -> Any:
+    """``value`` as ``kind`` (str, int or float), or the one line saying why not."""
+    ok = (
+        isinstance(value, str)
+        if kind is str
+        else isinstance(value, int | float) and not isinstance(value, bool)
+    )
+    if kind is int and isinstance(value, float):
+        ok = value.is_integer()
+    if not ok:
+        raise fail(f"[{section}].{key} must be a {kind.__name__}, got {value!r}", section, key)
+    if kind is not str and not math.isfinite(float(value)):
+        raise fail(f"[{section}].{key} must be finite, got {value!r}", section, key)
+    return kind(value)
+
+
+def _measured_table(
+    data: dict[str, Any], fail: Callable[..., TrainingJobError]
+) -> tuple[tuple[int, float], ...]:
+    """``[compute.table]``: measured samples per second by node count."""
     table_raw = data["compute"].get("table", {})
     if not isinstance(table_raw, dict):
         raise fail("[compute].table must be a table of n = samples_per_s", "compute", "table")
@@ -505,6 +517,22 @@ def parse_job(text: str, path: str = "<job>") -> JobSpec:
         if not key.isdigit() or not isinstance(value, int | float) or value <= 0:
             raise fail(f"[compute.table] entry {key} = {value!r} must be n = samples_per_s > 0")
         measured.append((int(key), float(value)))
+    return tuple(sorted(measured))
+
+
+def parse_job(text: str, path: str = "<job>") -> TrainingJob:
+    """Parse and validate TOML text as a training job (see :func:`load_job`)."""
+    data = _toml(text, path)
+
+    def fail(message: str, section: str | None = None, key: str = "") -> TrainingJobError:
+        line, col = _locate(text, section, key) if section or key else (None, None)
+        return TrainingJobError(path, message, line, col)
+
+    for key in data:
+        if key not in _TOP_LEVEL:
+            raise fail(f"unknown key {key!r} (known: {', '.join(sorted(_TOP_LEVEL))})", None, key)
+    values = _section_values(data, fail)
+    measured = _measured_table(data, fail)
     try:
         semantics = BatchSemantics(values["batch"]["semantics"])
     except ValueError:
@@ -512,12 +540,12 @@ def parse_job(text: str, path: str = "<job>") -> JobSpec:
     sources = data.get("sources", [])
     if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
         raise fail("sources must be a list of strings", None, "sources")
-    spec = JobSpec(
+    spec = TrainingJob(
         name=str(data.get("name", Path(path).stem)),
         description=str(data.get("description", "")),
         sources=tuple(sources),
         target_samples=values["work"]["target_samples"],
-        compute=ComputeSpec(**values["compute"], table=tuple(sorted(measured))),
+        compute=ComputeSpec(**values["compute"], table=measured),
         network=NetworkSpec(**values["network"]),
         batch=BatchSpec(
             semantics=semantics,
@@ -533,14 +561,14 @@ def parse_job(text: str, path: str = "<job>") -> JobSpec:
     return spec
 
 
-def _validate(spec: JobSpec, ctx: Mapping[str, str]) -> None:
+def _validate(spec: TrainingJob, ctx: Mapping[str, str]) -> None:
     """Range checks that TOML types cannot express."""
     text = ctx.get("text", "")
 
     def check(ok: bool, section: str, key: str, message: str) -> None:
         if not ok:
             line, col = _locate(text, section, key) if text else (None, None)
-            raise JobSpecError(spec.path or spec.name, message, line, col)
+            raise TrainingJobError(spec.path or spec.name, message, line, col)
 
     check(spec.target_samples > 0, "work", "target_samples", "target_samples must be > 0")
     check(

@@ -47,10 +47,10 @@ from elasim.job import (
     BatchSpec,
     CheckpointSpec,
     ComputeSpec,
-    JobSpec,
     NetworkSpec,
     NodesSpec,
     RescaleSpec,
+    TrainingJob,
 )
 from elasim.noise_scale import PooledNoiseScale, noise_scale_of_steps
 from elasim.policies import PAUSE_COMPONENTS, PauseComponents
@@ -385,12 +385,12 @@ def _fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
 
 def apply_profile(
     profile: Profile,
-    job: JobSpec | None = None,
+    job: TrainingJob | None = None,
     *,
     target_samples: float | None = None,
     min_nodes: int = 1,
     batch: BatchSemantics | str = BatchSemantics.FIXED,
-) -> JobSpec:
+) -> TrainingJob:
     """A job spec whose figures come from ``profile``.
 
     Args:
@@ -407,7 +407,7 @@ def apply_profile(
             how a larger per-worker batch amortises per-step overheads.
 
     Returns:
-        A :class:`JobSpec` with a measured compute table, measured pause table and the
+        A :class:`TrainingJob` with a measured compute table, measured pause table and the
         analytical pause model fitted to the measurements.
 
     Raises:
@@ -425,7 +425,7 @@ def apply_profile(
     model = dict(profile.model)
     name = str(model.get("name", "profiled"))
     state_bytes = float(model.get("state_bytes", profile.checkpoint_size_bytes))
-    spec = JobSpec(
+    spec = TrainingJob(
         name=f"{name} (profile)",
         description=f"{name} as measured on {dict(profile.hardware).get('cpu', 'this machine')}",
         sources=(f"profile: {profile.source}",),

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elasim.job import JobSpec, load_job
+from elasim.job import TrainingJob, load_job
 from elasim.policies import Decision, Observation
 from elasim.traces.model import CapacityTrace, TraceMetadata
 
@@ -101,7 +101,7 @@ def capacity(times, available, prices=None, duration_s=None, od_price=None) -> C
 
 
 @pytest.fixture
-def tiny_job() -> JobSpec:
+def tiny_job() -> TrainingJob:
     """1 sample/s per node, 36,000 samples, fixed batch of 1, no rescale costs."""
     return load_job(DATA / "tiny_job.toml")
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from elasim.job import JobSpec
+    from elasim.job import TrainingJob
     from elasim.sim import SimResult
     from elasim.traces import CapacityTrace
 
@@ -113,7 +113,7 @@ def young_daly_optimum(
 
 def checkpoint_interval_sweep(
     trace: str | CapacityTrace,
-    job: str | JobSpec,
+    job: str | TrainingJob,
     intervals_s: Iterable[float | None],
     checkpoint_cost_s: float | None = None,
     *,

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from elasim.job import JobSpec
+    from elasim.job import TrainingJob
     from elasim.traces import CapacityTrace, JobTrace
 
 from .resolve import _job, resolve_policies, resolve_seeds
@@ -45,7 +45,7 @@ WASTE_COMPONENTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def uninterrupted_completion_h(job: str | JobSpec, max_nodes: int | None = None) -> float:
+def uninterrupted_completion_h(job: str | TrainingJob, max_nodes: int | None = None) -> float:
     """Hours the job takes on its fastest node count with no interruption at all.
 
     This is the lower bound every run is measured against: the job's work divided by

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from elasim.job import JobSpec
+    from elasim.job import TrainingJob
     from elasim.traces import CapacityTrace
 
 
@@ -87,7 +87,7 @@ def job_trace_names() -> list[str]:
     return [info.name for info in bundled_traces() if info.kind == "jobs"]
 
 
-def _job(job: str | JobSpec, max_nodes: int | None = None) -> JobSpec:
+def _job(job: str | TrainingJob, max_nodes: int | None = None) -> TrainingJob:
     from elasim.job import load_job
 
     spec = load_job(job) if isinstance(job, str) else job

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from elasim.job import JobSpec
+    from elasim.job import TrainingJob
     from elasim.traces import CapacityTrace, JobTrace
 
 from .resolve import _capacity, _job
@@ -69,7 +69,7 @@ def mean_time_between_drops_s(
 
 
 def describe_traces(
-    traces: Sequence[str], job: str | JobSpec = "resnet50_v100", max_nodes: int | None = None
+    traces: Sequence[str], job: str | TrainingJob = "resnet50_v100", max_nodes: int | None = None
 ) -> pd.DataFrame:
     """One row per trace: what a job of ``job``'s size sees in it.
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import elasim.policies.cluster  # noqa: F401 - registers the built-in cluster policies
-from elasim.job import JobSpec, load_job
+from elasim.job import TrainingJob, load_job
 from elasim.jobmodel import RescaleMode
 from elasim.policies.cluster import Placement
 from elasim.policies.registry import CLUSTER_KIND, make_policy
@@ -81,7 +81,7 @@ def load_applications(
     return out
 
 
-def pause_jobs(preset: str | JobSpec, applications: list[str]) -> dict[str, JobSpec]:
+def pause_jobs(preset: str | TrainingJob, applications: list[str]) -> dict[str, TrainingJob]:
     """One pause spec per application: the preset with that model's checkpoint size."""
     base = load_job(preset) if isinstance(preset, str) else preset
     out = {}
@@ -137,7 +137,7 @@ def build_loop(
     Raises:
         TraceError: a bad workload or application profile.
         PolicyLoadError, PolicyConfigError: a bad policy or option.
-        JobSpecError: a bad pause preset.
+        TrainingJobError: a bad pause preset.
     """
     known = None if setup.applications else set(bundled_application_names())
     workload: list[WorkloadJob] = load_workload(setup.workload, known)

@@ -59,7 +59,7 @@ def pause_for(
     """Pause components of one group re-formation (shared with calibration).
 
     Args:
-        job: the :class:`elasim.job.JobSpec` with the ``[rescale]`` and ``[checkpoint]``
+        job: the :class:`elasim.job.TrainingJob` with the ``[rescale]`` and ``[checkpoint]``
             figures.
         mode: in-place or restart.
         nodes_after: group size after the change.

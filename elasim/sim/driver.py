@@ -20,7 +20,7 @@ from typing import Any
 
 import simpy
 
-from elasim.job import JobSpec
+from elasim.job import TrainingJob
 from elasim.jobmodel import (
     CapacityReplay,
     FluidJob,
@@ -71,7 +71,7 @@ class SimShell:
 def _metadata(
     trace: CapacityTrace | JobTrace,
     policy: Policy,
-    job: JobSpec,
+    job: TrainingJob,
     config: SimConfig,
     *,
     offset: float,
@@ -101,7 +101,7 @@ def _metadata(
 
 
 def capacity_for(
-    trace: CapacityTrace | JobTrace, job: JobSpec, config: SimConfig
+    trace: CapacityTrace | JobTrace, job: TrainingJob, config: SimConfig
 ) -> tuple[ClusterCapacity | None, CapacityReplay | None, float, float]:
     """Where capacity comes from: (cluster, replay, start offset, on-demand price).
 
@@ -135,7 +135,7 @@ def capacity_for(
 def simulate(
     trace: CapacityTrace | JobTrace,
     policy: Policy,
-    job: JobSpec,
+    job: TrainingJob,
     config: SimConfig | None = None,
     *,
     trace_name: str | None = None,
@@ -210,7 +210,7 @@ def simulate(
     return result
 
 
-def fastest_finish_h(job: JobSpec, config: SimConfig) -> float:
+def fastest_finish_h(job: TrainingJob, config: SimConfig) -> float:
     """Hours the job needs on its fastest node count from the start, nothing going wrong.
 
     The bound behind ``deadline_feasible``: a deadline shorter than this cannot be
