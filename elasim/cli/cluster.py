@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from .cli_cluster_options import (
+from .cluster_options import (
     applications_option,
     capacity_option,
     check_shape,
@@ -22,12 +22,11 @@ from .cli_cluster_options import (
     rescale_mode,
     rescale_option,
 )
-from .cli_cluster_sweep import register as _register_sweep
-from .cli_cluster_sweep import write_simulate_outputs
-from .clitools import ensure_writable_dir, out_console, parse_sets, sets_option
-from .clitools import fmt as _fmt
-from .clitools import json_safe as _json_safe
-from .clitools import run_guarded as _run_guarded
+from .cluster_sweep import write_simulate_outputs
+from .tools import ensure_writable_dir, out_console, parse_sets, sets_option
+from .tools import fmt as _fmt
+from .tools import json_safe as _json_safe
+from .tools import run_guarded as _run_guarded
 
 __all__ = ["cluster_app", "register"]
 
@@ -134,9 +133,6 @@ def policies() -> None:
         opts = ", ".join(f"{o.name}={o.default!r}" for o in info.options)
         table.add_row(info.name, info.summary, opts)
     out_console.print(table)
-
-
-_register_sweep(cluster_app)
 
 
 def register(app: typer.Typer) -> None:

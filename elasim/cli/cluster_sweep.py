@@ -1,6 +1,6 @@
 """``elasim cluster sweep`` and the files of ``elasim cluster simulate --out``.
 
-Kept apart from :mod:`elasim.cli_cluster` (the simulate command and the sub-app) so
+Kept apart from :mod:`.cluster` (the simulate command and the sub-app) so
 that the two can grow without stepping on each other; :func:`register` adds the
 sweep command to the ``cluster`` sub-app.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .cli_cluster_options import (
+from .cluster_options import (
     applications_option,
     capacity_option,
     check_shape,
@@ -26,7 +26,7 @@ from .cli_cluster_options import (
     rescale_mode,
     rescale_option,
 )
-from .clitools import (
+from .tools import (
     ensure_writable_dir,
     out_console,
     parse_sets,
@@ -34,9 +34,9 @@ from .clitools import (
     split_list,
     sweep_progress,
 )
-from .clitools import fail as _fail
-from .clitools import json_safe as _json_safe
-from .clitools import run_guarded as _run_guarded
+from .tools import fail as _fail
+from .tools import json_safe as _json_safe
+from .tools import run_guarded as _run_guarded
 
 __all__ = ["register", "write_simulate_outputs"]
 

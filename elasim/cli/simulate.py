@@ -1,19 +1,9 @@
-"""The ``elasim`` command line: the only place that prints, reads flags or exits.
-
-Library errors (malformed traces, job specs, policy options, a policy that raises)
-arrive here as exceptions and leave as one line on stderr with exit code 2, never a
-traceback.  The commands live in a few modules that share :mod:`elasim.clitools`
-(errors, parsing and the flag vocabulary): this one (``simulate``, ``policies``,
-``jobs``), :mod:`elasim.cli_sweep`, :mod:`elasim.cli_traces`,
-:mod:`elasim.cli_fidelity` (``calibrate``, ``compare``) and
-:mod:`elasim.executor.cli` (``run``, ``agent``).
-"""
+"""``elasim simulate``, ``elasim policies`` and ``elasim jobs``."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import math
 import sys
 import time
@@ -25,8 +15,7 @@ from rich.table import Table
 
 from elasim import __version__
 
-from .cli_traces import traces_app
-from .clitools import (
+from .tools import (
     UsageError,
     alias,
     check_nodes,
@@ -46,42 +35,13 @@ from .clitools import (
     sets_option,
     start_offset_option,
 )
-from .clitools import fmt as _fmt
-from .clitools import json_safe as _json_safe
-from .clitools import run_guarded as _run_guarded
-
-app = typer.Typer(
-    name="elasim",
-    invoke_without_command=True,
-    help="Simulate (and execute) elastic deep-learning training policies on real traces.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-app.add_typer(traces_app, name="traces")
+from .tools import fmt as _fmt
+from .tools import json_safe as _json_safe
+from .tools import run_guarded as _run_guarded
 
 DEFAULT_JOB = "resnet50_v100"
 
-__all__ = ["UsageError", "app", "build_simulation", "main", "parse_interval", "parse_offset"]
-
-
-@app.callback()
-def _main(
-    ctx: typer.Context,
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages."),
-    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
-) -> None:
-    """Simulate (and execute) elastic deep-learning training policies on real traces."""
-    if version:
-        out_console.print(f"elasim {__version__}")
-        raise typer.Exit()
-    if ctx.invoked_subcommand is None:
-        out_console.print(ctx.get_help())
-        raise typer.Exit()
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+__all__ = ["build_simulation", "register"]
 
 
 # -- simulate -----------------------------------------------------------------------------
@@ -221,7 +181,6 @@ def _job_spec(
     return spec
 
 
-@app.command()
 def simulate(
     trace: str = typer.Option(..., "--trace", "-t", help="Bundled trace name or CSV path."),
     policy: str = typer.Option(
@@ -387,7 +346,6 @@ def _print_simulation(summary: dict[str, Any], title: str) -> None:
 # -- policies and jobs --------------------------------------------------------------------
 
 
-@app.command("policies")
 def list_policies(
     template: bool = typer.Option(
         False, "--template", help="Print a policy file to start your own from, and stop."
@@ -415,7 +373,6 @@ def list_policies(
         out_console.print()
 
 
-@app.command("jobs")
 def list_jobs() -> None:
     """List the bundled job presets (use with --job NAME)."""
     from elasim.job import job_presets, load_job
@@ -438,64 +395,8 @@ def list_jobs() -> None:
     out_console.print(table)
 
 
-def _register() -> None:
-    """Add the other commands (the executor's without importing torch now)."""
-    from .cli_cluster import register as register_cluster
-    from .cli_fidelity import register as register_fidelity
-    from .cli_sweep import register as register_sweep
-
-    register_cluster(app)
-    register_sweep(app)
-    register_fidelity(app)
-    try:
-        from elasim.executor.cli import register
-    except ImportError:  # the executor package is not built yet
-        return
-    register(app)
-
-
-_register()
-
-
-def main() -> None:
-    """Console-script entry point.
-
-    A command that imported torch (``run``, ``calibrate``, ``compare``) leaves the
-    interpreter at once when it is done: its output is flushed, then ``os._exit``.
-    Why: tearing down torch, gloo's store and pyarrow module by module took 1-2.5 s
-    after the summary on a loaded 2-core machine (measured by
-    ``benchmarks/bench_chaos.py``), and a script waiting for the process saw a run
-    that had printed its summary but had not exited.  Every file is written (and
-    every worker gone) before the summary is printed, so nothing is lost.  Ray
-    needs its own shutdown, so a command that imported it exits normally.
-    """
-    try:
-        app()
-    except SystemExit as exc:
-        if "torch" not in sys.modules or "ray" in sys.modules:
-            raise
-        _leave_now(exc.code)
-
-
-def _leave_now(code: object) -> None:
-    """Flush what was written and end the process with ``code`` (SystemExit's rules)."""
-    import os
-
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:
-        print(code, file=sys.stderr)
-        status = 1
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more to say
-            pass
-    os._exit(status)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
+def register(app: typer.Typer) -> None:
+    """Add ``simulate``, ``policies`` and ``jobs`` to the ``elasim`` app."""
+    app.command("simulate")(simulate)
+    app.command("policies")(list_policies)
+    app.command("jobs")(list_jobs)

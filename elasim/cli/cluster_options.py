@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from .clitools import UsageError
+from .tools import UsageError
 
 __all__ = [
     "applications_option",

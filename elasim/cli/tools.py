@@ -1,8 +1,7 @@
 """What every ``elasim`` command shares: one-line errors, parsing, and one flag vocabulary.
 
-The simulator's commands (:mod:`elasim.cli`) and the executor's (:mod:`elasim.executor.cli`)
-both import this module, and neither imports the other's command module, so there is
-no import cycle.  The vocabulary is defined once here, so ``simulate``, ``run``,
+Every command module of :mod:`elasim.cli` imports this one, and it imports none of
+them, so there is no import cycle.  The vocabulary is defined once here, so ``simulate``, ``run``,
 ``compare``, ``calibrate`` and ``sweep`` spell the same thing the same way:
 
 * ``--max-nodes``: the most nodes (worker slots) the job may hold;

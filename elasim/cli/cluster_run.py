@@ -1,8 +1,8 @@
 """``elasim cluster run`` and ``elasim cluster calibrate``: the cluster on real workers.
 
-Added to the ``elasim cluster`` sub-app (:mod:`elasim.cli_cluster`) by the executor's
-:func:`~.cli.register`, so the simulator's CLI never imports torch.  This module
-does the I/O; :mod:`.cluster` and :mod:`.cluster_profile` do the work.
+Added to the ``elasim cluster`` sub-app (:mod:`.cluster`); torch is imported only
+when they run.  This module does the I/O; :mod:`elasim.executor.cluster` and
+:mod:`elasim.executor.cluster_profile` do the work.
 """
 
 # ruff: noqa: B008 - typer declares options as argument defaults by design
@@ -16,10 +16,10 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from elasim.cli_cluster_options import rescale_mode, rescale_option
-from elasim.clitools import UsageError, out_console, parse_sets, run_guarded, sets_option
-from elasim.clitools import fmt as _fmt
-from elasim.clitools import json_safe as _json_safe
+from .cluster_options import rescale_mode, rescale_option
+from .tools import UsageError, out_console, parse_sets, run_guarded, sets_option
+from .tools import fmt as _fmt
+from .tools import json_safe as _json_safe
 
 __all__ = ["register"]
 
@@ -97,7 +97,7 @@ def _run(flags: dict[str, Any]) -> None:
     else:
         _print(payload, run, rows)
     if run.gave_up:
-        from elasim.clitools import fail
+        from .tools import fail
 
         raise fail(
             f"the workload did not finish: gave up at --max-wall-s after {run.wall_time_s:.1f} s",
@@ -259,8 +259,9 @@ def _calibrate(
     sample_delay_s: float,
     name: str,
 ) -> None:
-    from elasim.clitools import split_list
     from elasim.executor import require_torch
+
+    from .tools import split_list
 
     require_torch()
     from elasim.atomic import check_writable_dir

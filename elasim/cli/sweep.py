@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .clitools import (
+from .tools import (
     UsageError,
     alias,
     check_nodes,
@@ -33,10 +33,10 @@ from .clitools import (
     start_offset_option,
     sweep_progress,
 )
-from .clitools import fail as _fail
-from .clitools import fmt as _fmt
-from .clitools import json_safe as _json_safe
-from .clitools import run_guarded as _run_guarded
+from .tools import fail as _fail
+from .tools import fmt as _fmt
+from .tools import json_safe as _json_safe
+from .tools import run_guarded as _run_guarded
 
 __all__ = ["parse_seeds", "register"]
 

@@ -1,4 +1,4 @@
-"""``elasim run`` and ``elasim agent``: the executor's commands (the only I/O of the executor).
+"""``elasim run`` and ``elasim agent``: the executor's commands.
 
 ``register(app)`` adds both commands to the ``elasim`` Typer app.  Nothing here imports
 torch at import time: the heavy modules are imported inside the command functions,
@@ -20,13 +20,14 @@ from typing import Any
 
 import typer
 
-from elasim.clitools import (
+from .tools import (
     UsageError,
     alias,
     check_nodes,
     checkpoint_interval_option,
     deadline_s_of,
     ensure_writable_dir,
+    err_console,
     first_line,
     hidden,
     max_nodes_option,
@@ -40,7 +41,7 @@ from elasim.clitools import (
     sets_option,
     start_offset_option,
 )
-from elasim.clitools import fail as _fail
+from .tools import fail as _fail
 
 __all__ = ["register"]
 
@@ -588,8 +589,6 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
     else:
         _print_summary(summary, out)
     if not summary["completed"]:
-        from elasim.clitools import err_console
-
         why = "gave up at --max-wall-s" if summary.get("gave_up") else "stopped early"
         err_console.print(
             f"[bold red]error:[/] the job did not finish: {why} after "
@@ -668,10 +667,3 @@ def register(app: typer.Typer) -> None:
     """Add ``run`` and ``agent`` to the ``elasim`` app."""
     app.command("run")(run_command)
     app.command("agent")(agent_command)
-    try:
-        from elasim.cli_cluster import cluster_app
-    except ImportError:  # no cluster mode in this build
-        return
-    from .cli_cluster import register as register_cluster
-
-    register_cluster(cluster_app)

@@ -10,10 +10,10 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .clitools import fmt as _fmt
-from .clitools import json_safe as _json_safe
-from .clitools import out_console, parse_sets
-from .clitools import run_guarded as _run_guarded
+from .tools import fmt as _fmt
+from .tools import json_safe as _json_safe
+from .tools import out_console, parse_sets
+from .tools import run_guarded as _run_guarded
 
 __all__ = ["traces_app"]
 
