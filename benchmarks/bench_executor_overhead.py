@@ -46,6 +46,7 @@ from pathlib import Path
 from elasim.executor.group import GroupSettings, LocalLauncher, ProcessWorkerGroup, StepRecord
 from elasim.executor.protocol import WorkerSettings
 from elasim.executor.run import RunConfig, run_trace
+from elasim.jobmodel import JobSpec
 from elasim.policies import EventKind
 
 RESCALES = (EventKind.SCALE_UP, EventKind.SCALE_DOWN, EventKind.RESUME)
@@ -70,17 +71,19 @@ def _spans(rows: tuple[StepRecord, ...]) -> list[tuple[float, int, bool]]:
 def replay(notice_s: float, steps: int, tmp: Path, *, spares: bool = False) -> dict[str, object]:
     result = run_trace(
         RunConfig(
-            trace="spot_us_east.csv",
-            start_offset_trace_s=127_500.0,
-            policy="greedy",
+            spec=JobSpec(
+                trace="spot_us_east.csv",
+                start_offset_s=127_500.0,
+                policy="greedy",
+                max_nodes=4,
+                notice_s=notice_s,
+                checkpoint_interval_s=math.inf,  # the overhead of the replay alone
+            ),
             time_scale=1000.0,
-            max_nodes=4,
             local_slots=6 if spares else 4,
             idle_warmup=spares,
-            notice_trace_s=notice_s,
             max_steps=steps,
             checkpoint_dir=str(tmp / "ckpt"),
-            checkpoint_interval_trace_s=math.inf,  # the overhead of the replay alone
             max_wall_real_s=300.0,
         )
     )

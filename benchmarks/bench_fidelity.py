@@ -44,6 +44,7 @@ from elasim.compare import (
     run_and_simulate,
     run_to_run_errors,
 )
+from elasim.jobmodel import JobSpec
 from elasim.profile import load_profile, save_profile
 
 #: name -> (trace start, steps)
@@ -115,15 +116,8 @@ def _window(
     )
     for i, run_dir in enumerate(runs):
         if args.analyze is None:
-            run_and_simulate(
-                TRACE,
-                "greedy",
-                profile,
-                run_dir,
-                time_scale=TIME_SCALE,
-                max_steps=steps,
-                start_offset_s=start_s,
-            )
+            spec = JobSpec(trace=TRACE, policy="greedy", start_offset_s=start_s)
+            run_and_simulate(spec, profile, run_dir, time_scale=TIME_SCALE, max_steps=steps)
         row = _row(run_dir / "real", run_dir / "sim")
         rows.append(row)
         real_dirs.append(run_dir / "real")

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from elasim.job import load_job
+from elasim.jobmodel import JobSpec
 from elasim.optimal import plan_optimal
 from elasim.policies import DeadlinePolicy, OptimalPolicy, make_policy
 from elasim.sim import SimConfig, fastest_finish_h, simulate
@@ -65,23 +66,23 @@ def shared_traces() -> list:
 
 def window(trace, job, nodes: int, slack: float, seed: int, step_s: float) -> dict:
     """One window: the four runs and the yardstick columns of ``deadline``."""
-    deadline_h = slack * fastest_finish_h(job, SimConfig())
-    config = SimConfig(
+    deadline_h = slack * fastest_finish_h(job, JobSpec())
+    spec = JobSpec(
         deadline_s=deadline_h * 3600.0,
         seed=seed,
         start_offset_s=None,
         on_demand_price_per_hour=ON_DEMAND_PRICE,
         spot_price_per_hour=SPOT_PRICE,
-        record_timeline=False,
     )
-    baseline = on_demand_baseline(trace, job, config)
-    ours = simulate(trace, DeadlinePolicy(), job, config)
-    greedy = simulate(trace, make_policy(*GREEDY_FALLBACK), job, config)
+    config = SimConfig(record_timeline=False)
+    baseline = on_demand_baseline(trace, job, spec, config)
+    ours = simulate(spec, config, trace=trace, policy=DeadlinePolicy(), job=job)
+    greedy = simulate(spec, config, trace=trace, policy=make_policy(*GREEDY_FALLBACK), job=job)
     others = [r.cost_usd for r in (ours, greedy) if r.deadline_met]
     others += [baseline[0]] if baseline is not None else []
     oracle = OptimalPolicy(OptimalPolicy.Config(step_s=step_s))
-    best = simulate(trace, oracle, job, config)
-    plan = dict(best.metadata)["oracle_plan"]
+    best = simulate(spec, config, trace=trace, policy=oracle, job=job)
+    plan = dict(best.simulator)["oracle_plan"]
     reference = Yardstick(
         on_demand_cost_usd=None if baseline is None else baseline[0],
         on_demand_nodes=None if baseline is None else baseline[1],
@@ -101,7 +102,7 @@ def window(trace, job, nodes: int, slack: float, seed: int, step_s: float) -> di
         "model_usd": plan["model_cost_usd"],
         "bound_usd": plan["lower_bound_usd"],
         "sim_usd": best.cost_usd,
-        "config": config,
+        "spec": spec,
     }
 
 
@@ -181,7 +182,10 @@ def planner_figures(results: list[dict], traces: dict, job, step_s: float) -> No
         trace = traces[r["trace"]]
         coarse, _ = r["sim_usd"], None
         policy = OptimalPolicy(OptimalPolicy.Config(step_s=step_s / 2))
-        fine = simulate(trace, policy, job, r["config"]).cost_usd
+        fine = simulate(
+            r["spec"], SimConfig(record_timeline=False), trace=trace, policy=policy, job=job
+        )
+        fine = fine.cost_usd
         finer.append((coarse - fine) / coarse)
     print(
         f"grid {step_s:g} s vs {step_s / 2:g} s on {len(finer)} windows: the finer grid is "
@@ -198,12 +202,14 @@ def time_optimal(repeats: int) -> None:
     # a job that needs 2/3 of the trace on 4 nodes, due at the trace's end
     samples = job.goodput(4) * span_h * 3600.0 / 1.5
     job = dataclasses.replace(job, target_samples=samples)
-    config = SimConfig(deadline_s=float(trace.duration_s), record_timeline=False)
+    spec = JobSpec(deadline_s=float(trace.duration_s))
+    config = SimConfig(record_timeline=False)
     walls = []
     for _ in range(repeats):
         start = time.perf_counter()
-        plan, report = plan_optimal(trace, job, config)
-        result = simulate(trace, OptimalPolicy().with_plan(plan), job, config)
+        plan, report = plan_optimal(trace, job, spec)
+        policy = OptimalPolicy().with_plan(plan)
+        result = simulate(spec, config, trace=trace, policy=policy, job=job)
         walls.append(time.perf_counter() - start)
     print(
         f"\noptimal on spot_us_east.csv ({span_h / 24:.1f} days) at 4 nodes, job due at the "
@@ -228,7 +234,7 @@ def main() -> None:
     rows = []
     print(
         f"ResNet-50 on up to {args.nodes} nodes, deadline {args.slack:g} x its fastest time "
-        f"({args.slack * fastest_finish_h(job, SimConfig()):.1f} h), {args.windows} random "
+        f"({args.slack * fastest_finish_h(job, JobSpec()):.1f} h), {args.windows} random "
         f"windows per trace, spot {SPOT_PRICE} / on-demand {ON_DEMAND_PRICE} USD/h where "
         "the trace has no price\n"
     )

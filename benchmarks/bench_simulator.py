@@ -37,20 +37,31 @@ POLICIES = ("fixed", "greedy", "hysteresis", "price", "deadline", "goodput")
 def measure(philly: Path, cluster_gpus: int) -> dict[str, list[float]]:
     """Wall times (and loop turns) of every case, once, with whatever elasim imports."""
     import dataclasses
+    import importlib.util
 
     from elasim.job import load_job
     from elasim.policies import make_policy
     from elasim.sim import SimConfig, simulate
     from elasim.traces import bundled_trace_names, import_trace, load_trace
 
+    if importlib.util.find_spec("elasim.jobmodel.spec") is not None:
+        from elasim.jobmodel import JobSpec
+
     job = load_job("resnet50_v100")
     endless = dataclasses.replace(job, target_samples=1e18)  # covers the whole trace
     out: dict[str, list[float]] = {}
 
-    def run(label: str, trace, policy: str, spec, config) -> None:
+    # a commit from before the run's spec (elasim.jobmodel.spec) took one SimConfig
+    # with the job's settings in it; --against measures such commits too
+    with_spec = importlib.util.find_spec("elasim.jobmodel.spec") is not None
+
+    def run(label: str, trace, policy: str, job, config) -> None:
         gc.collect()  # each case starts from a clean heap: no earlier case's garbage
         start = time.perf_counter()
-        result = simulate(trace, make_policy(policy), spec, config)
+        if with_spec:
+            result = simulate(JobSpec(), config, trace=trace, policy=make_policy(policy), job=job)
+        else:
+            result = simulate(trace, make_policy(policy), job, config)
         wall = time.perf_counter() - start
         turns = getattr(result, "loop_turns", None) or getattr(result, "events_processed", 0)
         out[label] = [wall, float(turns)]

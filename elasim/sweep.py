@@ -23,13 +23,15 @@ import math
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from elasim.jobmodel import JobSpec, RescaleMode
 from elasim.ray_connect import connected
+from elasim.sim.driver import DEFAULT_JOB
 
 __all__ = [
     "BACKENDS",
@@ -71,67 +73,93 @@ _MAX_BATCH = 16
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """One simulation of the grid (picklable: names, not objects)."""
+    """One simulation of the grid (picklable: names, not objects).
 
-    trace: str
-    policy: str
-    seed: int
-    notice_s: float
-    rescale: str
-    job: str
-    max_nodes: int | None
-    deadline_h: float | None
-    checkpoint_interval_s: float | None
-    checkpoint_cost_s: float | None
-    start_offset_s: float | None
-    cluster_gpus: int | None
-    policy_options: tuple[tuple[str, str], ...] = ()
-    on_demand_price_per_hour: float | None = None
+    Attributes:
+        spec: the job of this point (the grid's base spec with this point's trace,
+            policy, its options, seed, notice and mechanism).
+        cluster_gpus: the shared cluster's size, for a job trace.
+        yardstick: this point computes the yardstick of its group, not a run.
+    """
+
+    spec: JobSpec
+    cluster_gpus: int | None = None
+    yardstick: bool = False
+
+    @property
+    def trace(self) -> str:
+        """The trace's name."""
+        return str(self.spec.trace)
+
+    @property
+    def policy(self) -> str:
+        """The policy's spec (``@yardstick`` for a yardstick point)."""
+        return YARDSTICK if self.yardstick else str(self.spec.policy)
+
+    def group(self) -> tuple[Any, ...]:
+        """What a row and its yardstick have in common (:data:`_GROUP`)."""
+        spec = self.spec
+        return (spec.trace, spec.seed, spec.notice_s, spec.rescale.value)
 
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """The grid: every combination of traces, policies, seeds, notices and mechanisms."""
+    """The grid: every combination of traces, policies, seeds, notices and mechanisms.
+
+    Attributes:
+        traces: the traces (names or paths).
+        policies: the policies (names, ``file.py:Class`` or ``module:Class``).
+        seeds: the seeds (each draws its start offset when ``base`` has none).
+        notice_s: the preemption notices (a job trace is swept at notice 0 only).
+        rescale: the mechanisms.
+        base: everything else about the job, the same at every point (the training
+            job, node bounds, deadline, checkpoints, start offset, prices, and the
+            ``--set`` options, each policy getting those its ``Config`` has).
+        cluster_gpus: the shared cluster's size, for job traces.
+        with_yardstick: add the yardstick's columns when there is a deadline.
+    """
 
     traces: tuple[str, ...]
     policies: tuple[str, ...]
     seeds: tuple[int, ...] = (0,)
-    job: str = "resnet50_v100"
-    max_nodes: int | None = None
-    deadline_h: float | None = None
-    checkpoint_interval_s: float | None = None
-    checkpoint_cost_s: float | None = None
     notice_s: tuple[float, ...] = (0.0,)
     rescale: tuple[str, ...] = ("inplace",)
-    start_offset_s: float | None = None
+    base: JobSpec = field(default_factory=lambda: JobSpec(job="resnet50_v100", start_offset_s=None))
     cluster_gpus: int | None = None
-    on_demand_price_per_hour: float | None = None
-    #: ``--set`` options; each policy gets those its ``Config`` has.
-    policy_options: tuple[tuple[str, str], ...] = ()
-    #: add the yardstick's columns when there is a deadline (see :attr:`yardstick`)
     with_yardstick: bool = True
 
     @property
     def total_points(self) -> int:
         """Grid points including the yardstick's (what progress counts)."""
-        references = len(self.traces) * len(self.seeds) * len(self.notice_s) * len(self.rescale)
-        return self.size + (references if self.yardstick else 0)
+        return self.size + (len(self._groups()) if self.yardstick else 0)
 
     @property
     def size(self) -> int:
         """Number of simulations."""
-        return (
-            len(self.traces)
-            * len(self.policies)
-            * len(self.seeds)
-            * len(self.notice_s)
-            * len(self.rescale)
-        )
+        return len(self.policies) * len(self._groups())
 
     @property
     def yardstick(self) -> bool:
         """Whether the grid gets ``cost_vs_on_demand`` and ``gap_closed`` (it has a deadline)."""
-        return self.with_yardstick and self.deadline_h is not None
+        return self.with_yardstick and self.base.deadline_s is not None
+
+    def _groups(self) -> list[tuple[str, int, float, str]]:
+        """Every trace x seed x notice x mechanism, in order.
+
+        A job (shared-cluster) trace is swept at notice 0 only: the cluster takes its
+        GPUs back without notice, so a notice there would be a point that differs
+        from another only in its label (``elasim simulate`` refuses it).
+        """
+        groups = []
+        for trace, seed, notice, mode in itertools.product(
+            self.traces, self.seeds, self.notice_s, self.rescale
+        ):
+            if _load_trace(trace).kind == "jobs":
+                if notice != self.notice_s[0]:
+                    continue
+                notice = 0.0
+            groups.append((trace, seed, notice, mode))
+        return groups
 
     def reference_points(self) -> Iterator[SweepPoint]:
         """One yardstick point per trace, seed, notice and mechanism (none without a deadline).
@@ -142,57 +170,49 @@ class SweepSpec:
         """
         if not self.yardstick:
             return
-        for trace, seed, notice, mode in itertools.product(
-            self.traces, self.seeds, self.notice_s, self.rescale
-        ):
-            yield self._point(trace, YARDSTICK, seed, notice, mode)
+        for trace, seed, notice, mode in self._groups():
+            yield self._point(trace, None, seed, notice, mode)
 
     def points(self) -> Iterator[SweepPoint]:
         """Grid points in a fixed order (the order of the output table)."""
-        for trace, policy, seed, notice, mode in itertools.product(
-            self.traces, self.policies, self.seeds, self.notice_s, self.rescale
-        ):
-            yield self._point(trace, policy, seed, notice, mode)
+        groups = self._groups()
+        for trace in self.traces:
+            for policy in self.policies:
+                for group_trace, seed, notice, mode in groups:
+                    if group_trace == trace:
+                        yield self._point(trace, policy, seed, notice, mode)
 
-    def _point(self, trace: str, policy: str, seed: int, notice: float, mode: str) -> SweepPoint:
-        return SweepPoint(
+    def _point(
+        self, trace: str, policy: str | None, seed: int, notice: float, mode: str
+    ) -> SweepPoint:
+        options = () if policy is None else _options_for(policy, self.base.policy_options)
+        spec = self.base.replace(
             trace=trace,
             policy=policy,
+            policy_options=options,
             seed=seed,
             notice_s=notice,
-            rescale=mode,
-            job=self.job,
-            max_nodes=self.max_nodes,
-            deadline_h=self.deadline_h,
-            checkpoint_interval_s=self.checkpoint_interval_s,
-            checkpoint_cost_s=self.checkpoint_cost_s,
-            start_offset_s=self.start_offset_s,
-            cluster_gpus=self.cluster_gpus,
-            policy_options=() if policy == YARDSTICK else _options_for(policy, self.policy_options),
-            on_demand_price_per_hour=self.on_demand_price_per_hour,
+            rescale=RescaleMode(mode),
         )
+        return SweepPoint(spec, self.cluster_gpus, yardstick=policy is None)
 
     def validate(self) -> None:
         """Load every trace, policy and the job once, so bad input fails before the pool starts."""
-        from elasim.job import load_job
         from elasim.policies import make_policy
-        from elasim.sim import RescaleMode
 
         for trace in self.traces:
             _load_trace(trace)
         used: set[str] = set()
         for policy in self.policies:
-            options = _options_for(policy, self.policy_options)
+            options = _options_for(policy, self.base.policy_options)
             used.update(key for key, _ in options)
             make_policy(policy, dict(options))
-        unused = sorted({key for key, _ in self.policy_options} - used)
+        unused = sorted({key for key, _ in self.base.policy_options} - used)
         if unused:
             raise ValueError(f"--set {unused[0]}: none of the policies has that option")
         for mode in self.rescale:
             RescaleMode(mode)
-        spec = load_job(self.job)
-        if self.max_nodes is not None:
-            spec.with_nodes(max_nodes=self.max_nodes)
+        _load_job(self.base.job or DEFAULT_JOB, self.base.min_nodes, self.base.max_nodes)
 
 
 def _options_for(
@@ -224,11 +244,17 @@ def _load_trace(name: str) -> Any:
 
 
 @functools.lru_cache(maxsize=8)
-def _load_job(name: str, max_nodes: int | None) -> Any:
+def _load_job(name: str, min_nodes: int | None, max_nodes: int | None) -> Any:
     from elasim.job import load_job
 
-    spec = load_job(name)
-    return spec if max_nodes is None else spec.with_nodes(max_nodes=max_nodes)
+    job = load_job(name)
+    if min_nodes is None and max_nodes is None:
+        return job
+    return job.with_nodes(min_nodes=min_nodes, max_nodes=max_nodes)
+
+
+def _job_of(spec: JobSpec) -> Any:
+    return _load_job(spec.job or DEFAULT_JOB, spec.min_nodes, spec.max_nodes)
 
 
 def run_point(point: SweepPoint) -> dict[str, Any]:
@@ -237,25 +263,14 @@ def run_point(point: SweepPoint) -> dict[str, Any]:
     The trace and job are loaded here (cached per process), so a pool worker only
     receives the small, picklable :class:`SweepPoint`.
     """
-    return _simulate_point(point, _load_trace(point.trace), _load_job(point.job, point.max_nodes))
+    return _simulate_point(point, _load_trace(point.trace), _job_of(point.spec))
 
 
 def _config(point: SweepPoint) -> Any:
-    """The simulation settings of ``point``."""
-    from elasim.sim import RescaleMode, SimConfig
+    """The simulator's settings of ``point``."""
+    from elasim.sim import SimConfig
 
-    return SimConfig(
-        checkpoint_interval_s=point.checkpoint_interval_s,
-        checkpoint_cost_s=point.checkpoint_cost_s,
-        notice_s=point.notice_s,
-        rescale=RescaleMode(point.rescale),
-        deadline_s=None if point.deadline_h is None else point.deadline_h * 3600.0,
-        seed=point.seed,
-        start_offset_s=point.start_offset_s,
-        cluster_gpus=point.cluster_gpus,
-        on_demand_price_per_hour=point.on_demand_price_per_hour,
-        record_timeline=False,
-    )
+    return SimConfig(cluster_gpus=point.cluster_gpus, record_timeline=False)
 
 
 def simulate_point(point: SweepPoint, trace: Any = None, job: Any = None) -> Any:
@@ -266,50 +281,43 @@ def simulate_point(point: SweepPoint, trace: Any = None, job: Any = None) -> Any
     construction, not a copy of how the grid builds them.  ``trace`` and ``job``:
     already loaded ones (None: loaded here, cached per process).
     """
-    from elasim.policies import make_policy
     from elasim.sim import simulate
 
     trace = _load_trace(point.trace) if trace is None else trace
-    job = _load_job(point.job, point.max_nodes) if job is None else job
-    policy = make_policy(point.policy, dict(point.policy_options), seed=point.seed)
-    return simulate(
-        trace,
-        policy,
-        job,
-        _config(point),
-        trace_name=point.trace,
-        policy_spec=point.policy,
-    )
+    job = _job_of(point.spec) if job is None else job
+    return simulate(point.spec, _config(point), trace=trace, job=job)
 
 
 def _simulate_point(point: SweepPoint, trace: Any, job: Any) -> dict[str, Any]:
     """Simulate ``point`` on an already loaded trace and job (shared by both backends)."""
-    if point.policy == YARDSTICK:
-        return _yardstick_row(point, trace, job, _config(point))
+    if point.yardstick:
+        return _yardstick_row(point, trace, job)
     result = simulate_point(point, trace, job)
+    spec = point.spec
     row: dict[str, Any] = {
-        "trace": point.trace,
-        "policy": point.policy,
-        "seed": point.seed,
-        "notice_s": point.notice_s,
-        "rescale": point.rescale,
-        "job": point.job,
+        "trace": spec.trace,
+        "policy": spec.policy,
+        "seed": spec.seed,
+        "notice_s": spec.notice_s,
+        "rescale": spec.rescale.value,
+        "job": spec.job or DEFAULT_JOB,
     }
     summary = result.summary()
     summary.pop("inputs")
+    summary.pop("simulator")
     row.update(summary)
-    row["start_offset_s"] = dict(result.metadata)["start_offset_s"]
+    row["start_offset_s"] = result.spec.start_offset_s
     return row
 
 
-def _yardstick_row(point: SweepPoint, trace: Any, job: Any, config: Any) -> dict[str, Any]:
+def _yardstick_row(point: SweepPoint, trace: Any, job: Any) -> dict[str, Any]:
     """The reference costs of ``point``'s group (the yardstick point's row)."""
     import dataclasses
 
     from elasim.yardstick import compute_yardstick
 
-    row: dict[str, Any] = {key: getattr(point, key) for key in _GROUP}
-    reference = compute_yardstick(trace, job, config)
+    row: dict[str, Any] = dict(zip(_GROUP, point.group(), strict=True))
+    reference = compute_yardstick(trace, job, point.spec, _config(point))
     row["yardstick"] = None if reference is None else dataclasses.asdict(reference)
     return row
 
@@ -565,7 +573,7 @@ def _gather_ray(
     """Submit the batches as tasks, store rows by grid index as tasks finish."""
     remote = _ray_task(ray)
     traces = {name: ray.put(_load_trace(name)) for name in spec.traces}
-    job = ray.put(_load_job(spec.job, spec.max_nodes))
+    job = ray.put(_job_of(spec.base))
 
     def launch(batch: tuple[int, ...]) -> Any:
         trace = traces[points[batch[0]].trace]

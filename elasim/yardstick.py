@@ -86,13 +86,16 @@ class Yardstick:
         }
 
 
-def _run(trace: Any, policy: Any, job: Any, config: Any) -> Any:
+def _run(trace: Any, policy: Any, job: Any, spec: Any, config: Any) -> Any:
+    """``policy`` in place of the spec's, on the same job, window and mechanism."""
     from elasim.sim import simulate
 
-    return simulate(trace, policy, job, replace(config, record_timeline=False))
+    reference = spec.replace(policy=None, policy_options=())
+    config = replace(config, record_timeline=False)
+    return simulate(reference, config, trace=trace, policy=policy, job=job)
 
 
-def on_demand_baseline(trace: Any, job: Any, config: Any) -> tuple[float, int] | None:
+def on_demand_baseline(trace: Any, job: Any, spec: Any, config: Any) -> tuple[float, int] | None:
     """``(cost, nodes)`` of the cheapest pure on-demand run that met the deadline.
 
     Starts from the ``on_demand`` policy's own count and walks down while a smaller
@@ -101,9 +104,9 @@ def on_demand_baseline(trace: Any, job: Any, config: Any) -> tuple[float, int] |
     """
     from elasim.policies import OnDemandPolicy
 
-    if config.deadline_s is None:
+    if spec.deadline_s is None:
         return None
-    first = _run(trace, OnDemandPolicy(), job, config)
+    first = _run(trace, OnDemandPolicy(), job, spec, config)
     if not first.decisions or first.decisions[0].decision.on_demand_nodes == 0:
         return None
     start = first.decisions[0].decision.on_demand_nodes
@@ -111,7 +114,8 @@ def on_demand_baseline(trace: Any, job: Any, config: Any) -> tuple[float, int] |
 
     def run(nodes: int) -> Any:
         if nodes not in runs:
-            runs[nodes] = _run(trace, OnDemandPolicy(OnDemandPolicy.Config(nodes)), job, config)
+            policy = OnDemandPolicy(OnDemandPolicy.Config(nodes))
+            runs[nodes] = _run(trace, policy, job, spec, config)
         return runs[nodes]
 
     nodes = start
@@ -125,23 +129,23 @@ def on_demand_baseline(trace: Any, job: Any, config: Any) -> tuple[float, int] |
     return min(met) if met else None
 
 
-def compute_yardstick(trace: Any, job: Any, config: Any) -> Yardstick | None:
-    """The three reference runs for ``job`` on ``trace`` under ``config`` (see the module).
+def compute_yardstick(trace: Any, job: Any, spec: Any, config: Any) -> Yardstick | None:
+    """The three reference runs of ``spec`` (see the module), ``config`` the simulator's.
 
     None without a deadline or on-demand nodes, or on a shared-cluster job trace.
     """
     from elasim.policies import OptimalPolicy, make_policy
     from elasim.traces.model import CapacityTrace
 
-    if config.deadline_s is None or not isinstance(trace, CapacityTrace):
+    if spec.deadline_s is None or not isinstance(trace, CapacityTrace):
         return None
-    if config.on_demand_price_per_hour is None and trace.metadata.on_demand_price_per_hour is None:
+    if spec.on_demand_price_per_hour is None and trace.metadata.on_demand_price_per_hour is None:
         return None
-    baseline = on_demand_baseline(trace, job, config)
-    spec, options = GREEDY_FALLBACK
-    greedy = _run(trace, make_policy(spec, options), job, config)
-    best = _run(trace, OptimalPolicy(), job, config)
-    bound = dict(best.metadata).get("oracle_plan", {}).get("lower_bound_usd")
+    baseline = on_demand_baseline(trace, job, spec, config)
+    name, options = GREEDY_FALLBACK
+    greedy = _run(trace, make_policy(name, options), job, spec, config)
+    best = _run(trace, OptimalPolicy(), job, spec, config)
+    bound = dict(best.simulator).get("oracle_plan", {}).get("lower_bound_usd")
     return Yardstick(
         on_demand_cost_usd=None if baseline is None else baseline[0],
         on_demand_nodes=None if baseline is None else baseline[1],

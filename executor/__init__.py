@@ -21,7 +21,9 @@ Modules:
 * :mod:`.script`: a user's unmodified torchrun script as the worker group
   (``elasim run --script``); :mod:`.report`: ``step_done()``, the one optional line
   such a script adds.
-* :mod:`.run`: ``run_trace`` and ``write_run``; :mod:`.cli`: the ``run``/``agent`` commands.
+* :mod:`.config`: :class:`RunConfig`, the job's spec and what a real run adds.
+* :mod:`.run`: ``run_trace`` and ``write_run`` (the ``run``/``agent`` commands are in
+  :mod:`elasim.cli.run`).
 
 Names are imported lazily, so ``import elasim.executor`` (and the CLI module) does not
 import torch until something that needs it is used.
@@ -73,7 +75,7 @@ _WHERE = {
     "LocalLauncher": ".group",
     "ProcessWorkerGroup": ".group",
     "RescaleMode": ".group",
-    "RunConfig": ".run",
+    "RunConfig": ".config",
     "RunResult": ".run",
     "run_trace": ".run",
     "write_run": ".run",

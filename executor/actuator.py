@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from elasim.jobmodel import Accounting, Activity, JobStateMachine, RescaleMode
 from elasim.jobmodel.accounting import RESCALE_KINDS
 from elasim.policies import EventKind, EventRecord, JobState
 
+from .controls import ControllerConfig, WorkerGroup
 from .group import GroupEvent
-
-if TYPE_CHECKING:
-    from .controller import ControllerConfig, WorkerGroup
 
 __all__ = ["GroupActuator"]
 
@@ -40,11 +38,21 @@ class GroupActuator:
         group: the worker group.
         config: the controller's settings (time scale, priors, tables).
         origin: ``() -> float``, the run's start on the group's clock (real seconds).
+        rescale: the job's mechanism (a restart group retries a failed restart only
+            when something changed).
     """
 
-    def __init__(self, group: WorkerGroup, config: ControllerConfig, origin: Any) -> None:
+    def __init__(
+        self,
+        group: WorkerGroup,
+        config: ControllerConfig,
+        origin: Any,
+        *,
+        rescale: RescaleMode = RescaleMode.INPLACE,
+    ) -> None:
         self.group = group
         self.config = config
+        self.rescale = rescale
         self.scale = config.time_scale
         self._origin = origin
         self.books = Accounting()
@@ -179,7 +187,7 @@ class GroupActuator:
         self._acquired = (spot, on_demand)
         if self.group.held() == (spot, on_demand):
             return []
-        if self.config.rescale is RescaleMode.RESTART and not fresh:
+        if self.rescale is RescaleMode.RESTART and not fresh:
             return []
         return self._convert(self.group.apply(spot, on_demand, wait_ready_s=0.0))
 

@@ -38,11 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from elasim.jobmodel import JobSpec
 from elasim.profile import Profile, profile_from_runs
 from elasim.traces import CapacityTrace, TraceMetadata, write_capacity_trace
 
+from .config import DEFAULT_JOB, RunConfig
 from .group import RescaleMode
-from .run import DEFAULT_JOB, RunConfig, run_trace, write_run
+from .run import run_trace, write_run
 
 __all__ = [
     "INPLACE_SCHEDULE",
@@ -298,16 +300,18 @@ def _one_run(
         budgets.startup_wall_s if steps else min(config.max_wall_real_s, segment_s * len(schedule))
     )
     run = RunConfig(
-        trace=str(trace_path),
-        policy="greedy",
+        spec=JobSpec(
+            trace=str(trace_path),
+            policy="greedy",
+            job=config.job,
+            max_nodes=config.max_nodes,
+            rescale=RescaleMode(mechanism),
+            checkpoint_interval_s=math.inf,  # saves are timed by steps here
+        ),
         time_scale=1.0,
-        max_nodes=config.max_nodes,
-        rescale=RescaleMode(mechanism),
         max_steps=steps or 10**9,
-        checkpoint_interval_trace_s=math.inf,  # saves are timed by steps here
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_dir=str(ckpt_dir),
-        job=config.job,
         max_wall_real_s=wall_s,
         ready_timeout_real_s=budgets.ready_s,
         change_timeout_real_s=budgets.change_s,

@@ -308,7 +308,6 @@ def job_factory(
             time_scale=config.time_scale,
             max_steps=steps,
             max_nodes=max_nodes,
-            rescale=config.rescale,
             global_batch=spec.requested_batch_size,
         )
         group = make_group(spec.name, dataclasses.replace(worker, max_steps=steps), cfg)

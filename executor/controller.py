@@ -25,18 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from elasim.jobmodel import (
-    CapacityReplay,
-    JobLoop,
-    JobRules,
-    RescaleMode,
-    TimelineRow,
-    summarize,
-)
+from elasim.jobmodel import JobRules, JobSpec, TimelineRow, build_job_loop, summarize
 from elasim.policies import DecisionRecord, EventRecord, Policy
+from elasim.traces.model import on_demand_price_of
 
 from .actuator import GroupActuator
-from .group import GroupEvent, GroupProgress
+from .controls import ControllerConfig, WorkerGroup
+from .group import GroupProgress
 
 __all__ = [
     "Clock",
@@ -49,7 +44,6 @@ __all__ = [
     "TraceClock",
     "WorkerGroup",
     "drive",
-    "rules_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -172,149 +166,6 @@ def drive(
     return clock.now_s()
 
 
-class WorkerGroup(Protocol):
-    """What the controller applies decisions to (real processes, or a fake)."""
-
-    def held(self) -> tuple[int, int]:
-        """``(spot, on_demand)`` nodes in the group now."""
-
-    def apply(
-        self, spot: int, on_demand: int, *, wait_ready_s: float | None = None
-    ) -> list[GroupEvent]:
-        """Move to this membership; blocks until the change is done."""
-
-    def preempt(
-        self, count: int, *, graceful: bool, kill_at_real_s: float | None = None
-    ) -> list[GroupEvent]:
-        """Take ``count`` spot nodes away, gracefully or by SIGKILL.
-
-        ``kill_at_real_s`` (graceful leaves only) is the drop on the group's clock.
-        """
-
-    def checkpoint(self, tag: str = "interval") -> list[GroupEvent]:
-        """Write a checkpoint now (no-op without checkpoints)."""
-
-    def poll(self) -> list[GroupEvent]:
-        """Handle crashes and failed collectives on its own; report what it did."""
-
-    def wait(self, timeout_s: float) -> None:
-        """Sleep up to ``timeout_s`` real seconds, or until something happens."""
-
-    def progress(self) -> GroupProgress:
-        """Training progress."""
-
-    def step_time_by_world(self) -> dict[int, float]:
-        """Median real step time per world size measured so far."""
-
-    def typical_step_s(self, world: int | None = None) -> float | None:
-        """Median real step time at ``world`` (default: now)."""
-
-    def finish(self) -> None:
-        """Training is over; release what is left."""
-
-    @property
-    def global_batch(self) -> int | None:
-        """Samples per optimizer step (None until known)."""
-
-    @property
-    def done(self) -> bool:
-        """Whether training reached its end."""
-
-
-@dataclass(frozen=True)
-class ControllerConfig:
-    """How to replay the trace and run the job.
-
-    Attributes:
-        time_scale: trace seconds per real second.
-        max_steps: the job's work, in optimizer steps (progress = steps / max_steps).
-        min_nodes: fewest nodes the job runs on.
-        max_nodes: most nodes (``--max-nodes``).
-        rescale: the membership-change mechanism.
-        notice_trace_s: preemption notice (0: none).
-        checkpoint_interval_trace_s: running time between checkpoints; None is
-            ``auto`` (Young/Daly, the default), ``math.inf`` is ``off``.
-        deadline_trace_s: the job's deadline from the start, or None.
-        start_offset_trace_s: where in the trace the run starts.
-        on_demand_price_per_hour: overrides the trace metadata (None: use it; a trace
-            without one makes on-demand unavailable, as in the simulator).
-        spot_price_per_hour: price of a trace without a price column (None: 0).
-        throughput_samples_per_s: fixed table (samples per *trace* second, index =
-            nodes, entry 0 = 0) instead of measuring.
-        statistical_efficiency: fixed efficiency table instead of 1.0 everywhere
-            (the executor's fixed global batch).
-        rescale_cost_trace_s: fixed ``Observation.rescale_cost_s`` instead of the
-            median measured pause.
-        global_batch: samples per step when no worker has reported it yet.
-        prior_step_real_s: step time assumed before any measurement.
-        rescale_cost_prior_real_s: pause assumed before any measurement.
-        graceful_margin_real_s: the controller's latency, added to the graceful-leave
-            lead (:func:`elasim.jobmodel.leave_lead_s`).
-        checkpoint_write_prior_real_s: checkpoint write assumed before any measurement.
-        max_wall_real_s: give up after this long.
-        idle_poll_real_s: longest wait between two looks at the world.
-        timeline_interval_real_s: least time between timeline rows that differ only in
-            progress.
-    """
-
-    time_scale: float = 60.0
-    max_steps: int = 300
-    min_nodes: int = 1
-    max_nodes: int = 4
-    rescale: RescaleMode = RescaleMode.INPLACE
-    notice_trace_s: float = 0.0
-    checkpoint_interval_trace_s: float | None = None
-    deadline_trace_s: float | None = None
-    start_offset_trace_s: float = 0.0
-    on_demand_price_per_hour: float | None = None
-    spot_price_per_hour: float | None = None
-    throughput_samples_per_s: tuple[float, ...] | None = None
-    statistical_efficiency: tuple[float, ...] | None = None
-    rescale_cost_trace_s: float | None = None
-    global_batch: int = 64
-    prior_step_real_s: float = 0.01
-    rescale_cost_prior_real_s: float = 0.1
-    graceful_margin_real_s: float = 0.25
-    checkpoint_write_prior_real_s: float = 0.05
-    max_wall_real_s: float = 600.0
-    idle_poll_real_s: float = 0.05
-    timeline_interval_real_s: float = 0.25
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
-            raise ValueError(f"time_scale must be > 0, got {self.time_scale}")
-        if self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
-        if not 1 <= self.min_nodes <= self.max_nodes:
-            raise ValueError(
-                f"need 1 <= min_nodes <= max_nodes, got {self.min_nodes}, {self.max_nodes}"
-            )
-        if not isinstance(self.rescale, RescaleMode):
-            object.__setattr__(self, "rescale", RescaleMode(self.rescale))
-        if not self.prior_step_real_s > 0:
-            raise ValueError(f"prior_step_real_s must be > 0, got {self.prior_step_real_s}")
-        for name in ("throughput_samples_per_s", "statistical_efficiency"):
-            table = getattr(self, name)
-            if table is not None and len(table) != self.max_nodes + 1:
-                raise ValueError(f"{name} needs max_nodes + 1 entries")
-
-
-def rules_of(config: ControllerConfig, trace: Any) -> JobRules:
-    """The job model's rules for a replay with ``config`` (shared by every actuator)."""
-    from elasim.traces.model import on_demand_price_of
-
-    return JobRules(
-        min_nodes=config.min_nodes,
-        max_nodes=config.max_nodes,
-        rescale=config.rescale,
-        notice_s=config.notice_trace_s,
-        checkpoint_interval_s=config.checkpoint_interval_trace_s,
-        deadline_s=config.deadline_trace_s,
-        on_demand_price_per_hour=on_demand_price_of(trace, config.on_demand_price_per_hour),
-        horizon_s=config.max_wall_real_s * config.time_scale,
-    )
-
-
 @dataclass(frozen=True)
 class ControllerResult:
     """What the loop did.
@@ -355,46 +206,57 @@ class ControllerResult:
 class Controller:
     """The job loop over a trace and a worker group, on a real (or fake) clock.
 
-    ``group`` is a :class:`WorkerGroup`, wrapped in a :class:`~.actuator.GroupActuator`;
-    an object that is already an actuator (it has ``books``, as the fluid model does)
-    is driven as it is.
+    Args:
+        spec: the job, resolved (its start offset and node bounds; its ``max_nodes``
+            within the slots there are).
+        trace: the capacity trace.
+        policy: the scaling policy.
+        clock: real (or fake) seconds.
+        config: the controller's own settings.
+        group: the worker group, wrapped in a :class:`~.actuator.GroupActuator`.
+        make_actuator: instead of ``group``, builds the actuator from the loop's rules
+            (the parity test's fluid model, :func:`~.fakes.fluid_controller`).
+        on_turn: called after each loop turn (progress display, the journal).
     """
 
     def __init__(
         self,
+        spec: JobSpec,
         trace: Any,
         policy: Policy,
-        group: Any,
         clock: Clock,
         config: ControllerConfig,
         *,
+        group: Any = None,
+        make_actuator: Callable[[JobRules], Any] | None = None,
         on_turn: Callable[[Controller], None] | None = None,
     ) -> None:
+        if (group is None) == (make_actuator is None):
+            raise ValueError("give the controller a worker group or an actuator maker")
+        self.spec = spec
         self.trace = trace
         self.policy = policy
-        self.group = group
         self.clock = clock
         self.config = config
         self.on_turn = on_turn
         self._t0 = clock.now()
-        if hasattr(group, "books"):
-            self.actuator = group
-        else:
-            self.actuator = GroupActuator(group, config, lambda: self._t0)
-        replay = CapacityReplay.from_trace(
+        if make_actuator is None:
+
+            def make_actuator(rules: JobRules) -> Any:
+                return GroupActuator(group, config, lambda: self._t0, rescale=rules.rescale)
+
+        self.loop = build_job_loop(
+            spec,
             trace,
-            start_offset_s=config.start_offset_trace_s,
-            notice_s=config.notice_trace_s,
-            cap_nodes=config.max_nodes,
-            default_price_per_hour=config.spot_price_per_hour or 0.0,
-        )
-        self.loop = JobLoop(
             policy,
-            self.actuator,
-            rules_of(config, trace),
-            replay=replay,
+            make_actuator,
+            on_demand_price_per_hour=on_demand_price_of(trace, spec.on_demand_price_per_hour),
+            horizon_s=config.max_wall_real_s * config.time_scale,
             timeline_every_s=config.timeline_interval_real_s * config.time_scale,
         )
+        self.actuator = self.loop.actuator
+        #: what progress and ``finish`` are read from (the actuator, for a fluid one)
+        self.group = group if group is not None else self.actuator
         self._trace = TraceClock(clock, config.time_scale)
 
     # -- what the progress display reads ----------------------------------------------------

@@ -16,10 +16,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from elasim.jobmodel import FluidJob
+from elasim.jobmodel import FluidJob, JobRules, JobSpec
 from elasim.policies import EventKind, EventRecord, PauseComponents
 
 from .actuator import GroupActuator
+from .controller import Controller, ControllerConfig, FakeClock
 from .group import GroupEvent, GroupProgress, split_preempt
 
 __all__ = ["FakePooledJob", "FakeWorkerGroup", "FluidWorkerGroup", "fluid_controller"]
@@ -196,24 +197,24 @@ class FluidWorkerGroup(FluidJob):
 
 
 def fluid_controller(
+    spec: JobSpec,
     trace: object,
     policy: object,
     job: object,
-    config: object,
-    *,
-    checkpoint_cost_s: float | None = None,
-) -> object:
+    config: ControllerConfig,
+) -> Controller:
     """A :class:`~.controller.Controller` over the fluid model of ``job``, on a fake clock.
 
-    The rules come from ``config`` exactly as for real workers
-    (:func:`~.controller.rules_of`).
+    The loop is built from ``spec`` exactly as for real workers
+    (:func:`elasim.jobmodel.build_job_loop`); only the actuator is the model.
     """
-    from .controller import Controller, FakeClock, rules_of
-
     clock = FakeClock()
-    rules = rules_of(config, trace)  # type: ignore[arg-type]
-    group = FluidWorkerGroup(job, rules, clock, checkpoint_cost_s=checkpoint_cost_s)
-    return Controller(trace, policy, group, clock, config)  # type: ignore[arg-type]
+
+    def make(rules: JobRules) -> FluidWorkerGroup:
+        cost = spec.checkpoint_cost_s
+        return FluidWorkerGroup(job, rules, clock, checkpoint_cost_s=cost)
+
+    return Controller(spec, trace, policy, clock, config, make_actuator=make)  # type: ignore[arg-type]
 
 
 class FakePooledJob(GroupActuator):

@@ -77,7 +77,7 @@ class PooledJob(GroupActuator):
             standby=False,  # a standby would hold a slot another job was given
         )
         group = ProcessWorkerGroup(settings, pool.views(name))
-        super().__init__(group, config, origin)
+        super().__init__(group, config, origin, rescale=mode)
         self._started = False
         self._closed = False
         #: GPUs per launcher (node) the cluster placed the job on (None: anywhere)

@@ -4,8 +4,8 @@ Why: the controller is one process; if it is killed (OOM killer, a lost ssh sess
 SIGKILL), its workers die with it (:mod:`.lifeline`) and the replay stops.  What it
 leaves in ``--out`` is enough to go on:
 
-* ``run.json``: the run's settings (:class:`~.run.RunConfig`, the start offset
-  already drawn), written before any worker starts;
+* ``run.json``: the run's settings (:class:`~.config.RunConfig`, its spec with the
+  start offset already drawn), written before any worker starts;
 * the journal (:mod:`.journal`): events, steps and timeline rows appended as the
   run goes, and ``summary.partial.json``, the books so far, all in *run* time;
 * the last checkpoint in the checkpoint folder (``<out>/checkpoints`` by default),
@@ -26,13 +26,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from elasim.atomic import atomic_write_text
+from elasim.jobmodel.summary import deadline_met, mean_nodes
 from elasim.policies import EventKind, EventRecord, PauseComponents
 
+from .config import RunConfig
 from .journal import BOOKS_FILE, read_rows
 from .records import StepRecord
 
@@ -74,46 +76,12 @@ _SUMS = (
 )
 
 
-def _plain(value: Any) -> Any:
-    """A config value as JSON (enums by value, dataclasses as dicts)."""
-    if hasattr(value, "value") and not isinstance(value, (int, float)):
-        return value.value
-    if hasattr(value, "__dataclass_fields__"):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-def save_run_config(out_dir: str | Path, config: Any) -> Path:
+def save_run_config(out_dir: str | Path, config: RunConfig) -> Path:
     """Write ``run.json`` (atomically): what ``--resume`` restarts from."""
-    if config.script is not None:
-        raise ValueError("--resume does not apply to --script runs (the script checkpoints)")
-    body = {"version": 1, "config": _plain(config)}
+    body = {"version": 2, "config": config.to_json()}
     path = Path(out_dir) / RUN_FILE
     atomic_write_text(path, json.dumps(body, indent=1, allow_nan=True) + "\n")
     return path
-
-
-def _config_of(raw: Mapping[str, Any]) -> Any:
-    from .protocol import FaultInjection
-    from .run import RunConfig
-
-    known = {f.name for f in fields(RunConfig)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ValueError(f"unknown setting {unknown[0]!r}")
-    values = dict(raw)
-    values["faults"] = FaultInjection(**values.get("faults", {}))
-    values["script"] = None
-    # the dead controller's private folder is not empty: the new one makes its own
-    # (a fresh secret; an agent needs the new files)
-    values["run_dir"] = None
-    table = values.get("throughput_samples_per_s")
-    values["throughput_samples_per_s"] = None if table is None else tuple(table)
-    return RunConfig(**values)
 
 
 @dataclass(frozen=True)
@@ -136,7 +104,7 @@ class ResumePoint:
     """
 
     out_dir: Path
-    config: Any
+    config: RunConfig
     offset_trace_s: float
     last_step: int
     last_world: int
@@ -151,17 +119,9 @@ class ResumePoint:
         """The earlier segments (from the books), as ``summary.json`` lists them."""
         return list(self.books.get("segments", []))
 
-    def segment_config(self) -> Any:
+    def segment_config(self) -> RunConfig:
         """The new segment's settings: the trace from where the last one ended."""
-        cfg = self.config
-        deadline = cfg.deadline_trace_s
-        if deadline is not None:
-            deadline = max(deadline - self.offset_trace_s, 1e-6)
-        return replace(
-            cfg,
-            start_offset_trace_s=(cfg.start_offset_trace_s or 0.0) + self.offset_trace_s,
-            deadline_trace_s=deadline,
-        )
+        return self.config.resumed(self.offset_trace_s)
 
     def death_events(self) -> list[EventRecord]:
         """The controller's death as the books see it: every member lost, then a pause.
@@ -236,7 +196,7 @@ def load_resume_point(out_dir: str | Path) -> ResumePoint:
     path = out / RUN_FILE
     try:
         body = json.loads(path.read_text(encoding="utf-8"))
-        config = _config_of(body["config"])
+        config = RunConfig.from_json(body["config"])
     except FileNotFoundError:
         raise ValueError(
             f"{out}: nothing to resume (no {RUN_FILE}; was it run with --out?)"
@@ -289,12 +249,11 @@ def merge_books(
     done_h = segment.get("completion_time_h")
     if done_h is not None:
         out["completion_time_h"] = done_h + offset_trace_s / 3600.0
-    hours = out.get("sim_time_h") or 0.0
     nodes_h = (out.get("spot_node_hours") or 0.0) + (out.get("on_demand_node_hours") or 0.0)
-    out["mean_nodes"] = nodes_h / hours if hours > 0 else 0.0
+    out["mean_nodes"] = mean_nodes(nodes_h * 3600.0, (out.get("sim_time_h") or 0.0) * 3600.0)
     deadline = (segment.get("inputs") or {}).get("deadline_s")
     if deadline is not None and done_h is not None:
-        out["deadline_met"] = out["completion_time_h"] * 3600.0 <= deadline + 1e-9
+        out["deadline_met"] = deadline_met(out["completion_time_h"] * 3600.0, deadline)
     return out
 
 

@@ -31,15 +31,16 @@ import math
 import statistics
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from elasim.atomic import check_writable_dir
-from elasim.jobmodel import RunSummary, describe_checkpoint_interval
+from elasim.jobmodel import RunSummary
 from elasim.jobmodel.accounting import RESCALE_KINDS
 from elasim.policies import DecisionRecord, EventRecord
 
+from .config import DEFAULT_JOB, RunConfig
 from .controller import Controller, ControllerConfig, ControllerResult, RealClock, TimelineRow
 from .group import (
     GroupSettings,
@@ -51,165 +52,14 @@ from .group import (
     WorkerStart,
 )
 from .journal import RunJournal
-from .protocol import FaultInjection, WorkerSettings
+from .protocol import WorkerSettings
 from .resume import ResumePoint, merge_books, merge_segments, save_run_config, segment_of
 from .runfiles import RunFiles
-from .script import ScriptSpec, ScriptWorkerGroup
+from .script import ScriptWorkerGroup
 
-__all__ = ["RunConfig", "RunResult", "run_trace", "write_run"]
+__all__ = ["DEFAULT_JOB", "RunConfig", "RunResult", "run_trace", "write_run"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_JOB = "elasim.executor.digits:digits_job"
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything ``elasim run`` needs (frozen: a run is reproducible from it).
-
-    Attributes:
-        trace: bundled trace name or path of a capacity trace.
-        policy: registered policy name or ``path.py:Class`` / ``pkg.mod:Class``.
-        policy_options: the policy's ``--set key=value`` options.
-        time_scale: trace seconds per real second.
-        start_offset_trace_s: where in the trace to start; None draws it from ``seed``
-            exactly as the simulator does (``--start-offset-s random``).
-        max_nodes: worker slots the job may use (``--max-nodes``).
-        rescale: ``inplace`` or ``restart``.
-        notice_trace_s: preemption notice (0: none).
-        checkpoint_interval_trace_s: running time between checkpoints: None is
-            ``auto`` (Young/Daly from the trace's drops and the measured write time,
-            the default, as in the simulator), ``math.inf`` is ``off``.
-        checkpoint_interval_steps: rank 0 also checkpoints every this many steps.
-        checkpoint_dir: where checkpoints go (None: a temporary directory).
-        max_steps: the job's work in optimizer steps.
-        seed: seeds the model, the sampler and the policy.
-        job: import spec of the :class:`~elasim.executor.api.ElasticJob` factory.
-        job_options: keyword arguments of the job factory.
-        deadline_trace_s: deadline from the start, or None.
-        on_demand_price_per_hour: overrides the trace's on-demand price.
-        spot_price_per_hour: price of a trace without a price column.
-        max_wall_real_s: give up after this long.
-        collective_timeout_real_s: process-group timeout of the workers.
-        backend: ``auto``, ``gloo`` or ``nccl``.
-        bind_host: address of the store and of the agent listener.
-        agent_port: listen for ``elasim agent`` on this port (None: no agents).
-        expect_agents: wait for this many agents before starting.
-        local_slots: worker slots on this host (None: ``max_nodes`` without
-            agents, else 0).
-        log_dir: worker stderr logs go here (None: discarded).
-        sample_log_dir: per-rank sample-id logs (tests of exactly-once sampling).
-        step_delay_real_s: synthetic extra time per step (tests; 0 for real runs).
-        stop_at_target: stop once the job's accuracy target is reached.
-        eval_every_steps: evaluation period for ``stop_at_target``.
-        faults: fault injection (tests).
-        throughput_samples_per_s: fixed throughput table for the policy (samples per
-            trace second, index = nodes) instead of measuring.
-        idle_warmup: standbys warm up at idle CPU priority (benchmarks on one host).
-        ready_timeout_real_s: how long a worker may take to start (spawn to ready);
-            on a busy host, several seconds per ``import torch`` add up.
-        change_timeout_real_s: bound on one generation change.
-        run_dir: where the run's private files go (the secret, the worker settings;
-            made ``0700``, must be new or empty); None: a temporary folder, removed
-            at the end.  Agents' hosts need copies of both files.
-        secret_file: use this run secret (a ``0600`` file the user made) instead of
-            a fresh one.
-        script: run this torchrun script instead of elasim's own workers
-            (:mod:`.script`).  It restarts on every change (``rescale`` becomes
-            ``restart``) and checkpoints itself (elasim's checkpoint interval becomes
-            ``off``); ``job`` and the worker settings do not apply.
-        launcher: ``local`` (this host's slots, and agents) or ``ray`` (worker slots
-            as Ray actors, :mod:`.ray_launcher`).
-        ray_address: the Ray cluster (``HOST:PORT``, ``ray://HOST:PORT`` or
-            ``auto``); None with ``launcher="ray"`` starts a private local instance.
-        ray_resources: Ray resources per worker (empty: ``CPU=1``).
-    """
-
-    trace: str = "spot_us_east.csv"
-    policy: str = "greedy"
-    policy_options: Mapping[str, str | int | float | bool] = field(default_factory=dict)
-    time_scale: float = 600.0
-    start_offset_trace_s: float | None = 0.0
-    max_nodes: int = 4
-    rescale: RescaleMode = RescaleMode.INPLACE
-    notice_trace_s: float = 0.0
-    checkpoint_interval_trace_s: float | None = None
-    checkpoint_interval_steps: int | None = None
-    checkpoint_dir: str | None = None
-    max_steps: int = 2000
-    seed: int = 0
-    job: str = DEFAULT_JOB
-    job_options: Mapping[str, Any] = field(default_factory=dict)
-    deadline_trace_s: float | None = None
-    on_demand_price_per_hour: float | None = None
-    spot_price_per_hour: float | None = None
-    max_wall_real_s: float = 600.0
-    collective_timeout_real_s: float = 5.0
-    backend: str = "auto"
-    bind_host: str = "127.0.0.1"
-    agent_port: int | None = None
-    expect_agents: int = 0
-    local_slots: int | None = None
-    log_dir: str | None = None
-    sample_log_dir: str | None = None
-    step_delay_real_s: float = 0.0
-    stop_at_target: bool = False
-    eval_every_steps: int = 0
-    faults: FaultInjection = FaultInjection()
-    throughput_samples_per_s: tuple[float, ...] | None = None
-    idle_warmup: bool = False
-    ready_timeout_real_s: float = 120.0
-    change_timeout_real_s: float = 60.0
-    run_dir: str | None = None
-    secret_file: str | None = None
-    script: ScriptSpec | None = None
-    launcher: str = "local"
-    ray_address: str | None = None
-    ray_resources: Mapping[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._check_launcher()
-        if not isinstance(self.rescale, RescaleMode):
-            object.__setattr__(self, "rescale", RescaleMode(self.rescale))
-        if self.script is not None:
-            if self.agent_port is not None or self.expect_agents:
-                raise ValueError("--script runs on this host only: drop --agent-port/--agents")
-            # what a script means (see the field): recorded as such in summary.json
-            object.__setattr__(self, "rescale", RescaleMode.RESTART)
-            object.__setattr__(self, "checkpoint_interval_trace_s", math.inf)
-        if self.max_nodes < 1:
-            raise ValueError(f"--max-nodes must be >= 1, got {self.max_nodes}")
-        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
-            raise ValueError(f"time_scale must be > 0, got {self.time_scale}")
-        if self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
-        if not (math.isfinite(self.notice_trace_s) and self.notice_trace_s >= 0):
-            raise ValueError(f"--notice-s must be >= 0, got {self.notice_trace_s}")
-        if self.deadline_trace_s is not None and not (
-            math.isfinite(self.deadline_trace_s) and self.deadline_trace_s > 0
-        ):
-            raise ValueError(f"--deadline-h must be > 0, got {self.deadline_trace_s / 3600:g}")
-        offset = self.start_offset_trace_s
-        if offset is not None and (offset < 0 or not math.isfinite(offset)):
-            raise ValueError(f"--start-offset-s must be >= 0, got {offset}")
-        if self.expect_agents and self.agent_port is None:
-            raise ValueError("expect_agents needs agent_port")
-
-    def _check_launcher(self) -> None:
-        """``launcher`` and what goes with it, each failure naming the flag."""
-        if self.launcher not in ("local", "ray"):
-            raise ValueError(f"--launcher must be 'local' or 'ray', got {self.launcher!r}")
-        if self.launcher == "local":
-            if self.ray_address is not None or self.ray_resources:
-                raise ValueError("--address and --ray-resources need --launcher ray")
-            return
-        if self.script is not None:
-            raise ValueError("--script runs on this host only: drop --launcher ray")
-        if self.agent_port is not None or self.expect_agents or self.local_slots:
-            raise ValueError("--launcher ray places every worker: drop --agent-port/--agents")
-        from elasim.ray_connect import check_address
-
-        check_address(self.ray_address)
 
 
 @dataclass(frozen=True)
@@ -286,23 +136,13 @@ class RunResult:
         return bool(self.summary["completed"])
 
 
-def _inputs(config: RunConfig, trace_name: str, job_name: str | None) -> dict[str, Any]:
-    """The run's inputs, under the keys ``summary.json`` has always used."""
+def _executor_details(config: RunConfig, trace_name: str, job_name: str | None) -> dict[str, Any]:
+    """What only a real run states beside its spec (``summary.json``'s ``executor``)."""
     return {
-        "trace": trace_name,
-        "trace_file": config.trace,
-        "policy": config.policy,
-        "policy_options": dict(config.policy_options),
-        "job": job_name or config.job,
-        "rescale": config.rescale.value,
-        "notice_s": config.notice_trace_s,
-        "checkpoint_interval_s": describe_checkpoint_interval(config.checkpoint_interval_trace_s),
-        "checkpoint_interval_steps": config.checkpoint_interval_steps,
+        "job_name": job_name,
+        "trace_name": trace_name,
         "max_steps": config.max_steps,
-        "workers_max": config.max_nodes,
-        "trace_start_s": config.start_offset_trace_s,
-        "deadline_s": config.deadline_trace_s,
-        "seed": config.seed,
+        "checkpoint_interval_steps": config.checkpoint_interval_steps,
     }
 
 
@@ -334,7 +174,8 @@ def _summary(
         gave_up=ctl.gave_up,
     )
     out = summary.as_dict()
-    out["inputs"] = _inputs(config, trace_name, job_name)
+    out["executor"] = _executor_details(config, trace_name, job_name)
+    out["inputs"] = config.spec.as_inputs()
     return out
 
 
@@ -351,15 +192,14 @@ def _launchers(config: RunConfig, files: RunFiles) -> tuple[list[Launcher], Any]
         if config.backend == "nccl":
             resources.setdefault("GPU", 1.0)
         # a private instance (no address) offers exactly max_nodes workers' worth
+        nodes = _max_nodes(config)
         session = RaySession(
             config.ray_address,
-            num_cpus=math.ceil(resources.get("CPU", 0.0) * config.max_nodes),
-            resources={
-                k: v * config.max_nodes for k, v in resources.items() if k not in ("CPU", "GPU")
-            },
+            num_cpus=math.ceil(resources.get("CPU", 0.0) * nodes),
+            resources={k: v * nodes for k, v in resources.items() if k not in ("CPU", "GPU")},
         )
         try:
-            launcher = RayLauncher(config.max_nodes, resources=resources, log_dir=config.log_dir)
+            launcher = RayLauncher(nodes, resources=resources, log_dir=config.log_dir)
         except BaseException:
             session.close()
             raise
@@ -367,7 +207,7 @@ def _launchers(config: RunConfig, files: RunFiles) -> tuple[list[Launcher], Any]
     launchers: list[Launcher] = []
     local = config.local_slots
     if local is None:
-        local = config.max_nodes if config.agent_port is None else 0
+        local = _max_nodes(config) if config.agent_port is None else 0
     if local > 0:
         launchers.append(LocalLauncher(local, log_dir=config.log_dir, bind_host=config.bind_host))
     server = None
@@ -386,11 +226,18 @@ def _launchers(config: RunConfig, files: RunFiles) -> tuple[list[Launcher], Any]
     return launchers, server
 
 
+def _max_nodes(config: RunConfig) -> int:
+    """The worker slots the job may use (the spec's ``max_nodes``, resolved)."""
+    assert config.spec.max_nodes is not None  # RunConfig resolves it
+    return config.spec.max_nodes
+
+
 def _worker_settings(config: RunConfig, checkpoint_dir: str) -> WorkerSettings:
+    spec = config.spec
     return WorkerSettings(
-        job=config.job,
-        job_options=dict(config.job_options),
-        seed=config.seed,
+        job=str(spec.job),
+        job_options=dict(spec.job_options),
+        seed=spec.seed,
         max_steps=config.max_steps,
         backend=config.backend,
         collective_timeout_s=config.collective_timeout_real_s,
@@ -408,15 +255,7 @@ def _controller_config(config: RunConfig, slots: int) -> ControllerConfig:
     return ControllerConfig(
         time_scale=config.time_scale,
         max_steps=config.max_steps,
-        min_nodes=1,
-        max_nodes=min(config.max_nodes, slots),
-        rescale=config.rescale,
-        notice_trace_s=config.notice_trace_s,
-        checkpoint_interval_trace_s=config.checkpoint_interval_trace_s,
-        deadline_trace_s=config.deadline_trace_s,
-        start_offset_trace_s=config.start_offset_trace_s or 0.0,
-        on_demand_price_per_hour=config.on_demand_price_per_hour,
-        spot_price_per_hour=config.spot_price_per_hour,
+        max_nodes=min(_max_nodes(config), slots),
         throughput_samples_per_s=config.throughput_samples_per_s,
         max_wall_real_s=config.max_wall_real_s,
     )
@@ -429,7 +268,7 @@ def _check_run(config: RunConfig, trace: Any) -> None:
         return
     from .api import check_job_spec
 
-    check_job_spec(config.job)
+    check_job_spec(str(config.spec.job))
     if config.backend == "nccl":
         import torch
 
@@ -439,12 +278,11 @@ def _check_run(config: RunConfig, trace: Any) -> None:
 
 def _resolved(config: RunConfig, trace: Any) -> RunConfig:
     """The start offset checked, or drawn from the seed, as the simulator does it."""
-    import dataclasses
-
     from elasim.traces.model import start_offset_of
 
-    offset = start_offset_of(trace, config.start_offset_trace_s, config.seed)
-    return dataclasses.replace(config, start_offset_trace_s=offset)
+    spec = config.spec
+    offset = start_offset_of(trace, spec.start_offset_s, spec.seed)
+    return replace(config, spec=spec.replace(start_offset_s=offset))
 
 
 def run_trace(
@@ -455,7 +293,7 @@ def run_trace(
     journal_dir: str | Path | None = None,
     resume: ResumePoint | None = None,
 ) -> RunResult:
-    """Replay ``config.trace`` with ``config.policy`` on real workers.
+    """Replay the spec's trace with its policy on real workers.
 
     Args:
         config: the run.
@@ -481,15 +319,16 @@ def run_trace(
 
     if resume is not None:
         config = resume.segment_config()
-    trace = load_capacity_trace(config.trace)
+    spec = config.spec
+    trace = load_capacity_trace(str(spec.trace))
     _check_run(config, trace)
     config = _resolved(config, trace)
     if journal_dir is not None and resume is None and config.script is None:
         save_run_config(journal_dir, config)
-    policy = make_policy(config.policy, dict(config.policy_options), seed=config.seed)
+    policy = make_policy(str(spec.policy), dict(spec.policy_options), seed=spec.seed)
     if is_oracle(policy):
         raise ValueError(
-            f"policy {config.policy!r} is an oracle (it needs the whole trace in advance): "
+            f"policy {spec.policy!r} is an oracle (it needs the whole trace in advance): "
             "simulate it (elasim simulate, elasim sweep), it cannot run live"
         )
     group, server, tmp = _start_group(config, None if resume is None else resume.checkpoint_step)
@@ -499,12 +338,14 @@ def run_trace(
         group.start()
         if on_group is not None:
             on_group(group)
+        control = _controller_config(config, group.slots)
         controller = Controller(
+            config.spec.replace(max_nodes=control.max_nodes),
             trace,
             policy,
-            group,
             RealClock(),
-            _controller_config(config, group.slots),
+            control,
+            group=group,
             on_turn=hook,
         )
         result = controller.run()
@@ -522,7 +363,7 @@ def run_trace(
     out = _run_result(config, trace.name, result, group, steps, starts, t0)
     if resume is None:
         return replace(out, summary={**out.summary, "segments": [segment_of(out.summary, 0.0, 0)]})
-    return merge_segments(out, resume, _inputs(resume.config, trace.name, group.job_name))
+    return merge_segments(out, resume, resume.config.spec.as_inputs())
 
 
 def _start_group(
@@ -536,7 +377,7 @@ def _start_group(
     checkpoint there is at this step, and the first group restores it.
     """
     if config.script is not None:
-        slots = config.local_slots or config.max_nodes
+        slots = config.local_slots or _max_nodes(config)
         launcher = LocalLauncher(slots, bind_host=config.bind_host)
         settings = GroupSettings(mode=RescaleMode.RESTART, bind_host=config.bind_host)
         return ScriptWorkerGroup(config.script, settings, launcher), None, None
@@ -564,7 +405,7 @@ def _start_group(
             tmp.cleanup()
         raise
     settings = GroupSettings(
-        mode=config.rescale,
+        mode=config.spec.rescale,
         worker=worker,
         bind_host=config.bind_host,
         idle_warmup=config.idle_warmup,
@@ -594,7 +435,7 @@ def _journal(
         seg["wall_time_s"] = controller.clock.now() - controller._t0  # noqa: SLF001
         seg["steps"] = controller.group.progress().step
         seg["lost_steps"] = sum(e.lost_steps for e in controller.loop.events)
-        seg["inputs"] = _inputs(config, "", None)
+        seg["inputs"] = config.spec.as_inputs()
         seg["segments"] = [segment_of(seg, offset, first, ended="running")]
         merged = merge_books(base, seg, offset)
         merged["segments"] = list(base.get("segments", [])) + seg["segments"]

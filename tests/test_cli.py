@@ -290,8 +290,8 @@ def test_calibrate_takes_max_nodes_and_its_old_name():
 @pytest.mark.parametrize(
     ("args", "flag"),
     [
-        (("--max-nodes", "0"), "--max-nodes must be >= 1"),
-        (("--min-nodes", "0"), "--min-nodes must be >= 1"),
+        (("--max-nodes", "0"), "--max-nodes must be a whole number >= 1, got 0"),
+        (("--min-nodes", "0"), "--min-nodes must be a whole number >= 1, got 0"),
         (("--min-nodes", "40"), "--min-nodes: need min nodes <= max nodes"),
         (("--deadline-h", "-1"), "--deadline-h must be > 0"),
         (("--notice-s", "-3"), "--notice-s must be >= 0"),

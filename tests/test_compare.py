@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from conftest import capacity
 
-from elasim.compare import CompareResult, compare_frames, scale_trace
+from elasim.compare import CompareResult, compare_frames
 from elasim.policies import EVENT_COLUMNS
+from elasim.traces.model import scale_trace
 
 
 def events(rows):
@@ -121,54 +122,63 @@ def bundled(tmp_path_factory):
     return real, simulate_run(real, profile, tmp_path_factory.mktemp("sim"))
 
 
-def edited_copy(run, tmp_path, **inputs):
-    """A copy of a run directory whose summary states other inputs."""
+def edited_copy(run, tmp_path, section="inputs", **values):
+    """A copy of a run directory whose summary states other values in ``section``."""
     import json
     import shutil
 
     out = tmp_path / f"edited-{run.name}"
     shutil.copytree(run, out)
     summary = json.loads((out / "summary.json").read_text())
-    summary["inputs"].update(inputs)
+    summary.setdefault(section, {}).update(values)
     (out / "summary.json").write_text(json.dumps(summary))
     return out
 
 
-def test_a_run_and_its_simulation_state_the_same_identity(bundled):
+def test_a_run_and_its_simulation_state_the_same_spec(bundled):
+    """The simulation runs the run's own spec: the same keys, no translation."""
     import json
 
-    from elasim.run_identity import RunIdentity, run_identity
+    from elasim.compare import check_same_run
+    from elasim.jobmodel import JobSpec
 
     real, sim = bundled
-    expected = RunIdentity("digits-mlp256x2", "spot_us_east", "greedy", 300.0, 119000.0)
-    for run in (real, sim):
-        identity = run_identity(json.loads((run / "summary.json").read_text()))
-        assert identity.job == expected.job and identity.trace == expected.trace
-        assert identity.policy == expected.policy and identity.time_scale == expected.time_scale
-        assert identity.trace_start_s == pytest.approx(expected.trace_start_s)
+    summaries = [json.loads((run / "summary.json").read_text()) for run in (real, sim)]
+    specs = [JobSpec.from_inputs(s["inputs"]) for s in summaries]
+    assert specs[0].trace == specs[1].trace == "spot_us_east.csv"
+    assert specs[0].start_offset_s == specs[1].start_offset_s == 119000.0
+    assert specs[0].policy == specs[1].policy == "greedy"
+    assert set(summaries[1]["inputs"]) == set(JobSpec().as_inputs())
+    check_same_run(*summaries)  # no exception
 
 
 @pytest.mark.parametrize(
-    ("inputs", "field", "values"),
+    ("section", "values", "field", "shown"),
     [
-        ({"job": "resnet50_v100 (profile)"}, "job", ("'digits-mlp256x2'", "'resnet50_v100'")),
-        ({"trace": "spot_eu_west (x300)"}, "trace", ("'spot_us_east'", "'spot_eu_west'")),
-        ({"policy": "fixed"}, "policy", ("'greedy'", "'fixed'")),
-        ({"time_scale": 600.0}, "time_scale", ("300", "600")),
-        # one simulated second later at x300 is five trace minutes later
-        ({"start_offset_s": 119000.0 / 300 + 1}, "trace_start_s", ("119000", "119300")),
+        ("inputs", {"job": "resnet50_v100"}, "job", ("'digits-mlp256x2'", "'resnet50_v100'")),
+        ("inputs", {"trace": "spot_us_west.csv"}, "trace",
+         ("'spot_us_east.csv'", "'spot_us_west.csv'")),
+        ("inputs", {"policy": "fixed"}, "policy", ("'greedy'", "'fixed'")),
+        ("inputs", {"notice_s": 120.0}, "notice_s", ("0.0", "120.0")),
+        ("inputs", {"rescale": "restart"}, "rescale", ("'inplace'", "'restart'")),
+        ("inputs", {"start_offset_s": 119300.0}, "start_offset_s", ("119000.0", "119300.0")),
+        ("simulator", {"time_scale": 600.0}, "time_scale", ("300.0", "600.0")),
+        ("simulator", {"target_samples": 1.0}, "work", ("", "1 samples")),
     ],
-)
-def test_compare_refuses_a_simulation_of_another_run(bundled, tmp_path, inputs, field, values):
-    from elasim.compare import RunMismatchError, compare_runs
+)  # fmt: skip
+def test_compare_refuses_a_simulation_of_another_run(
+    bundled, tmp_path, section, values, field, shown
+):
+    from elasim.compare import SpecMismatchError, compare_runs
 
     real, sim = bundled
-    other = edited_copy(sim, tmp_path, **inputs)
-    with pytest.raises(RunMismatchError) as caught:
+    other = edited_copy(sim, tmp_path, section, **values)
+    with pytest.raises(SpecMismatchError) as caught:
         compare_runs(real, other)
     message = str(caught.value)
     assert "\n" not in message and isinstance(caught.value, ValueError)
-    assert f"{field} differs ({real}: {values[0]}, {other}: {values[1]})" in message
+    assert f"{field} differs ({real}: {shown[0]}" in message, message
+    assert f"{other}: {shown[1]})" in message, message
     assert compare_runs(real, other, force=True).pairs  # the caller may insist
 
 
@@ -176,14 +186,14 @@ def test_comparing_unrelated_directories_fails_in_one_line(bundled, tmp_path, ca
     from typer.testing import CliRunner
 
     from elasim.cli import app
-    from elasim.compare import RunMismatchError, compare_runs
+    from elasim.compare import SpecMismatchError, compare_runs
 
     real, _ = bundled
     runner = CliRunner()
     other = tmp_path / "resnet"  # the default job on the same trace: another job entirely
     result = runner.invoke(app, ["simulate", "-t", "spot_us_east.csv", "--out", str(other)])
     assert result.exit_code == 0, result.output
-    with pytest.raises(RunMismatchError, match="not the same run: job differs"):
+    with pytest.raises(SpecMismatchError, match="not the same run: job differs"):
         compare_runs(real, other)
     result = runner.invoke(app, ["compare", str(real), str(other), "--out", str(tmp_path / "c")])
     assert result.exit_code == 2 and "Traceback" not in result.output
@@ -206,10 +216,10 @@ def test_matching_warns_only_when_nothing_matched(caplog):
 
 
 def test_run_to_run_errors_refuses_runs_that_are_not_repeats(bundled, tmp_path):
-    from elasim.compare import RunMismatchError, run_to_run_errors
+    from elasim.compare import SpecMismatchError, run_to_run_errors
 
     real, _ = bundled
     other = edited_copy(real, tmp_path, trace_start_s=26000.0)
-    with pytest.raises(RunMismatchError, match="trace_start_s differs"):
+    with pytest.raises(SpecMismatchError, match="start_offset_s differs"):
         run_to_run_errors([real, other])
     assert run_to_run_errors([real, other], force=True)["pairs of runs"] == 1

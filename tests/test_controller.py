@@ -18,7 +18,7 @@ import pytest
 
 from elasim.executor.controller import Controller, ControllerConfig, FakeClock
 from elasim.executor.fakes import FakeWorkerGroup
-from elasim.jobmodel import CapacityReplay
+from elasim.jobmodel import CapacityReplay, JobSpec
 from elasim.policies import Decision, EventKind, Observation, PolicyBase
 from elasim.traces import CapacityTrace, TraceMetadata
 
@@ -69,21 +69,25 @@ class ScriptedPolicy(PolicyBase):
         return Decision(min(obs.spot_available, self.cap), 0, self.wake)
 
 
-def _run(trace, policy, *, notice_s=0.0, max_steps=1000, step_s=1.0, **cfg):
+def _spec(**fields) -> JobSpec:
+    """A resolved spec of up to 4 nodes at the trace's start (checkpoints off unless given)."""
+    fields.setdefault("checkpoint_interval_s", math.inf)
+    return JobSpec(min_nodes=1, max_nodes=4, start_offset_s=0.0, **fields)
+
+
+def _run(trace, policy, *, notice_s=0.0, max_steps=1000, step_s=1.0, **spec):
     clock = FakeClock()
     group = FakeWorkerGroup(clock, step_time_s=step_s, max_steps=max_steps)
-    cfg.setdefault("checkpoint_interval_trace_s", math.inf)
     config = ControllerConfig(
         time_scale=10.0,
         max_steps=max_steps,
         max_nodes=4,
-        notice_trace_s=notice_s,
         graceful_margin_real_s=0.0,
         prior_step_real_s=1e-3,
         idle_poll_real_s=1e9,
-        **cfg,
     )
-    return Controller(trace, policy, group, clock, config).run(), group
+    job = _spec(notice_s=notice_s, **spec)
+    return Controller(job, trace, policy, clock, config, group=group).run(), group
 
 
 @pytest.mark.timeout(30)
@@ -134,7 +138,7 @@ def test_controller_honours_wake_after_and_checkpoint_interval():
         ScriptedPolicy(wake_after_s=50.0),
         max_steps=30,
         step_s=1.0,
-        checkpoint_interval_trace_s=40.0,
+        checkpoint_interval_s=40.0,
     )
     times = [d.time_s for d in result.decisions]
     assert times[:4] == [0.0, 50.0, 100.0, 150.0]
@@ -151,8 +155,10 @@ def test_controller_honours_wake_after_and_checkpoint_interval():
 def test_controller_config_validates():
     with pytest.raises(ValueError, match="time_scale"):
         ControllerConfig(time_scale=0)
-    with pytest.raises(ValueError, match="min_nodes"):
-        ControllerConfig(min_nodes=3, max_nodes=2)
+    with pytest.raises(ValueError, match="max_nodes"):
+        ControllerConfig(max_nodes=0)
+    with pytest.raises(ValueError, match="--min-nodes"):
+        JobSpec(min_nodes=3, max_nodes=2)
 
 
 def test_the_journal_appends_events_as_the_run_goes(tmp_path):
@@ -169,11 +175,10 @@ def test_the_journal_appends_events_as_the_run_goes(tmp_path):
 
     clock = FakeClock()
     group = FakeWorkerGroup(clock, step_time_s=1.0, max_steps=60)
-    config = ControllerConfig(
-        time_scale=10.0, max_steps=60, max_nodes=4, idle_poll_real_s=1e9,
-        checkpoint_interval_trace_s=math.inf,
-    )  # fmt: skip
-    result = Controller(trace, ScriptedPolicy(), group, clock, config, on_turn=hook).run()
+    config = ControllerConfig(time_scale=10.0, max_steps=60, max_nodes=4, idle_poll_real_s=1e9)
+    result = Controller(
+        _spec(), trace, ScriptedPolicy(), clock, config, group=group, on_turn=hook
+    ).run()
     assert seen == sorted(seen) and seen[0] < seen[-1]  # written turn by turn, not at the end
     lines = (tmp_path / "events.partial.jsonl").read_text().splitlines()
     assert [json.loads(line)["kind"] for line in lines] == [

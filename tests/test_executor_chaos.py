@@ -142,7 +142,7 @@ def test_a_killed_controller_leaves_no_orphan_and_resume_finishes_its_run(tmp_pa
     first, second = summary["segments"]
     assert first["ended"] == "controller died" and second["ended"] == "completed"
     assert second["first_step"] == ckpt and second["start_trace_s"] >= first["start_trace_s"]
-    assert summary["inputs"]["trace_start_s"] == 119000
+    assert summary["inputs"]["start_offset_s"] == 119000
     # the death is booked as a total loss: the steps after the checkpoint
     events = pd.read_parquet(out / "events.parquet")
     death = events[(events["kind"] == "preempt") & (events["nodes_after"] == 0)]

@@ -30,6 +30,7 @@ from elasim.executor.group import (  # noqa: E402
 from elasim.executor.protocol import FaultInjection, WorkerSettings  # noqa: E402
 from elasim.executor.run import RunConfig, run_trace, write_run  # noqa: E402
 from elasim.executor.sampler import ElasticSampler  # noqa: E402
+from elasim.jobmodel import JobSpec  # noqa: E402
 from elasim.policies import EVENT_COLUMNS, EventKind  # noqa: E402
 
 pytestmark = [pytest.mark.executor]
@@ -75,15 +76,17 @@ def test_run_over_a_real_trace_segment_completes_and_reaches_the_target(tmp_path
     # spot_us_east.csv (real availability, us-east-2b) from t = 127,500 s, capped at 3 nodes:
     # 3 nodes, a drop to 2 at +2,100 s (no notice: SIGKILL), back to 3 at +3,000 s.
     config = RunConfig(
-        trace="spot_us_east.csv",
-        start_offset_trace_s=127_500.0,
-        policy="greedy",
+        spec=JobSpec(
+            trace="spot_us_east.csv",
+            start_offset_s=127_500.0,
+            policy="greedy",
+            max_nodes=3,
+            checkpoint_interval_s=1500.0,
+        ),
         time_scale=1000.0,
-        max_nodes=3,
         local_slots=4,  # one spare warm standby for the scale-up after the SIGKILL
         max_steps=400,
         step_delay_real_s=0.015,
-        checkpoint_interval_trace_s=1500.0,
         log_dir=str(tmp_path / "logs"),
         max_wall_real_s=90.0,
     )

@@ -18,6 +18,7 @@ from elasim.executor.fakes import FakeWorkerGroup
 from elasim.jobmodel import (
     CheckpointSchedule,
     JobRules,
+    JobSpec,
     PolicyError,
     RescaleMode,
     leave_lead_s,
@@ -44,7 +45,12 @@ class Greedy(PolicyBase):
         return Decision(min(obs.spot_available, obs.max_nodes))
 
 
-def _controller(trace, *, max_steps: int, step_s: float = 1.0, **cfg) -> tuple:
+def _spec(**fields) -> JobSpec:
+    """A resolved spec of up to 4 nodes at the trace's start."""
+    return JobSpec(min_nodes=1, max_nodes=4, start_offset_s=0.0, **fields)
+
+
+def _controller(trace, *, max_steps: int, step_s: float = 1.0, **spec) -> tuple:
     clock = FakeClock()
     group = FakeWorkerGroup(clock, step_time_s=step_s, max_steps=max_steps)
     config = ControllerConfig(
@@ -53,9 +59,8 @@ def _controller(trace, *, max_steps: int, step_s: float = 1.0, **cfg) -> tuple:
         max_nodes=4,
         graceful_margin_real_s=0.0,
         idle_poll_real_s=1e9,
-        **cfg,
     )
-    return Controller(trace, Greedy(), group, clock, config), group
+    return Controller(_spec(**spec), trace, Greedy(), clock, config, group=group), group
 
 
 # -- checkpoints --------------------------------------------------------------------------
@@ -108,7 +113,7 @@ def test_a_total_loss_loses_at_most_the_work_since_the_last_checkpoint():
     # steps of 10 trace s: the steps since the last checkpoint, plus the one in flight
     assert loss.lost_steps <= math.floor((5000.0 - last) / 10.0) + 1
     assert loss.lost_steps < 50
-    off, _ = _controller(trace, max_steps=2_000, checkpoint_interval_trace_s=math.inf)
+    off, _ = _controller(trace, max_steps=2_000, checkpoint_interval_s=math.inf)
     lost_off = next(e for e in off.run().events if e.kind is EventKind.PREEMPT).lost_steps
     assert lost_off == 501  # with checkpoints off, every step of the first 5,000 s
 
@@ -156,7 +161,7 @@ def test_a_policy_error_is_one_line_naming_the_policy_and_its_file(policy, words
 
     trace = capacity([0.0], [2], [1.0], duration_s=H)
     with pytest.raises(PolicyError) as info:
-        simulate(trace, policy, load_job("resnet50_v100"))
+        simulate(JobSpec(), trace=trace, policy=policy, job=load_job("resnet50_v100"))
     message = str(info.value)
     assert "\n" not in message and words in message
     assert policy.name in message and "test_jobmodel.py:" in message
@@ -199,6 +204,6 @@ def test_the_timeline_shows_trace_changes_at_their_times_while_the_controller_bl
     clock = FakeClock()
     group = SlowGroup(clock, step_time_s=1.0, max_steps=200)
     config = ControllerConfig(time_scale=10.0, max_steps=200, max_nodes=4, idle_poll_real_s=1e9)
-    result = Controller(trace, Greedy(), group, clock, config).run()
+    result = Controller(_spec(), trace, Greedy(), clock, config, group=group).run()
     rows = [(r.time_s, r.spot_available) for r in result.timeline]
     assert (100.0, 3) in rows and (200.0, 2) in rows

@@ -9,6 +9,7 @@ import pytest
 from conftest import capacity
 
 from elasim.job import load_job
+from elasim.jobmodel import JobSpec
 from elasim.optimal import plan_optimal
 from elasim.policies import (
     OptimalPolicy,
@@ -30,8 +31,8 @@ def small_job(nodes: int = 4):
 
 
 def config(job, offset_s: float = 0.0, slack: float = 1.5, **extra) -> SimConfig:
-    deadline_h = slack * fastest_finish_h(job, SimConfig())
-    return SimConfig(deadline_s=deadline_h * 3600, start_offset_s=offset_s, **extra)
+    deadline_h = slack * fastest_finish_h(job, JobSpec())
+    return JobSpec(deadline_s=deadline_h * 3600, start_offset_s=offset_s, **extra)
 
 
 def test_the_oracle_is_not_a_live_policy() -> None:
@@ -51,10 +52,12 @@ def test_without_a_plan_the_oracle_refuses_to_decide() -> None:
 def test_the_planner_needs_a_deadline_and_a_capacity_trace() -> None:
     job = small_job()
     with pytest.raises(ValueError, match="needs a deadline"):
-        plan_optimal(load_trace("spot_us_east.csv"), job, SimConfig())
+        plan_optimal(load_trace("spot_us_east.csv"), job, JobSpec())
     with pytest.raises(ValueError, match="capacity"):
         plan_optimal(
-            load_trace("philly_jobs.csv"), job, SimConfig(deadline_s=3600.0, cluster_gpus=16)
+            load_trace("philly_jobs.csv"),
+            job,
+            JobSpec(deadline_s=3600.0, start_offset_s=0.0, max_nodes=4),
         )
 
 
@@ -73,8 +76,8 @@ def test_without_spot_the_optimum_beats_any_one_on_demand_count() -> None:
     job = small_job(8)
     trace = capacity([0.0], [0], [0.9], duration_s=2 * 86400.0, od_price=3.06)
     cfg = config(job)
-    best = simulate(trace, OptimalPolicy(), job, cfg)
-    plan_usd, _ = on_demand_baseline(trace, job, cfg)
+    best = simulate(cfg, trace=trace, policy=OptimalPolicy(), job=job)
+    plan_usd, _ = on_demand_baseline(trace, job, cfg, SimConfig())
     assert best.deadline_met and best.spot_node_hours == 0.0
     assert best.cost_usd < 0.9 * plan_usd
     held = {n for n in best.timeline.on_demand_held if n}
@@ -84,7 +87,7 @@ def test_without_spot_the_optimum_beats_any_one_on_demand_count() -> None:
 def test_with_spot_always_there_the_optimum_buys_no_on_demand() -> None:
     job = small_job(4)
     trace = capacity([0.0], [4], [0.9], duration_s=2 * 86400.0, od_price=3.06)
-    best = simulate(trace, OptimalPolicy(), job, config(job))
+    best = simulate(config(job), trace=trace, policy=OptimalPolicy(), job=job)
     assert best.deadline_met and best.on_demand_node_hours == 0.0
     assert best.rescales == 0
 
@@ -93,8 +96,8 @@ def test_with_spot_always_there_the_optimum_buys_no_on_demand() -> None:
 def test_bound_model_and_replay_agree(offset_s: float) -> None:
     job = small_job(4)
     trace = load_trace("spot_us_east.csv")
-    best = simulate(trace, OptimalPolicy(), job, config(job, offset_s))
-    report = dict(best.metadata)["oracle_plan"]
+    best = simulate(config(job, offset_s), trace=trace, policy=OptimalPolicy(), job=job)
+    report = dict(best.simulator)["oracle_plan"]
     assert report["feasible"] and best.deadline_met
     assert report["lower_bound_usd"] <= report["model_cost_usd"] * (1 + 1e-9)
     # the replay costs what the plan says, up to how checkpoints and rollbacks land
@@ -105,8 +108,10 @@ def test_a_finer_grid_is_no_dearer() -> None:
     job = small_job(4)
     trace = load_trace("spot_us_west.csv")
     cfg = config(job, 100_000.0)
-    coarse = simulate(trace, OptimalPolicy(), job, cfg)
-    fine = simulate(trace, OptimalPolicy(OptimalPolicy.Config(step_s=150.0)), job, cfg)
+    coarse = simulate(cfg, trace=trace, policy=OptimalPolicy(), job=job)
+    fine = simulate(
+        cfg, trace=trace, policy=OptimalPolicy(OptimalPolicy.Config(step_s=150.0)), job=job
+    )
     assert fine.cost_usd <= coarse.cost_usd * 1.01
 
 
@@ -117,7 +122,7 @@ def test_an_impossible_deadline_runs_flat_out() -> None:
     plan, report = plan_optimal(trace, job, cfg)
     assert not report.feasible and report.lower_bound_usd is None
     assert plan.start_s == (0.0,) and (plan.spot_nodes[0], plan.on_demand_nodes[0]) == (4, 4)
-    result = simulate(trace, OptimalPolicy(), job, cfg)
+    result = simulate(cfg, trace=trace, policy=OptimalPolicy(), job=job)
     assert result.deadline_met is False and result.deadline_feasible is False
 
 
@@ -125,8 +130,8 @@ def test_the_replay_is_reproducible() -> None:
     job = small_job(4)
     trace = load_trace("spot_us_west.csv")
     cfg = config(job, 50_000.0)
-    first = simulate(trace, OptimalPolicy(), job, cfg)
-    again = simulate(trace, OptimalPolicy(), job, cfg)
+    first = simulate(cfg, trace=trace, policy=OptimalPolicy(), job=job)
+    again = simulate(cfg, trace=trace, policy=OptimalPolicy(), job=job)
     assert first.summary() == again.summary()
     assert np.array_equal(first.timeline.spot_held, again.timeline.spot_held)
 
@@ -136,4 +141,4 @@ def test_a_live_run_refuses_the_oracle_before_any_worker_starts() -> None:
     from elasim.executor.run import RunConfig, run_trace
 
     with pytest.raises(ValueError, match="is an oracle"):
-        run_trace(RunConfig(trace="spot_us_east.csv", policy="optimal"))
+        run_trace(RunConfig(spec=JobSpec(trace="spot_us_east.csv", policy="optimal")))

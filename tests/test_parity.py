@@ -18,6 +18,7 @@ import pytest
 from elasim.executor.controller import ControllerConfig
 from elasim.executor.fakes import fluid_controller
 from elasim.job import load_job
+from elasim.jobmodel import JobSpec
 from elasim.policies import get_policy_class, make_policy, policy_names
 from elasim.sim import RescaleMode, SimConfig, simulate
 from elasim.traces import bundled_trace_names, load_trace
@@ -33,27 +34,29 @@ def _job():
 
 
 def _pair(trace_name: str, policy: str, mode: RescaleMode, notice_s: float, deadline_s):
+    """The same spec through the simulator and through the executor's controller."""
     trace = load_trace(trace_name)
     job = _job()
     horizon_s = 3 * 86400.0
-    sim = simulate(
-        trace,
-        make_policy(policy, seed=3),
-        job,
-        SimConfig(rescale=mode, notice_s=notice_s, deadline_s=deadline_s, max_sim_time_s=horizon_s),
+    spec = JobSpec(
+        trace=trace_name,
+        policy=policy,
+        min_nodes=job.nodes.min,
+        max_nodes=job.nodes.max,
+        rescale=mode,
+        notice_s=notice_s,
+        deadline_s=deadline_s,
+        seed=3,
     )
+    sim = simulate(spec, SimConfig(max_sim_time_s=horizon_s), trace=trace, job=job)
     config = ControllerConfig(
         time_scale=SCALE,
         max_steps=1,
         max_nodes=job.nodes.max,
-        min_nodes=job.nodes.min,
-        rescale=mode,
-        notice_trace_s=notice_s,
-        deadline_trace_s=deadline_s,
         max_wall_real_s=horizon_s / SCALE,
         idle_poll_real_s=1e9,
     )
-    ctl = fluid_controller(trace, make_policy(policy, seed=3), job, config)
+    ctl = fluid_controller(spec, trace, make_policy(policy, seed=3), job, config)
     real = ctl.run()
     return sim, real
 
@@ -90,15 +93,13 @@ def test_the_parity_check_can_fail():
     """A controller on another clock rate than the simulator's gives another log."""
     trace = load_trace("spot_us_east.csv")
     job = _job()
-    sim = simulate(trace, make_policy("greedy"), job, SimConfig(max_sim_time_s=86400.0))
+    spec = JobSpec(policy="greedy", min_nodes=1, max_nodes=4)
+    sim = simulate(spec, SimConfig(max_sim_time_s=86400.0), trace=trace, job=job)
     config = ControllerConfig(
-        time_scale=SCALE,
-        max_nodes=4,
-        start_offset_trace_s=60.0,  # a different window of the same trace
-        max_wall_real_s=86400.0 / SCALE,
-        idle_poll_real_s=1e9,
+        time_scale=SCALE, max_wall_real_s=86400.0 / SCALE, idle_poll_real_s=1e9
     )
-    real = fluid_controller(trace, make_policy("greedy"), job, config).run()
+    other = spec.replace(start_offset_s=60.0)  # a different window of the same trace
+    real = fluid_controller(other, trace, make_policy("greedy"), job, config).run()
     assert list(real.decisions) != list(sim.decisions)
 
 

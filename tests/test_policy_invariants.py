@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elasim.job import load_job
+from elasim.jobmodel import JobSpec
 from elasim.policies import DeadlinePolicy, OptimalPolicy, make_policy
 from elasim.sim import SimConfig, fastest_finish_h, simulate
 from elasim.traces import load_trace
@@ -79,8 +80,8 @@ def synthetic(kind: str, nodes: int) -> CapacityTrace:
 
 
 def config_for(nodes: int, offset_s: float) -> SimConfig:
-    deadline_h = 1.5 * fastest_finish_h(job(nodes), SimConfig())
-    return SimConfig(
+    deadline_h = 1.5 * fastest_finish_h(job(nodes), JobSpec())
+    return JobSpec(
         deadline_s=deadline_h * 3600.0,
         start_offset_s=offset_s,
         on_demand_price_per_hour=ON_DEMAND_PRICE,
@@ -96,24 +97,26 @@ def capacity_changes(result) -> int:
 
 def check_invariants(trace: CapacityTrace, nodes: int, offset_s: float) -> dict[str, float]:
     spec, config = job(nodes), config_for(nodes, offset_s)
-    baseline = on_demand_baseline(trace, spec, config)
+    baseline = on_demand_baseline(trace, spec, config, SimConfig())
     assert baseline is not None, "1.5x the fastest time: some on-demand plan always meets it"
     plan_usd = baseline[0]
-    deadline = simulate(trace, DeadlinePolicy(), spec, config)
+    deadline = simulate(config, trace=trace, policy=DeadlinePolicy(), job=spec)
     where = f"{trace.name} at {nodes} nodes from {offset_s:.0f} s"
     assert deadline.deadline_met, f"deadline missed on {where}"
     bet = DeadlinePolicy.Config().risk_fraction
     assert deadline.cost_usd <= plan_usd * (1 + bet) + 0.01, (where, deadline.cost_usd, plan_usd)
     assert deadline.rescales <= 2 * capacity_changes(deadline) + 4, where
-    best = simulate(trace, OptimalPolicy(), spec, config)
+    best = simulate(config, trace=trace, policy=OptimalPolicy(), job=spec)
     assert best.deadline_met, f"optimal missed the deadline on {where}"
     spec_g, options_g = GREEDY_FALLBACK
     runs = {
         "deadline": deadline,
-        "greedy_fallback": simulate(trace, make_policy(spec_g, options_g), spec, config),
+        "greedy_fallback": simulate(
+            config, trace=trace, policy=make_policy(spec_g, options_g), job=spec
+        ),
     }
     for name, options in OTHERS:
-        runs[name] = simulate(trace, make_policy(name, options), spec, config)
+        runs[name] = simulate(config, trace=trace, policy=make_policy(name, options), job=spec)
     costs = {name: r.cost_usd for name, r in runs.items() if r.deadline_met}
     costs["on_demand"] = plan_usd
     cheapest = min(costs, key=costs.get)

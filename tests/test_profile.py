@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import ScriptedPolicy, capacity, greedy_fn
 
+from elasim.jobmodel import JobSpec
 from elasim.policies import EventKind, PauseComponents
 from elasim.profile import (
     PROFILE_VERSION,
@@ -25,7 +26,7 @@ from elasim.profile import (
     starting_weight,
     step_times_from_steps,
 )
-from elasim.sim import RescaleMode, SimConfig, simulate
+from elasim.sim import RescaleMode, simulate
 
 
 def make_profile() -> Profile:
@@ -98,8 +99,8 @@ def test_apply_profile_uses_measurements():
 def test_simulator_uses_the_measured_pause_table():
     job = apply_profile(make_profile(), target_samples=6400 * 100)
     trace = capacity([0.0, 10.0], [1, 2], [1.0, 1.0], duration_s=1000.0)
-    config = SimConfig(checkpoint_interval_s=math.inf, rescale=RescaleMode.INPLACE)
-    result = simulate(trace, ScriptedPolicy(greedy_fn), job, config)
+    config = JobSpec(checkpoint_interval_s=math.inf, rescale=RescaleMode.INPLACE)
+    result = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=job)
     (grow,) = [e for e in result.events if e.kind is EventKind.SCALE_UP and e.nodes_before == 1]
     assert grow.pause == PauseComponents(rendezvous_s=0.02, state_s=0.01)
     assert grow.time_s == pytest.approx(10.0)  # a warm standby joins at once
@@ -213,8 +214,8 @@ def test_replacements_started_together_join_at_their_measured_ready_times():
     # every node lost at 10 s, capacity back at 12 s: the four replacements (spawned
     # at 10 s) join one by one at 16.0, 16.2, 16.4 and 16.8 s
     trace = capacity([0.0, 10.0, 12.0], [4, 0, 4], [1.0] * 3, duration_s=10_000.0)
-    config = SimConfig(checkpoint_interval_s=math.inf, rescale=RescaleMode.INPLACE)
-    result = simulate(trace, ScriptedPolicy(greedy_fn), job, config)
+    config = JobSpec(checkpoint_interval_s=math.inf, rescale=RescaleMode.INPLACE)
+    result = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=job)
     joins = [
         (e.time_s, e.nodes_before, e.nodes_after)
         for e in result.events
@@ -241,14 +242,17 @@ def test_shared_host_cold_starts_compete_with_training():
     # 2 of 4 workers are killed at 10 s and capacity comes back at once: the two
     # replacements start next to the 2 survivors (6 s), who train at half speed
     trace = capacity([0.0, 10.0, 10.5], [4, 2, 4], [1.0] * 3, duration_s=10_000.0)
-    config = SimConfig(checkpoint_interval_s=math.inf, rescale=RescaleMode.INPLACE)
-    shared = simulate(trace, ScriptedPolicy(greedy_fn), job, config)
+    config = JobSpec(checkpoint_interval_s=math.inf, rescale=RescaleMode.INPLACE)
+    shared = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=job)
     joins = [e for e in shared.events if e.kind is EventKind.SCALE_UP and e.time_s > 10]
     assert joins and joins[0].time_s == pytest.approx(16.0)
     # the same profile off a shared host: replacements start in 3 s, nobody slows
     apart = dataclasses.replace(profile, shared_host_cores=0)
     alone = simulate(
-        trace, ScriptedPolicy(greedy_fn), apply_profile(apart, target_samples=6400 * 100), config
+        config,
+        trace=trace,
+        policy=ScriptedPolicy(greedy_fn),
+        job=apply_profile(apart, target_samples=6400 * 100),
     )
     joins_apart = [e for e in alone.events if e.kind is EventKind.SCALE_UP and e.time_s > 10]
     assert joins_apart[0].time_s < 16.0

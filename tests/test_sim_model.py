@@ -15,6 +15,7 @@ import pytest
 from conftest import ScriptedPolicy, capacity, greedy_fn
 
 from elasim.job import BatchSemantics
+from elasim.jobmodel import JobSpec
 from elasim.policies import Decision, EventKind
 from elasim.sim import RescaleMode, SimConfig, pause_for, simulate, young_daly_interval_s
 
@@ -28,7 +29,10 @@ def kinds(result):
 def test_uninterrupted_run_takes_work_over_throughput(tiny_job):
     trace = capacity([0.0], [2], [1.5], duration_s=100 * H)
     result = simulate(
-        trace, ScriptedPolicy(greedy_fn), tiny_job, SimConfig(checkpoint_interval_s=math.inf)
+        JobSpec(checkpoint_interval_s=math.inf),
+        trace=trace,
+        policy=ScriptedPolicy(greedy_fn),
+        job=tiny_job,
     )
     assert result.completed
     assert result.completion_time_h == pytest.approx(5.0)  # 36,000 samples at 2/s
@@ -43,10 +47,10 @@ def test_restart_preemption_without_notice_loses_exactly_work_since_checkpoint(t
     # 2 nodes until 3,600 s, then 1. Checkpoints are free, every 1,000 s of running:
     # the last one before the drop is at 3,000 s, so 600 s on 2 nodes are lost.
     trace = capacity([0.0, 3600.0], [2, 1], [1.0, 1.0], duration_s=100 * H)
-    config = SimConfig(
+    config = JobSpec(
         checkpoint_interval_s=1000.0, checkpoint_cost_s=0.0, rescale=RescaleMode.RESTART
     )
-    result = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config)
+    result = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job)
     preempt = [e for e in result.events if e.kind is EventKind.PREEMPT]
     assert len(preempt) == 1
     assert preempt[0].lost_samples == pytest.approx(600 * 2)
@@ -60,8 +64,8 @@ def test_restart_preemption_without_notice_loses_exactly_work_since_checkpoint(t
 
 def test_inplace_preemption_without_notice_loses_only_the_step_in_flight(tiny_job):
     trace = capacity([0.0, 3600.0], [2, 1], [1.0, 1.0], duration_s=100 * H)
-    config = SimConfig(checkpoint_interval_s=math.inf, rescale=RescaleMode.INPLACE)
-    result = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config)
+    config = JobSpec(checkpoint_interval_s=math.inf, rescale=RescaleMode.INPLACE)
+    result = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job)
     (preempt,) = [e for e in result.events if e.kind is EventKind.PREEMPT]
     assert preempt.lost_samples == pytest.approx(1.0)  # one step = global batch of 1
     assert preempt.lost_steps == 1
@@ -71,8 +75,8 @@ def test_inplace_preemption_without_notice_loses_only_the_step_in_flight(tiny_jo
 @pytest.mark.parametrize("mode", [RescaleMode.INPLACE, RescaleMode.RESTART])
 def test_enough_notice_loses_nothing(tiny_job, mode):
     trace = capacity([0.0, 3600.0, 7200.0], [2, 0, 2], [1.0, 1.0, 1.0], duration_s=100 * H)
-    config = SimConfig(checkpoint_interval_s=math.inf, notice_s=120.0, rescale=mode)
-    result = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config)
+    config = JobSpec(checkpoint_interval_s=math.inf, notice_s=120.0, rescale=mode)
+    result = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job)
     assert result.lost_work_h == 0.0
     assert EventKind.PREEMPT_NOTICE in kinds(result)
     # losing every node needs a checkpoint written inside the notice (100 s here)
@@ -81,8 +85,8 @@ def test_enough_notice_loses_nothing(tiny_job, mode):
 
 def test_losing_every_node_without_notice_rolls_back_to_checkpoint_even_inplace(tiny_job):
     trace = capacity([0.0, 3600.0, 7200.0], [1, 0, 1], [1.0, 1.0, 1.0], duration_s=100 * H)
-    config = SimConfig(checkpoint_interval_s=1000.0, checkpoint_cost_s=0.0)
-    result = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config)
+    config = JobSpec(checkpoint_interval_s=1000.0, checkpoint_cost_s=0.0)
+    result = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job)
     assert result.lost_work_h == pytest.approx(600 / H)
     assert EventKind.RESTORE in kinds(result)
 
@@ -92,7 +96,10 @@ def test_cost_integral_matches_price_series(tiny_job):
     prices = [0.5, 2.0, 1.0, 3.0]
     trace = capacity(times, [1, 1, 1, 1], prices, duration_s=100 * H)
     result = simulate(
-        trace, ScriptedPolicy(greedy_fn), tiny_job, SimConfig(checkpoint_interval_s=math.inf)
+        JobSpec(checkpoint_interval_s=math.inf),
+        trace=trace,
+        policy=ScriptedPolicy(greedy_fn),
+        job=tiny_job,
     )
     end = 36000.0
     expected = (1000 * 0.5 + 1500 * 2.0 + 1500 * 1.0 + (end - 4000) * 3.0) / H
@@ -103,7 +110,9 @@ def test_cost_integral_matches_price_series(tiny_job):
 def test_on_demand_nodes_are_charged_at_the_on_demand_price(tiny_job):
     trace = capacity([0.0], [0], [1.0], duration_s=100 * H, od_price=4.0)
     policy = ScriptedPolicy(lambda obs: Decision(0, 2))
-    result = simulate(trace, policy, tiny_job, SimConfig(checkpoint_interval_s=math.inf))
+    result = simulate(
+        JobSpec(checkpoint_interval_s=math.inf), trace=trace, policy=policy, job=tiny_job
+    )
     assert result.on_demand_node_hours == pytest.approx(10.0)
     assert result.cost_usd == pytest.approx(40.0)
     assert result.spot_node_hours == 0.0
@@ -118,8 +127,8 @@ def test_trace_repeats_when_the_job_outlasts_it(tiny_job):
         tiny_job, checkpoint=dataclasses.replace(tiny_job.checkpoint, size_bytes=0.0)
     )
     trace = capacity([0.0, 3600.0], [1, 0], [1.0, 1.0], duration_s=2 * H)
-    config = SimConfig(checkpoint_interval_s=math.inf, notice_s=3600.0)
-    result = simulate(trace, ScriptedPolicy(greedy_fn), spec, config)
+    config = JobSpec(checkpoint_interval_s=math.inf, notice_s=3600.0)
+    result = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=spec)
     assert result.completed
     assert result.completion_time_h == pytest.approx((20 * H + 20.0) / H)
     assert result.preemptions == 10
@@ -132,7 +141,10 @@ def test_boot_delay_is_paid_and_counted_as_rescale_overhead(tiny_job):
     )
     trace = capacity([0.0], [1], [1.0], duration_s=100 * H)
     result = simulate(
-        trace, ScriptedPolicy(greedy_fn), spec, SimConfig(checkpoint_interval_s=math.inf)
+        JobSpec(checkpoint_interval_s=math.inf),
+        trace=trace,
+        policy=ScriptedPolicy(greedy_fn),
+        job=spec,
     )
     assert result.completion_time_h == pytest.approx((36000 + 105) / H)
     assert result.rescale_overhead_h == pytest.approx(105 / H)
@@ -196,7 +208,10 @@ def test_scaled_batch_convergence_cost(tiny_job):
     assert spec.statistical_efficiency(2) == pytest.approx(2 / 3)
     trace = capacity([0.0], [2], [1.0], duration_s=1000 * H)
     result = simulate(
-        trace, ScriptedPolicy(greedy_fn), spec, SimConfig(checkpoint_interval_s=math.inf)
+        JobSpec(checkpoint_interval_s=math.inf),
+        trace=trace,
+        policy=ScriptedPolicy(greedy_fn),
+        job=spec,
     )
     run_s = 36000 / (4 / 3)
     assert result.completion_time_h == pytest.approx(run_s / H)
@@ -208,7 +223,9 @@ def test_scaled_batch_convergence_cost(tiny_job):
 def test_policy_asked_at_changes_and_wake_ups_only(tiny_job):
     trace = capacity([0.0, 5000.0], [1, 2], [1.0, 1.0], duration_s=100 * H)
     policy = ScriptedPolicy(lambda obs: Decision(1, 0, wake_after_s=2000.0))
-    result = simulate(trace, policy, tiny_job, SimConfig(checkpoint_interval_s=math.inf))
+    result = simulate(
+        JobSpec(checkpoint_interval_s=math.inf), trace=trace, policy=policy, job=tiny_job
+    )
     times = [record.time_s for record in result.decisions]
     assert times[:5] == [0.0, 2000.0, 4000.0, 5000.0, 7000.0]
     # observations never leak mutable state
@@ -228,9 +245,11 @@ def test_checkpoint_interval_sweep_is_u_shaped(tiny_job):
     intervals = [30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0, 30000.0]
     completion = []
     for interval in intervals:
-        config = SimConfig(checkpoint_interval_s=interval, checkpoint_cost_s=cost_s)
+        config = JobSpec(checkpoint_interval_s=interval, checkpoint_cost_s=cost_s)
         completion.append(
-            simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config).completion_time_h
+            simulate(
+                config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job
+            ).completion_time_h
         )
     best = min(range(len(intervals)), key=completion.__getitem__)
     assert 0 < best < len(intervals) - 1, completion
@@ -241,11 +260,14 @@ def test_checkpoint_interval_sweep_is_u_shaped(tiny_job):
 
 def test_same_seed_same_summary_random_start(tiny_job):
     trace = capacity([0.0, 3600.0, 9000.0], [2, 1, 3], [1.0, 2.0, 0.7], duration_s=5 * H)
-    config = SimConfig(seed=7, start_offset_s=None)
-    first = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config).summary()
-    second = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config).summary()
+    config = JobSpec(seed=7, start_offset_s=None)
+    first = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job).summary()
+    second = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job).summary()
     other = simulate(
-        trace, ScriptedPolicy(greedy_fn), tiny_job, dataclasses.replace(config, seed=8)
+        dataclasses.replace(config, seed=8),
+        trace=trace,
+        policy=ScriptedPolicy(greedy_fn),
+        job=tiny_job,
     ).summary()
     assert first == second
     assert first["inputs"]["start_offset_s"] != other["inputs"]["start_offset_s"]
@@ -253,8 +275,9 @@ def test_same_seed_same_summary_random_start(tiny_job):
 
 def test_job_that_cannot_run_stops_at_the_horizon(tiny_job):
     trace = capacity([0.0], [0], [1.0], duration_s=10 * H)
-    config = SimConfig(max_sim_time_s=50 * H, deadline_s=20 * H)
-    result = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config)
+    config = JobSpec(deadline_s=20 * H)
+    horizon = SimConfig(max_sim_time_s=50 * H)
+    result = simulate(config, horizon, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job)
     assert not result.completed
     assert result.completion_time_h is None
     assert result.deadline_met is False
@@ -265,8 +288,8 @@ def test_graceful_restart_with_survivors_writes_one_checkpoint(tiny_job):
     # restart mode, 2 -> 1 with a 120 s notice: one 100 s write inside the notice, then a
     # restart from it (10 s load); no work lost and no second write.
     trace = capacity([0.0, 3600.0], [2, 1], [1.0, 1.0], duration_s=100 * H)
-    config = SimConfig(checkpoint_interval_s=math.inf, notice_s=120.0, rescale=RescaleMode.RESTART)
-    result = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config)
+    config = JobSpec(checkpoint_interval_s=math.inf, notice_s=120.0, rescale=RescaleMode.RESTART)
+    result = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job)
     assert result.lost_work_h == 0.0
     assert result.checkpoints == 1
     assert result.checkpoint_overhead_h == pytest.approx(100 / H)
@@ -279,10 +302,15 @@ def test_notice_during_a_periodic_write_makes_it_the_final_checkpoint(tiny_job):
     # progress when every node goes at 3,550 s. With a 120 s notice that write is the
     # final checkpoint, so nothing is lost; without notice the job rolls back to zero.
     trace = capacity([0.0, 3550.0, 7200.0], [1, 0, 1], [1.0] * 3, duration_s=100 * H)
-    warned = SimConfig(checkpoint_interval_s=3500.0, notice_s=120.0)
-    assert simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, warned).lost_work_h == 0.0
-    unwarned = SimConfig(checkpoint_interval_s=3500.0)
-    lost = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, unwarned).lost_work_h
+    warned = JobSpec(checkpoint_interval_s=3500.0, notice_s=120.0)
+    assert (
+        simulate(warned, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job).lost_work_h
+        == 0.0
+    )
+    unwarned = JobSpec(checkpoint_interval_s=3500.0)
+    lost = simulate(
+        unwarned, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job
+    ).lost_work_h
     assert lost == pytest.approx(3500 / H)
 
 
@@ -292,13 +320,13 @@ def test_killed_worker_slots_need_a_cold_start_before_replacements_join(tiny_job
         tiny_job, rescale=dataclasses.replace(tiny_job.rescale, cold_start_s=7.0)
     )
     trace = capacity([0.0, 10.0, 15.0], [4, 0, 4], [1.0] * 3, duration_s=100 * H)
-    config = SimConfig(checkpoint_interval_s=math.inf)
-    result = simulate(trace, ScriptedPolicy(greedy_fn), spec, config)
+    config = JobSpec(checkpoint_interval_s=math.inf)
+    result = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=spec)
     (resume,) = [e for e in result.events if e.kind is EventKind.RESUME]
     assert resume.time_s == pytest.approx(17.0)  # killed at 10 s, ready 7 s later
     assert resume.pause.acquire_s == pytest.approx(2.0)  # waited from 15 s to 17 s
     # without cold starts the replacements join as soon as capacity returns
-    plain = simulate(trace, ScriptedPolicy(greedy_fn), tiny_job, config)
+    plain = simulate(config, trace=trace, policy=ScriptedPolicy(greedy_fn), job=tiny_job)
     (resume,) = [e for e in plain.events if e.kind is EventKind.RESUME]
     assert resume.time_s == pytest.approx(15.0)
 
@@ -315,8 +343,9 @@ def test_releasing_every_node_while_the_group_reforms_keeps_the_work_with_a_noti
 
     trace = capacity([0, 5000], [4, 3], [1.0, 1.0], duration_s=40000, od_price=3.0)
     job = load_job("resnet50_v100").with_nodes(1, 4)
-    config = SimConfig(notice_s=120, checkpoint_interval_s=math.inf, max_sim_time_s=20000)
-    result = simulate(trace, make_policy("fixed"), job, config)
+    config = JobSpec(notice_s=120, checkpoint_interval_s=math.inf)
+    horizon = SimConfig(max_sim_time_s=20000)
+    result = simulate(config, horizon, trace=trace, policy=make_policy("fixed"), job=job)
     leave = next(e for e in result.events if e.kind is EventKind.SCALE_DOWN)
     pause = next(e for e in result.events if e.kind is EventKind.PAUSE)
     saved = next(e for e in result.events if e.kind is EventKind.CHECKPOINT)
@@ -339,6 +368,12 @@ def test_a_cluster_whose_leftovers_never_change_does_not_hang():
     from elasim.traces import load_trace
 
     trace, job = load_trace("philly_jobs.csv"), load_job("resnet50_v100")
-    result = simulate(trace, make_policy("greedy"), job, SimConfig(cluster_gpus=448, seed=0))
+    result = simulate(
+        JobSpec(seed=0),
+        SimConfig(cluster_gpus=448),
+        trace=trace,
+        policy=make_policy("greedy"),
+        job=job,
+    )
     assert result.completed and result.preemptions == 0
     assert result.completion_time_h == pytest.approx(7.75, abs=0.01)

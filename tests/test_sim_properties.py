@@ -9,6 +9,7 @@ from conftest import ScriptedPolicy, capacity
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from elasim.jobmodel import JobSpec
 from elasim.policies import Decision, make_policy, policy_names
 from elasim.sim import RescaleMode, SimConfig, simulate
 
@@ -28,13 +29,13 @@ def traces(draw):
 
 
 configs = st.builds(
-    SimConfig,
+    JobSpec,
     checkpoint_interval_s=st.one_of(st.none(), st.just(math.inf), st.floats(120, 20000)),
     checkpoint_cost_s=st.one_of(st.none(), st.floats(0, 300)),
     notice_s=st.sampled_from([0.0, 30.0, 120.0, 1000.0]),
     rescale=st.sampled_from(list(RescaleMode)),
-    max_sim_time_s=st.just(300 * 3600.0),
 )
+HORIZON = SimConfig(max_sim_time_s=300 * 3600.0)
 
 
 @settings(
@@ -42,7 +43,7 @@ configs = st.builds(
 )
 @given(trace=traces(), config=configs, policy=st.sampled_from(sorted(policy_names())))
 def test_time_and_cost_accounting_add_up(tiny_job, trace, config, policy):
-    result = simulate(trace, make_policy(policy), tiny_job, config)
+    result = simulate(config, HORIZON, trace=trace, policy=make_policy(policy), job=tiny_job)
     parts = (
         result.running_h + result.rescale_overhead_h + result.checkpoint_overhead_h + result.idle_h
     )
@@ -64,7 +65,19 @@ def test_time_and_cost_accounting_add_up(tiny_job, trace, config, policy):
 )
 @given(trace=traces(), config=configs)
 def test_same_inputs_same_result(tiny_job, trace, config):
-    first = simulate(trace, ScriptedPolicy(lambda o: Decision(o.spot_available)), tiny_job, config)
-    again = simulate(trace, ScriptedPolicy(lambda o: Decision(o.spot_available)), tiny_job, config)
+    first = simulate(
+        config,
+        HORIZON,
+        trace=trace,
+        policy=ScriptedPolicy(lambda o: Decision(o.spot_available)),
+        job=tiny_job,
+    )
+    again = simulate(
+        config,
+        HORIZON,
+        trace=trace,
+        policy=ScriptedPolicy(lambda o: Decision(o.spot_available)),
+        job=tiny_job,
+    )
     assert first.summary() == again.summary()
     assert first.events == again.events

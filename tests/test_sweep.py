@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elasim import sweep
+from elasim.jobmodel import JobSpec
 from elasim.sweep import SweepSpec, run_sweep
 
 TINY = SweepSpec(traces=("spot_us_east.csv",), policies=("greedy",), seeds=(0,))
@@ -60,10 +61,10 @@ def test_the_local_backend_never_imports_ray():
 
 @pytest.mark.timeout(120)
 def test_a_failing_point_raises_its_own_error_from_the_pool():
-    bad = SweepSpec(
-        traces=("spot_us_east.csv",), policies=("greedy",), seeds=(0, 1), rescale=("nope",)
-    )
-    with pytest.raises(ValueError, match="'nope' is not a valid RescaleMode"):
+    # a window past the trace's end fails in the simulation itself, in a pool process
+    far = JobSpec(job="resnet50_v100", start_offset_s=1e9)
+    bad = SweepSpec(traces=("spot_us_east.csv",), policies=("greedy",), seeds=(0, 1), base=far)
+    with pytest.raises(ValueError, match="--start-offset-s 1e\\+09 is outside the trace"):
         run_sweep(bad, workers=2)
 
 
@@ -74,9 +75,7 @@ def test_a_failing_point_raises_its_own_error_from_the_pool():
 def test_batches_cover_the_grid_in_order_one_trace_each(counts: list[int], slots: int):
     traces = tuple(f"t{k}.csv" for k in range(len(counts)))
     points = [
-        sweep.SweepPoint(
-            trace, "greedy", seed, 0.0, "inplace", "j", None, None, None, None, None, None
-        )
+        sweep.SweepPoint(JobSpec(trace=trace, policy="greedy", seed=seed))
         for trace, count in zip(traces, counts, strict=True)
         for seed in range(count)
     ]

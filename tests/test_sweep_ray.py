@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from elasim import sweep
+from elasim.jobmodel import JobSpec
 from elasim.sweep import SweepSpec, run_sweep
 
 ray = pytest.importorskip("ray")
@@ -50,7 +51,8 @@ def test_an_existing_ray_connection_is_used_and_left_open(monkeypatch: pytest.Mo
     # multi-point tasks, cut at the trace boundary: 12 points, 1 slot -> 4, 2, 4, 2
     monkeypatch.setattr(sweep, "_BATCHES_PER_SLOT", 3)
     assert [len(b) for b in sweep._batches(list(small.points()), 1)] == [4, 2, 4, 2]
-    bad = SweepSpec(traces=("spot_p3_bamboo.csv",), policies=("greedy",), rescale=("nope",))
+    far = JobSpec(job="resnet50_v100", start_offset_s=1e9)  # fails in the simulation
+    bad = SweepSpec(traces=("spot_p3_bamboo.csv",), policies=("greedy",), base=far)
     ray.init(
         address="local",
         num_cpus=2,
@@ -64,7 +66,7 @@ def test_an_existing_ray_connection_is_used_and_left_open(monkeypatch: pytest.Mo
         assert ray.is_initialized(), "run_sweep must not shut down the caller's Ray"
         pd.testing.assert_frame_equal(on_ray, run_sweep(small, workers=1))
         # a worker's error comes back as the simulation's own exception, not a RayTaskError
-        with pytest.raises(ValueError, match="'nope' is not a valid RescaleMode") as info:
+        with pytest.raises(ValueError, match="is outside the trace") as info:
             run_sweep(bad, backend="ray")
         assert not isinstance(info.value, ray.exceptions.RayError)
     finally:

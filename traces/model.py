@@ -34,6 +34,7 @@ __all__ = [
     "RESERVED_METADATA_KEYS",
     "TraceMetadata",
     "on_demand_price_of",
+    "scale_trace",
     "start_offset_of",
     "trace_period_s",
 ]
@@ -398,6 +399,25 @@ def trace_period_s(trace: CapacityTrace | JobTrace) -> float:
         return float(trace.duration_s)
     last = float(trace.submit_time_s.max()) if trace.submit_time_s.size else 0.0
     return max(trace.span_s, last + 1.0)
+
+
+def scale_trace(trace: CapacityTrace, time_scale: float) -> CapacityTrace:
+    """The same trace replayed ``time_scale`` times faster (trace seconds per real second).
+
+    What a simulation of a real replay runs on: the executor replays the trace at
+    ``--time-scale`` while its steps take real seconds, so the simulation of that run
+    is in real seconds too.
+    """
+    if not (time_scale > 0 and math.isfinite(time_scale)):
+        raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
+    return CapacityTrace(
+        name=f"{trace.name} (x{time_scale:g})",
+        time_s=np.asarray(trace.time_s, dtype=float) / time_scale,
+        available=trace.available,
+        price_per_hour=trace.price_per_hour,
+        metadata=trace.metadata,
+        duration_s=float(trace.duration_s) / time_scale,
+    )
 
 
 def start_offset_of(trace: CapacityTrace | JobTrace, offset_s: float | None, seed: int) -> float:

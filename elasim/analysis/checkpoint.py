@@ -155,40 +155,40 @@ def checkpoint_interval_sweep(
         time: the time the job held nodes and so could be hit) and
         ``checkpoint_cost_s``.
     """
-    from elasim.policies import make_policy
-    from elasim.sim import RescaleMode, SimConfig, simulate
+    from elasim.jobmodel import JobSpec
+    from elasim.sim import SimConfig, simulate
 
     loaded = _capacity(trace)
-    spec = _job(job, max_nodes)
-    mode = RescaleMode(rescale)
+    training = _job(job, max_nodes)
+    config = SimConfig(record_timeline=False)
     rows: list[dict[str, Any]] = []
     for interval in intervals_s:
         for seed in resolve_seeds(seeds):
-            config = SimConfig(
+            spec = JobSpec(
+                trace=trace if isinstance(trace, str) else loaded.name,
+                policy=policy,
+                policy_options=policy_options or {},
+                rescale=rescale,
+                notice_s=notice_s,
                 checkpoint_interval_s=None if interval is None else float(interval),
                 checkpoint_cost_s=checkpoint_cost_s,
-                notice_s=notice_s,
-                rescale=mode,
-                seed=seed,
                 start_offset_s=start_offset_s,
-                record_timeline=False,
+                seed=seed,
             )
-            result = simulate(
-                loaded, make_policy(policy, dict(policy_options or {}), seed=seed), spec, config
-            )
+            result = simulate(spec, config, trace=loaded, job=training)
             rows.append(_sweep_row(interval, seed, result))
     return pd.DataFrame(rows)
 
 
 def _sweep_row(interval: float | None, seed: int, result: SimResult) -> dict[str, Any]:
     """One row of :func:`checkpoint_interval_sweep` (its docstring lists the columns)."""
-    inputs = dict(result.metadata)
+    details = dict(result.simulator)
     completion = result.completion_time_h
     return {
         "interval_s": math.nan if interval is None else float(interval),
         "auto": interval is None,
         "seed": seed,
-        "start_offset_s": inputs["start_offset_s"],
+        "start_offset_s": result.spec.start_offset_s,
         "completed": result.completed,
         "completion_time_h": math.nan if completion is None else completion,
         "lost_work_h": result.lost_work_h,
@@ -198,7 +198,7 @@ def _sweep_row(interval: float | None, seed: int, result: SimResult) -> dict[str
         "preemptions": result.preemptions,
         "checkpoints": result.checkpoints,
         "exposed_h": result.sim_time_h - result.idle_h,
-        "checkpoint_cost_s": inputs["checkpoint_cost_s"],
+        "checkpoint_cost_s": details["checkpoint_cost_s"],
     }
 
 

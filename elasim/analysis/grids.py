@@ -86,8 +86,8 @@ def run_grid(
         policies: ``"all"``, a comma-separated string or a sequence of specs.
         seeds: a count (``5`` is seeds 0..4) or explicit seeds.
         job: job preset or TOML path.
-        notice_s: preemption notices to try (job traces ignore them: the shared
-            cluster preempts without notice).
+        notice_s: preemption notices to try (job traces are run at notice 0 only:
+            the shared cluster preempts without notice).
         rescale: mechanisms to try (``inplace``, ``restart``).
         max_nodes: overrides the job's ``max_nodes``.
         cluster_gpus: shared-cluster size for job traces.
@@ -113,6 +113,7 @@ def run_grid(
         ValueError: a job trace without ``cluster_gpus``, or bad names (before any
             simulation starts).
     """
+    from elasim.jobmodel import JobSpec
     from elasim.sweep import SweepSpec, run_sweep
 
     loaded = load_grid_traces(traces, cluster_gpus)
@@ -120,14 +121,16 @@ def run_grid(
         traces=tuple(traces),
         policies=resolve_policies(policies),
         seeds=resolve_seeds(seeds),
-        job=job,
-        max_nodes=max_nodes,
-        deadline_h=deadline_h,
-        checkpoint_interval_s=checkpoint_interval_s,
-        checkpoint_cost_s=checkpoint_cost_s,
         notice_s=tuple(float(n) for n in notice_s),
         rescale=tuple(rescale),
-        start_offset_s=start_offset_s,
+        base=JobSpec(
+            job=job,
+            max_nodes=max_nodes,
+            deadline_s=None if deadline_h is None else deadline_h * 3600.0,
+            checkpoint_interval_s=checkpoint_interval_s,
+            checkpoint_cost_s=checkpoint_cost_s,
+            start_offset_s=start_offset_s,
+        ),
         cluster_gpus=cluster_gpus,
         with_yardstick=yardstick,
     )

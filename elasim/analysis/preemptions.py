@@ -84,6 +84,7 @@ def preemption_losses(
     Raises:
         ValueError: a job trace without ``cluster_gpus``.
     """
+    from elasim.jobmodel import JobSpec
     from elasim.sweep import SweepSpec, simulate_point
 
     load_grid_traces(traces, cluster_gpus)
@@ -91,20 +92,27 @@ def preemption_losses(
         traces=tuple(traces),
         policies=(policy,),
         seeds=resolve_seeds(seeds),
-        job=job,
-        max_nodes=max_nodes,
-        checkpoint_interval_s=checkpoint_interval_s,
-        checkpoint_cost_s=checkpoint_cost_s,
         notice_s=(float(notice_s),),
         rescale=tuple(rescale),
-        start_offset_s=start_offset_s,
+        base=JobSpec(
+            job=job,
+            max_nodes=max_nodes,
+            checkpoint_interval_s=checkpoint_interval_s,
+            checkpoint_cost_s=checkpoint_cost_s,
+            start_offset_s=start_offset_s,
+            policy_options={k: str(v) for k, v in (policy_options or {}).items()},
+        ),
         cluster_gpus=cluster_gpus,
-        policy_options=tuple(sorted((k, str(v)) for k, v in (policy_options or {}).items())),
         with_yardstick=False,
     )
     spec.validate()
     rows = [  # in the grid's order: trace, seed, mechanism
-        {"trace": p.trace, "seed": p.seed, "rescale": p.rescale, **_split(simulate_point(p))}
+        {
+            "trace": p.trace,
+            "seed": p.spec.seed,
+            "rescale": p.spec.rescale.value,
+            **_split(simulate_point(p)),
+        }
         for p in spec.points()
     ]
     return pd.DataFrame(rows)
@@ -125,7 +133,7 @@ def _split(result: SimResult) -> dict[str, Any]:
         else:
             partial_h += event.lost_work_h
     return {
-        "start_offset_s": dict(result.metadata)["start_offset_s"],
+        "start_offset_s": result.spec.start_offset_s,
         "completed": result.completed,
         "lost_work_h": result.lost_work_h,
         "partial_lost_work_h": partial_h,

@@ -17,25 +17,12 @@ import typer
 from rich.table import Table
 
 from .cluster_options import rescale_mode, rescale_option
+from .spec_options import parse_job_options
 from .tools import UsageError, out_console, parse_sets, run_guarded, sets_option
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 
 __all__ = ["register"]
-
-
-def _job_options(raw: list[str] | None) -> dict[str, Any]:
-    """``--job-set key=value``: numbers as numbers (the job factory's keywords)."""
-    out: dict[str, Any] = {}
-    for key, value in parse_sets(raw, "--job-set").items():
-        try:
-            out[key] = int(value)
-        except ValueError:
-            try:
-                out[key] = float(value)
-            except ValueError:
-                out[key] = value
-    return out
 
 
 def _check_applications(applications: Path | None, compare: bool) -> None:
@@ -70,7 +57,7 @@ def _run(flags: dict[str, Any]) -> None:
         time_scale=flags["time_scale"],
         rescale=rescale_mode(flags["rescale"]),
         job=flags["job"],
-        job_options=_job_options(flags["job_sets"]),
+        job_options=parse_job_options(flags["job_sets"]),
         sample_delay_real_s=flags["sample_delay_s"],
         seed=flags["seed"],
         collective_timeout_real_s=flags["collective_timeout_s"],
@@ -281,7 +268,7 @@ def _calibrate(
     check_job_spec(job)
     worker = WorkerSettings(
         job=job,
-        job_options=_job_options(job_sets),
+        job_options=parse_job_options(job_sets),
         max_steps=max(lengths),
         backend="gloo",
         sample_delay_s=sample_delay_s,

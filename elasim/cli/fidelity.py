@@ -11,25 +11,20 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from elasim.jobmodel import JobSpec
+
+from .spec_options import SpecFlags, with_spec
 from .tools import (
     StageProgress,
     UsageError,
     alias,
     check_nodes,
-    checkpoint_interval_option,
     ensure_writable_dir,
     err_console,
     hidden,
     max_nodes_option,
-    notice_option,
-    on_demand_price_option,
     out_console,
-    parse_interval,
-    parse_offset,
-    parse_sets,
-    sets_option,
     split_list,
-    start_offset_option,
 )
 from .tools import fail as _fail
 from .tools import fmt as _fmt
@@ -121,63 +116,45 @@ def calibrate(
     out_console.print(table)
 
 
+@with_spec(
+    SpecFlags(
+        exclude=("job", "job_options", "checkpoint_cost_s", "min_nodes"),
+        trace=None,
+        max_nodes_help="Most worker slots of the real run (default 4).",
+    )
+)
 def compare(
+    spec: JobSpec,
     real_dir: Path | None = typer.Argument(None, help="Directory of an `elasim run --out`."),
     sim_dir: Path | None = typer.Argument(None, help="Directory of an `elasim simulate --out`."),
-    trace: str | None = typer.Option(None, "--trace", "-t", help="Run both on this trace."),
-    policy: str = typer.Option("greedy", "--policy", "-p"),
-    sets: list[str] | None = sets_option(),
     profile: Path | None = typer.Option(None, "--profile", help="Profile for the simulation."),
     time_scale: float = typer.Option(600.0, "--time-scale", help="Trace seconds per real second."),
     max_steps: int = typer.Option(3000, "--max-steps", help="Work of the real run (steps)."),
-    max_nodes: int | None = max_nodes_option("Most worker slots of the real run (default 4)."),
-    workers_max: int | None = hidden("--workers-max"),
-    rescale: str = typer.Option("inplace", "--rescale"),
-    notice_s: float = notice_option(),
-    start_offset_s: str | None = start_offset_option(),
-    trace_start_s: float | None = hidden("--trace-start-s"),
-    checkpoint_interval_s: str = checkpoint_interval_option(),
-    on_demand_price: float | None = on_demand_price_option(),
     force: bool = typer.Option(
         False, "--force", help="Compare even when the two runs are not the same job."
     ),
     out: Path = typer.Option(Path("compare-out"), "--out", "-o"),
     as_json: bool = typer.Option(False, "--json", help="Print compare.json to stdout."),
 ) -> None:
-    """Compare a measured run with a simulation, event by event (or run both first)."""
+    """Compare a measured run with a simulation, event by event (or run both first).
+
+    Two runs that are not runs of the same job (spec, time scale, work) are refused
+    in one line, unless ``--force``.
+    """
     from elasim.compare import compare_runs
 
     _run_guarded(ensure_writable_dir, out, "--out")
-    if trace is not None:
-        offset = alias(
-            None if start_offset_s is None else parse_offset(start_offset_s),
-            trace_start_s,
-            "--start-offset-s",
-            "--trace-start-s",
-            0.0,
-        )
-        real_dir, sim_dir = _run_both(
-            trace,
-            policy,
-            profile,
-            out,
-            time_scale=time_scale,
-            max_steps=max_steps,
-            max_nodes=alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4),
-            rescale=rescale,
-            notice_s=notice_s,
-            start_offset_s=offset,
-            checkpoint_interval_s=_run_guarded(parse_interval, checkpoint_interval_s),
-            on_demand_price_per_hour=on_demand_price,
-            policy_options=_run_guarded(parse_sets, sets),
-        )
+    if spec.trace is not None:
+        real_dir, sim_dir = _run_both(spec, profile, out, time_scale, max_steps)
     elif real_dir is None or sim_dir is None:
         raise _fail("give REAL_DIR and SIM_DIR, or --trace and --profile to run both")
     result = _run_guarded(compare_runs, real_dir, sim_dir, force=force)
     _report(result, real_dir, sim_dir, out, as_json)
 
 
-def _run_both(trace: str, policy: str, profile: Path | None, out: Path, **kwargs: Any):
+def _run_both(
+    spec: JobSpec, profile: Path | None, out: Path, time_scale: float, max_steps: int
+) -> tuple[Path, Path]:
     from elasim.compare import run_and_simulate
     from elasim.profile import load_profile
 
@@ -185,11 +162,12 @@ def _run_both(trace: str, policy: str, profile: Path | None, out: Path, **kwargs
         raise _fail("--trace needs --profile (from `elasim calibrate`)")
     measured = _run_guarded(load_profile, profile)
     _require_torch()
-    if kwargs["start_offset_s"] is None:
+    if spec.start_offset_s is None:
         raise _fail("--start-offset-s random is not supported by compare; give seconds")
-    _run_guarded(check_nodes, kwargs["max_nodes"])
-    with err_console.status(f"running {policy} on {trace} (x{kwargs['time_scale']:g})"):
-        return _run_guarded(run_and_simulate, trace, policy, measured, out, **kwargs)
+    with err_console.status(f"running {spec.policy} on {spec.trace} (x{time_scale:g})"):
+        return _run_guarded(
+            run_and_simulate, spec, measured, out, time_scale=time_scale, max_steps=max_steps
+        )
 
 
 def _report(result: Any, real_dir: Path, sim_dir: Path, out: Path, as_json: bool) -> None:

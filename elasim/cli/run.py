@@ -20,51 +20,22 @@ from typing import Any
 
 import typer
 
+from elasim.jobmodel import JobSpec
+
+from .spec_options import SpecFlags, with_spec
 from .tools import (
     UsageError,
-    alias,
-    check_nodes,
-    checkpoint_interval_option,
-    deadline_s_of,
     ensure_writable_dir,
     err_console,
     first_line,
-    hidden,
-    max_nodes_option,
-    nonnegative,
-    notice_option,
-    on_demand_price_option,
     one_of,
-    parse_interval,
-    parse_offset,
     parse_sets,
-    sets_option,
-    start_offset_option,
 )
 from .tools import fail as _fail
 
 __all__ = ["register"]
 
 _one_line = first_line
-
-
-def _job_options(raw: dict[str, str]) -> dict[str, Any]:
-    """``--job-set`` values: ints, floats and booleans where they parse as such."""
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        lowered = value.lower()
-        if lowered in ("true", "false"):
-            out[key] = lowered == "true"
-            continue
-        for kind in (int, float):
-            try:
-                out[key] = kind(value)
-                break
-            except ValueError:
-                continue
-        else:
-            out[key] = value
-    return out
 
 
 class _Progress:
@@ -168,25 +139,15 @@ def _write_profile(result: Any, config: Any, out: Path | None, path: Path) -> No
         sizes = [p.stat().st_size for p in checkpoints.glob("*.pt")] if checkpoints else []
         profile = profile_of_runs(
             [run_dir],
-            job=str(result.summary.get("inputs", {}).get("job") or config.job),
+            job=str(config.spec.job),
             checkpoint_bytes=max(sizes, default=0),
-            source=f"elasim run --trace {config.trace} --policy {config.policy}",
+            source=f"elasim run --trace {config.spec.trace} --policy {config.spec.policy}",
             # workers on agents or Ray nodes run on other hosts: no shared-host model then
             shared_host_cores=0
             if config.expect_agents or config.launcher == "ray"
             else (os.cpu_count() or 1),
         )
     save_profile(profile, path)
-
-
-def _start_offset(text: str | None, old: float | None) -> float | None:
-    """``--start-offset-s`` (or its old name); None for ``random`` (drawn from --seed)."""
-    if text is not None and parse_offset(text) is None:
-        if old is not None:
-            raise UsageError("--start-offset-s random and --trace-start-s disagree")
-        return None
-    value = None if text is None else parse_offset(text)
-    return alias(value, old, "--start-offset-s", "--trace-start-s", 0.0)
 
 
 def _script_option() -> Any:
@@ -237,18 +198,20 @@ _RUN_DIR_OPTION = typer.Option(
 )
 
 
+@with_spec(
+    SpecFlags(
+        exclude=("checkpoint_cost_s",),
+        trace=None,
+        job_help="The training job: package.module:factory (default: the digits MLP).",
+        max_nodes_help="Most worker slots the job may use (default 4).",
+        rescale=None,
+        passthrough=("rescale", "job", "job_sets", "checkpoint_interval_s"),
+    )
+)
 def run_command(
-    trace: str | None = typer.Option(None, "--trace", "-t", help="Bundled trace name or CSV path."),
-    policy: str = typer.Option("greedy", "--policy", "-p", help="Policy name or file.py:Class."),
-    sets: list[str] | None = sets_option(),
+    spec: JobSpec,
+    flags: dict[str, Any],
     time_scale: float = typer.Option(600.0, "--time-scale", help="Trace seconds per real second."),
-    max_nodes: int | None = max_nodes_option("Most worker slots the job may use (default 4)."),
-    workers_max: int | None = hidden("--workers-max"),
-    rescale: str | None = typer.Option(
-        None, "--rescale", help="'inplace' (default) or 'restart' (always, with --script)."
-    ),
-    notice_s: float = notice_option(),
-    checkpoint_interval_s: str = checkpoint_interval_option(),
     checkpoint_interval_steps: int | None = typer.Option(
         None, "--checkpoint-interval-steps", help="Also checkpoint every N steps."
     ),
@@ -256,19 +219,6 @@ def run_command(
         None, "--checkpoint-dir", help="Checkpoint folder (default: <out>/checkpoints or temp)."
     ),
     max_steps: int = typer.Option(2000, "--max-steps", help="The job's work, in steps."),
-    start_offset_s: str | None = start_offset_option(),
-    trace_start_s: float | None = hidden("--trace-start-s"),
-    deadline_h: float | None = typer.Option(None, "--deadline-h", help="Deadline, trace hours."),
-    on_demand_price: float | None = on_demand_price_option(),
-    on_demand_price_old: float | None = hidden("--on-demand-price"),
-    spot_price: float | None = typer.Option(
-        None, "--spot-price-per-hour", help="Spot price for a trace without a price column."
-    ),
-    job: str = typer.Option(
-        "elasim.executor.digits:digits_job", "--job", help="ElasticJob import spec."
-    ),
-    job_sets: list[str] | None = typer.Option(None, "--job-set", help="Job option key=value."),
-    seed: int = typer.Option(0, "--seed", help="Seed for the model, sampler and policy."),
     max_wall_s: float = typer.Option(600.0, "--max-wall-s", help="Give up after (real s)."),
     collective_timeout_s: float = typer.Option(
         5.0, "--collective-timeout-s", help="Workers' process-group timeout (real s)."
@@ -338,8 +288,6 @@ def _check_flags(
     ):
         if count is not None and count < 1:
             raise UsageError(f"{flag} must be >= 1, got {count}")
-    if same["seed"] < 0:
-        raise UsageError(f"--seed must be >= 0, got {same['seed']}")
 
 
 def _check_bind(bind: str, flag: str) -> None:
@@ -378,22 +326,11 @@ def _logs_dir(log_dir: Path | None, out: Path | None) -> Path | None:
 
 def _config(
     *,
-    max_nodes: int | None,
-    workers_max: int | None,
-    start_offset_s: str | None,
-    trace_start_s: float | None,
-    on_demand_price: float | None,
-    on_demand_price_old: float | None,
-    spot_price: float | None,
-    rescale: str,
+    spec: JobSpec,
+    flags: dict[str, Any],
     agents: int,
     agent_port: int | None,
-    sets: list[str] | None,
-    job_sets: list[str] | None,
-    notice_s: float,
-    checkpoint_interval_s: str,
     checkpoint_dir: Path | None,
-    deadline_h: float | None,
     max_wall_s: float,
     collective_timeout_s: float,
     bind: str,
@@ -403,46 +340,26 @@ def _config(
     script_args: list[str] | None,
     secret_file: Path | None,
     run_dir: Path | None,
+    address: str | None,
+    ray_resources: list[str] | None,
     **same: Any,
 ) -> Any:
     """Every flag of ``run`` checked (naming the flag) and turned into a ``RunConfig``."""
-    from elasim.executor.run import RunConfig
+    from elasim.executor.config import RunConfig
 
-    ray_address, ray_resources = same.pop("address"), _ray_resources(same.pop("ray_resources"))
     _check_security_flags(bind, secret_file, run_dir)
-    spec = _script_spec(
-        script,
-        script_args,
-        logs := _logs_dir(log_dir, out),
-        rescale=rescale,
-        checkpoint_interval_s=checkpoint_interval_s,
-        checkpoint_dir=checkpoint_dir,
-        job_sets=job_sets,
-        **same,
+    logs = _logs_dir(log_dir, out)
+    script_spec = _script_spec(
+        script, script_args, logs, checkpoint_dir=checkpoint_dir, **same, **flags
     )
-    rescale = rescale or ("restart" if spec is not None else "inplace")
-    one_of(rescale, ("inplace", "restart"), "--rescale")
     _check_flags(same, agents, agent_port, max_wall_s, collective_timeout_s)
-    nodes = alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4)
-    check_nodes(nodes)
     if out is not None:
         ensure_writable_dir(out, "--out")
     ckpt = checkpoint_dir if checkpoint_dir is not None or out is None else out / "checkpoints"
-    ckpt = None if spec is not None else ckpt  # a script checkpoints itself
+    ckpt = None if script_spec is not None else ckpt  # a script checkpoints itself
     return RunConfig(
-        policy_options=parse_sets(sets, "--set"),
-        start_offset_trace_s=_start_offset(start_offset_s, trace_start_s),
-        max_nodes=nodes,
-        rescale=rescale,  # type: ignore[arg-type]
-        notice_trace_s=nonnegative(notice_s, "--notice-s") or 0.0,
-        checkpoint_interval_trace_s=parse_interval(checkpoint_interval_s),
+        spec=spec,
         checkpoint_dir=None if ckpt is None else str(ckpt),
-        job_options=_job_options(parse_sets(job_sets, "--job-set")),
-        deadline_trace_s=deadline_s_of(deadline_h),
-        on_demand_price_per_hour=alias(
-            on_demand_price, on_demand_price_old, "--on-demand-price-per-hour", "--on-demand-price"
-        ),
-        spot_price_per_hour=spot_price,
         max_wall_real_s=max_wall_s,
         collective_timeout_real_s=collective_timeout_s,
         bind_host=bind,
@@ -451,9 +368,9 @@ def _config(
         expect_agents=agents,
         agent_port=agent_port,
         log_dir=None if logs is None else str(logs),
-        script=spec,
-        ray_address=ray_address,
-        ray_resources=ray_resources,
+        script=script_spec,
+        ray_address=address,
+        ray_resources=_ray_resources(ray_resources),
         **same,
     )
 
@@ -475,7 +392,7 @@ def _ray_resources(raw: list[str] | None) -> dict[str, float]:
 #: ``run`` flags that configure elasim's own workers, with their defaults: given with
 #: ``--script`` they would be silently ignored, so they are refused.
 _NOT_WITH_SCRIPT = (
-    ("job", "--job", "elasim.executor.digits:digits_job"),
+    ("job", "--job", None),
     ("job_sets", "--job-set", None),
     ("checkpoint_interval_s", "--checkpoint-interval-s", "auto"),
     ("checkpoint_interval_steps", "--checkpoint-interval-steps", None),
@@ -499,7 +416,7 @@ def _script_spec(
     if flags["rescale"] not in (None, "restart"):
         raise UsageError("--script restarts the script on every change: drop --rescale inplace")
     for key, flag, default in _NOT_WITH_SCRIPT:
-        if flags.get(key) not in (default, []):
+        if flags.get(key) not in (default, [], None) or (key == "job" and flags.get(key)):
             raise UsageError(f"{flag} does not apply with --script (the script does its own)")
     spec = ScriptSpec(
         path=str(script),
@@ -548,13 +465,13 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
         if resume is not None:
             from elasim.executor.resume import load_resume_point
 
-            if flags["trace"] is not None or out is not None:
+            if flags["spec"].trace is not None or out is not None:
                 raise UsageError(
                     "--resume takes the run's settings from its folder: drop --trace/--out"
                 )
             point = load_resume_point(resume)
             config, out = point.config, point.out_dir
-        elif flags["trace"] is None:
+        elif flags["spec"].trace is None:
             raise UsageError("--trace is required (or --resume DIR)")
         else:
             config = _config(**flags)

@@ -14,32 +14,14 @@ import typer
 from rich.table import Table
 
 from elasim import __version__
+from elasim.jobmodel import JobSpec
+from elasim.sim.driver import DEFAULT_JOB
 
-from .tools import (
-    UsageError,
-    alias,
-    check_nodes,
-    checkpoint_interval_option,
-    deadline_s_of,
-    ensure_writable_dir,
-    err_console,
-    hidden,
-    max_nodes_option,
-    nonnegative,
-    notice_option,
-    on_demand_price_option,
-    out_console,
-    parse_interval,
-    parse_offset,
-    parse_sets,
-    sets_option,
-    start_offset_option,
-)
+from .spec_options import SpecFlags, with_spec
+from .tools import UsageError, ensure_writable_dir, err_console, out_console
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 from .tools import run_guarded as _run_guarded
-
-DEFAULT_JOB = "resnet50_v100"
 
 __all__ = ["build_simulation", "register"]
 
@@ -73,85 +55,42 @@ _SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
 
 
 def build_simulation(
+    spec: JobSpec,
     *,
-    trace: str,
-    policy: str,
-    job: str,
-    max_nodes: int | None,
-    min_nodes: int | None,
-    deadline_h: float | None,
-    checkpoint_interval_s: str,
-    checkpoint_cost_s: float | None,
-    notice_s: float,
-    rescale: str,
-    seed: int,
-    start_offset_s: str,
-    cluster_gpus: int | None,
-    on_demand_price_per_hour: float | None,
-    sets: list[str] | None,
-    spot_price_per_hour: float | None = None,
+    cluster_gpus: int | None = None,
     profile: Path | None = None,
     target_samples: float | None = None,
     batch: str | None = None,
-) -> tuple[Any, Any, Any, Any]:
-    """Load and validate every input of a simulation; raise a user error on bad input.
+) -> tuple[JobSpec, Any, Any, Any, Any]:
+    """Load and check every input of a simulation: ``(spec, config, trace, policy, job)``.
 
-    Flags are checked before the job preset is touched, so an error names the flag.
+    ``spec`` comes back resolved (its start offset, node bounds and names); a bad
+    input raises a user error in one line naming the flag.
     """
-    from elasim.policies import make_policy
-    from elasim.sim import RescaleMode, SimConfig
-    from elasim.traces import load_trace
+    from elasim.sim import SimConfig, resolve
 
-    try:
-        mode = RescaleMode(rescale)
-    except ValueError:
-        raise UsageError(f"--rescale must be 'inplace' or 'restart', got {rescale!r}") from None
-    check_nodes(max_nodes, min_nodes)
-    if seed < 0:
-        raise UsageError(f"--seed must be >= 0, got {seed}")
     if cluster_gpus is not None and cluster_gpus < 1:
         raise UsageError(f"--cluster-gpus must be >= 1, got {cluster_gpus}")
-    deadline_s = deadline_s_of(deadline_h)
-    nonnegative(notice_s, "--notice-s")
-    nonnegative(checkpoint_cost_s, "--checkpoint-cost-s")
-    nonnegative(on_demand_price_per_hour, "--on-demand-price-per-hour")
-    nonnegative(spot_price_per_hour, "--spot-price-per-hour")
-    loaded_trace = load_trace(trace)
-    offset = parse_offset(start_offset_s)
-    if offset is not None:
-        from elasim.traces.model import start_offset_of
-
-        start_offset_of(loaded_trace, offset, seed)  # inside the trace, or one line
-    spec = _job_spec(job, profile, target_samples, batch)
-    if max_nodes is not None or min_nodes is not None:
-        low = spec.nodes.min if min_nodes is None else min_nodes
-        high = spec.nodes.max if max_nodes is None else max_nodes
-        if low > high:
-            which = "--min-nodes" if min_nodes is not None else "--max-nodes"
-            raise UsageError(
-                f"{which}: need min nodes <= max nodes, got {low} > {high} "
-                f"(the job {spec.name!r} has {spec.nodes.min}-{spec.nodes.max})"
-            )
-        spec = spec.with_nodes(min_nodes=low, max_nodes=high)
+    job = _training_job(spec.job or DEFAULT_JOB, profile, target_samples, batch)
+    low, high = spec.min_nodes or job.nodes.min, spec.max_nodes or job.nodes.max
+    if low > high:
+        which = "--min-nodes" if spec.min_nodes is not None else "--max-nodes"
+        raise UsageError(
+            f"{which}: need min nodes <= max nodes, got {low} > {high} "
+            f"(the job {job.name!r} has {job.nodes.min}-{job.nodes.max})"
+        )
     config = SimConfig(
-        checkpoint_interval_s=parse_interval(checkpoint_interval_s),
-        checkpoint_cost_s=checkpoint_cost_s,
-        notice_s=notice_s,
-        rescale=mode,
-        deadline_s=deadline_s,
-        seed=seed,
-        start_offset_s=offset,
-        on_demand_price_per_hour=on_demand_price_per_hour,
-        spot_price_per_hour=spot_price_per_hour,
         cluster_gpus=cluster_gpus,
         # a shared cluster's leftover nodes are priced like a price-less spot trace's
-        cluster_price_per_hour=spot_price_per_hour or 0.0,
+        cluster_price_per_hour=spec.spot_price_per_hour or 0.0,
     )
-    pol = make_policy(policy, parse_sets(sets), seed=seed)
-    return loaded_trace, pol, spec, config
+    if profile is not None:
+        spec = spec.replace(job=None)  # the profile is the job: it names itself
+    spec, trace, policy, job = resolve(spec, config, job=job)
+    return spec, config, trace, policy, job
 
 
-def _job_spec(
+def _training_job(
     job: str, profile: Path | None, target_samples: float | None, batch: str | None = None
 ) -> Any:
     """The job preset or TOML, or a measured profile, with ``--target-samples`` applied.
@@ -175,38 +114,17 @@ def _job_spec(
         return apply_profile(
             measured, target_samples=target_samples or default_target, batch=batch or "fixed"
         )
-    spec = load_job(job)
+    training = load_job(job)
     if target_samples is not None:
-        spec = dataclasses.replace(spec, target_samples=float(target_samples))
-    return spec
+        training = dataclasses.replace(training, target_samples=float(target_samples))
+    return training
 
 
+@with_spec(SpecFlags(exclude=("job_options",), trace_required=True))
 def simulate(
-    trace: str = typer.Option(..., "--trace", "-t", help="Bundled trace name or CSV path."),
-    policy: str = typer.Option(
-        "greedy", "--policy", "-p", help="Name, file.py:Class or module:Class."
-    ),
-    job: str = typer.Option(DEFAULT_JOB, "--job", "-j", help="Job preset name or TOML path."),
-    max_nodes: int | None = max_nodes_option("Override the job's max nodes."),
-    min_nodes: int | None = typer.Option(None, "--min-nodes", help="Override the job's min nodes."),
-    deadline_h: float | None = typer.Option(None, "--deadline-h", help="Deadline from the start."),
-    checkpoint_interval_s: str = checkpoint_interval_option(),
-    checkpoint_cost_s: float | None = typer.Option(
-        None, "--checkpoint-cost-s", help="Seconds per checkpoint (default: size / bandwidth)."
-    ),
-    notice_s: float = notice_option(),
-    rescale: str = typer.Option("inplace", "--rescale", help="'inplace' or 'restart'."),
-    seed: int = typer.Option(0, "--seed", help="Seed for everything random."),
-    start_offset_s: str = start_offset_option("0"),
+    spec: JobSpec,
     cluster_gpus: int | None = typer.Option(
         None, "--cluster-gpus", help="Cluster size, for a shared-cluster job trace."
-    ),
-    on_demand_price: float | None = on_demand_price_option(),
-    on_demand_price_old: float | None = hidden("--on-demand-price"),
-    spot_price: float | None = typer.Option(
-        None,
-        "--spot-price-per-hour",
-        help="Price of a trace without a price column (a shared cluster's nodes, too).",
     ),
     profile: Path | None = typer.Option(
         None, "--profile", help="Measured profile (elasim calibrate) replacing the job's figures."
@@ -220,7 +138,6 @@ def simulate(
         help="With --profile: 'fixed' (default, as the executor trains) or 'scaled' (each "
         "worker keeps the profiled batch; the measured noise scale prices the larger one).",
     ),
-    sets: list[str] | None = sets_option(),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Write summary, events, timeline here."
     ),
@@ -235,77 +152,32 @@ def simulate(
     ),
 ) -> None:
     """Replay a trace through the SimPy model with one policy and report the cost."""
-    _simulate(**locals())
-
-
-def _warn_if_infeasible(spec: Any, config: Any) -> None:
-    """One line before the run when no policy can meet the deadline."""
-    from elasim.sim import fastest_finish_h
-
-    if config.deadline_s is None:
-        return
-    fastest_h = _run_guarded(fastest_finish_h, spec, config)
-    deadline_h = config.deadline_s / 3600.0
-    if fastest_h > deadline_h:
-        err_console.print(
-            f"[yellow]warning: the deadline ({deadline_h:g} h) cannot be met: even "
-            f"{spec.nodes.max} nodes from the start, never preempted, take {fastest_h:.1f} h[/]",
-            soft_wrap=True,
-        )
-
-
-def _yardstick_columns(loaded_trace: Any, spec: Any, config: Any, result: Any) -> dict[str, Any]:
-    """``cost_vs_on_demand``, ``gap_closed`` and the reference costs (empty if none)."""
-    from elasim.yardstick import compute_yardstick
-
-    reference = _run_guarded(compute_yardstick, loaded_trace, spec, config)
-    if reference is None:
-        return {}
-    return reference.columns(result.cost_usd, result.deadline_met)
-
-
-def _simulate(
-    *,
-    out: Path | None,
-    as_json: bool,
-    plot: bool,
-    yardstick: bool,
-    on_demand_price: float | None,
-    on_demand_price_old: float | None,
-    spot_price: float | None,
-    **flags: Any,
-) -> None:
-    """The body of ``simulate``: build, run, write, print."""
     from elasim.sim import simulate as run_simulation
 
     if out is not None:
         _run_guarded(ensure_writable_dir, out, "--out")
-    price = _run_guarded(
-        alias,
-        on_demand_price,
-        on_demand_price_old,
-        "--on-demand-price-per-hour",
-        "--on-demand-price",
+    spec, config, trace, policy, job = _run_guarded(
+        build_simulation,
+        spec,
+        cluster_gpus=cluster_gpus,
+        profile=profile,
+        target_samples=target_samples,
+        batch=batch,
     )
-    loaded_trace, pol, spec, config = _run_guarded(
-        build_simulation, **flags, on_demand_price_per_hour=price, spot_price_per_hour=spot_price
-    )
-    _warn_if_infeasible(spec, config)
+    _warn_if_infeasible(job, spec)
     started = time.perf_counter()
-    trace, policy = flags["trace"], flags["policy"]
-    result = _run_guarded(
-        run_simulation, loaded_trace, pol, spec, config, trace_name=trace, policy_spec=policy
-    )
+    result = _run_guarded(run_simulation, spec, config, trace=trace, policy=policy, job=job)
     summary = result.summary()
     summary["wall_time_s"] = round(time.perf_counter() - started, 6)
-    extra = _yardstick_columns(loaded_trace, spec, config, result) if yardstick else {}
+    extra = _yardstick_columns(trace, job, spec, config, result) if yardstick else {}
     summary.update(extra)
     if out is not None:
         _write_simulation(result, out, plot, summary["wall_time_s"], extra)
     if as_json:
         sys.stdout.write(json.dumps(_json_safe(summary)) + "\n")
         return
-    _print_simulation(summary, f"{policy} on {trace} ({spec.name}, {config.rescale.value})")
+    title = f"{spec.policy} on {spec.trace} ({job.name}, {spec.rescale.value})"
+    _print_simulation(summary, title)
     if not result.completed:
         err_console.print(
             f"[yellow]the job did not finish within {result.sim_time_h:,.1f} simulated hours[/]"
@@ -315,6 +187,34 @@ def _simulate(
             f"wrote {out}/summary.json, events.parquet, timeline.parquet"
             + (", timeline.png" if plot else "")
         )
+
+
+def _warn_if_infeasible(job: Any, spec: JobSpec) -> None:
+    """One line before the run when no policy can meet the deadline."""
+    from elasim.sim import fastest_finish_h
+
+    if spec.deadline_s is None:
+        return
+    fastest_h = _run_guarded(fastest_finish_h, job, spec)
+    deadline_h = spec.deadline_s / 3600.0
+    if fastest_h > deadline_h:
+        err_console.print(
+            f"[yellow]warning: the deadline ({deadline_h:g} h) cannot be met: even "
+            f"{job.nodes.max} nodes from the start, never preempted, take {fastest_h:.1f} h[/]",
+            soft_wrap=True,
+        )
+
+
+def _yardstick_columns(
+    trace: Any, job: Any, spec: JobSpec, config: Any, result: Any
+) -> dict[str, Any]:
+    """``cost_vs_on_demand``, ``gap_closed`` and the reference costs (empty if none)."""
+    from elasim.yardstick import compute_yardstick
+
+    reference = _run_guarded(compute_yardstick, trace, job, spec, config)
+    if reference is None:
+        return {}
+    return reference.columns(result.cost_usd, result.deadline_met)
 
 
 def _write_simulation(
@@ -336,7 +236,7 @@ def _print_simulation(summary: dict[str, Any], title: str) -> None:
         if key in summary:
             table.add_row(label, _fmt(summary.get(key)))
     out_console.print(table)
-    if not summary["inputs"].get("priced", True):
+    if not summary["simulator"].get("priced", True):
         err_console.print(
             "[yellow]this trace has no prices, so its nodes cost nothing; "
             "pass --spot-price-per-hour to price them[/]"

@@ -11,26 +11,16 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from elasim.jobmodel import JobSpec
+
+from .spec_options import SpecFlags, with_spec
 from .tools import (
     UsageError,
-    alias,
-    check_nodes,
-    checkpoint_interval_option,
-    deadline_s_of,
     ensure_writable_dir,
-    hidden,
-    max_nodes_option,
     nonnegative,
-    notice_option,
-    on_demand_price_option,
     one_of,
     out_console,
-    parse_interval,
-    parse_offset,
-    parse_sets,
-    sets_option,
     split_list,
-    start_offset_option,
     sweep_progress,
 )
 from .tools import fail as _fail
@@ -65,21 +55,21 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+@with_spec(
+    SpecFlags(
+        exclude=("trace", "policy", "seed", "notice_s", "rescale", "job_options"),
+        start_offset="random",
+    )
+)
 def sweep(
+    spec: JobSpec,
     traces: str = typer.Option(..., "--traces", help="Comma-separated trace names or paths."),
     policies: str = typer.Option("all", "--policies", help="Comma-separated policies, or 'all'."),
     seeds: str = typer.Option("0", "--seeds", help="Seeds: '0,1,2' or a range '0-9'."),
-    job: str = typer.Option(DEFAULT_JOB, "--job", "-j", help="Job preset name or TOML path."),
-    max_nodes: int | None = max_nodes_option("Override the job's max nodes."),
-    deadline_h: float | None = typer.Option(None, "--deadline-h"),
-    checkpoint_interval_s: str = checkpoint_interval_option(),
-    checkpoint_cost_s: float | None = typer.Option(None, "--checkpoint-cost-s"),
-    notice_s: str = notice_option("0", "Preemption notice(s), trace s, comma-separated."),
+    notice_s: str = typer.Option(
+        "0", "--notice-s", help="Preemption notice(s), trace s, comma-separated."
+    ),
     rescale: str = typer.Option("inplace", "--rescale", help="One or more, comma-separated."),
-    start_offset_s: str = start_offset_option("random"),
-    on_demand_price: float | None = on_demand_price_option(),
-    on_demand_price_old: float | None = hidden("--on-demand-price"),
-    sets: list[str] | None = sets_option(),
     cluster_gpus: int | None = typer.Option(None, "--cluster-gpus"),
     workers: int = typer.Option(0, "--workers", "-w", help="Processes (0: one per core)."),
     backend: str = typer.Option("local", "--backend", help="'local' processes or 'ray'."),
@@ -100,32 +90,22 @@ def sweep(
 
 def _spec(
     *,
+    spec: JobSpec,
     traces: str,
     policies: str,
     seeds: str,
-    job: str,
-    max_nodes: int | None,
-    deadline_h: float | None,
-    checkpoint_interval_s: str,
-    checkpoint_cost_s: float | None,
     notice_s: str,
     rescale: str,
-    start_offset_s: str,
-    on_demand_price: float | None,
-    on_demand_price_old: float | None,
-    sets: list[str] | None,
     cluster_gpus: int | None,
 ) -> Any:
-    """Every flag of ``sweep`` checked and turned into a :class:`~elasim.sweep.SweepSpec`."""
+    """The grid's flags checked and turned into a :class:`~elasim.sweep.SweepSpec`."""
     from elasim.policies import oracle_names, policy_names
     from elasim.sweep import SweepSpec
 
     if policies.strip() == "all":  # the oracles need a deadline
-        names = policy_names() + (oracle_names() if deadline_h is not None else [])
+        names = policy_names() + (oracle_names() if spec.deadline_s is not None else [])
     else:
         names = split_list(policies, "--policies")
-    check_nodes(max_nodes)
-    deadline_s_of(deadline_h)
     try:
         notices = tuple(float(x) for x in split_list(notice_s, "--notice-s"))
     except ValueError:
@@ -134,27 +114,16 @@ def _spec(
         nonnegative(notice, "--notice-s")
     for mode in split_list(rescale, "--rescale"):
         one_of(mode, ("inplace", "restart"), "--rescale")
-    nonnegative(checkpoint_cost_s, "--checkpoint-cost-s")
-    nonnegative(on_demand_price, "--on-demand-price-per-hour")
     if cluster_gpus is not None and cluster_gpus < 1:
         raise UsageError(f"--cluster-gpus must be >= 1, got {cluster_gpus}")
     return SweepSpec(
         traces=tuple(split_list(traces, "--traces")),
         policies=tuple(names),
         seeds=tuple(parse_seeds(seeds)),
-        job=job,
-        max_nodes=max_nodes,
-        deadline_h=deadline_h,
-        checkpoint_interval_s=parse_interval(checkpoint_interval_s),
-        checkpoint_cost_s=checkpoint_cost_s,
         notice_s=notices,
         rescale=tuple(split_list(rescale, "--rescale")),
-        start_offset_s=parse_offset(start_offset_s),
+        base=spec.replace(job=spec.job or DEFAULT_JOB),
         cluster_gpus=cluster_gpus,
-        on_demand_price_per_hour=alias(
-            on_demand_price, on_demand_price_old, "--on-demand-price-per-hour", "--on-demand-price"
-        ),
-        policy_options=tuple(sorted(parse_sets(sets).items())),
     )
 
 
@@ -207,7 +176,8 @@ def _print_sweep(frame: Any, spec: Any) -> None:
         cells = (_fmt(None if math.isnan(float(v)) else float(v)) for v in row.to_numpy())
         table.add_row(str(trace_name), str(policy_name), *cells)
     out_console.print(table)
-    offsets = "random per seed" if spec.start_offset_s is None else f"{spec.start_offset_s:g} s"
+    start = spec.base.start_offset_s
+    offsets = "random per seed" if start is None else f"{start:g} s"
     out_console.print(f"start offsets in the traces: {offsets}")
     if "cost_vs_on_demand" in frame:
         out_console.print(

@@ -6,6 +6,8 @@ shells around the same :class:`JobLoop`.  Nothing here imports SimPy, torch, Num
 pandas (``tests/test_layering.py`` checks it), so both shells, and the parity test
 between them, run it unchanged.
 
+* :mod:`.spec`: :class:`JobSpec`, one run of one job as both shells run it.
+* :mod:`.build`: :func:`build_job_loop`, a spec made into the loop both shells drive.
 * :mod:`.options`: :class:`RescaleMode`, :class:`JobRules`, ``auto|off|SECONDS``.
 * :mod:`.replay`: :class:`CapacityReplay`, the trace with its notices.
 * :mod:`.rules`: the checkpoint schedule (Young/Daly ``auto``) and the leave rule.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from .accounting import Accounting, Activity, JobStateMachine
 from .actuator import Actuator
+from .build import build_job_loop, job_rules
 from .fluid import FluidJob, pause_for
 from .loop import JobLoop, PolicyError, TimelineRow
 from .options import (
@@ -38,12 +41,14 @@ from .rules import (
     leave_lead_s,
     young_daly_interval_s,
 )
+from .spec import SPEC_FLAGS, JobSpec, SpecMismatchError
 from .summary import RunSummary, summarize
 
 __all__ = [
     "CHECKPOINT_AUTO",
     "CHECKPOINT_OFF",
     "LEAVE_STEPS",
+    "SPEC_FLAGS",
     "MIN_AUTO_INTERVAL_S",
     "Accounting",
     "Activity",
@@ -53,13 +58,17 @@ __all__ = [
     "FluidJob",
     "JobLoop",
     "JobRules",
+    "JobSpec",
     "JobStateMachine",
     "PolicyError",
     "ReplayItem",
     "RescaleMode",
     "RunSummary",
+    "SpecMismatchError",
     "TimelineRow",
+    "build_job_loop",
     "describe_checkpoint_interval",
+    "job_rules",
     "leave_lead_s",
     "parse_checkpoint_interval",
     "pause_for",

@@ -94,13 +94,15 @@ def describe_checkpoint_interval(value: float | None) -> str | float:
 
 @dataclass(frozen=True)
 class JobRules:
-    """What the job model needs to know besides the policy, the trace and the actuator.
+    """What the job loop needs to know of a :class:`~.spec.JobSpec`, resolved.
+
+    Built only by :func:`~.build.job_rules` (node bounds and the on-demand price known;
+    the notice is the replay's, which gives it).
 
     Attributes:
         min_nodes: the job cannot run on fewer nodes.
         max_nodes: nor on more (capacity above it is never reported).
         rescale: the membership-change mechanism.
-        notice_s: preemption notice, trace seconds (0: none).
         checkpoint_interval_s: running time between periodic checkpoints; None is
             ``auto`` (Young/Daly), ``math.inf`` is ``off``.
         deadline_s: the job's deadline from its start, or None.
@@ -115,7 +117,6 @@ class JobRules:
     min_nodes: int = 1
     max_nodes: int = 4
     rescale: RescaleMode = RescaleMode.INPLACE
-    notice_s: float = 0.0
     checkpoint_interval_s: float | None = CHECKPOINT_AUTO
     deadline_s: float | None = None
     on_demand_price_per_hour: float = math.inf
@@ -129,8 +130,6 @@ class JobRules:
             )
         if not isinstance(self.rescale, RescaleMode):
             object.__setattr__(self, "rescale", RescaleMode(self.rescale))
-        if not (math.isfinite(self.notice_s) and self.notice_s >= 0):
-            raise ValueError(f"notice_s must be >= 0, got {self.notice_s}")
         interval = self.checkpoint_interval_s
         if interval is not None and not interval > 0:
             raise ValueError(f"checkpoint_interval_s must be > 0, got {interval}")

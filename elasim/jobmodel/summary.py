@@ -15,7 +15,7 @@ from elasim.policies import deadline_feasible
 
 from .loop import JobLoop
 
-__all__ = ["RunSummary", "summarize"]
+__all__ = ["RunSummary", "deadline_met", "mean_nodes", "summarize"]
 
 _EPS = 1e-9
 
@@ -93,6 +93,18 @@ class RunSummary:
         return out
 
 
+def mean_nodes(node_s: float, end_s: float) -> float:
+    """Time-averaged nodes paid for: node-time over the run's time (0 for no time)."""
+    return node_s / end_s if end_s > 0 else 0.0
+
+
+def deadline_met(done_s: float | None, deadline_s: float | None) -> bool | None:
+    """Whether a job that finished at ``done_s`` (None: not) met ``deadline_s`` (None: none)."""
+    if deadline_s is None:
+        return None
+    return done_s is not None and done_s <= deadline_s + _EPS
+
+
 def summarize(loop: JobLoop, end_s: float) -> dict[str, Any]:
     """The shared summary fields of a finished loop, as keyword arguments.
 
@@ -112,7 +124,7 @@ def summarize(loop: JobLoop, end_s: float) -> dict[str, Any]:
         "on_demand_cost_usd": books.on_demand_cost_usd,
         "spot_node_hours": books.spot_node_s / 3600.0,
         "on_demand_node_hours": books.on_demand_node_s / 3600.0,
-        "mean_nodes": node_s / end_s if end_s > 0 else 0.0,
+        "mean_nodes": mean_nodes(node_s, end_s),
         "rescales": books.rescales,
         "preemptions": books.preemptions,
         "checkpoints": books.checkpoints,
@@ -124,9 +136,7 @@ def summarize(loop: JobLoop, end_s: float) -> dict[str, Any]:
         "convergence_cost_h": books.convergence_s / 3600.0,
         "convergence_cost_samples": books.convergence_samples,
         "raw_samples": books.raw_samples,
-        "deadline_met": None
-        if deadline is None
-        else bool(completed and done_s is not None and done_s <= deadline + _EPS),
+        "deadline_met": deadline_met(done_s, deadline),
         "deadline_feasible": None
         if deadline is None or loop.first_observation is None
         else deadline_feasible(loop.first_observation),

@@ -22,7 +22,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from elasim.jobmodel import CapacityReplay, JobSpec
 from elasim.policies import OptimalPolicy, Plan
+from elasim.traces.model import CapacityTrace, on_demand_price_of, start_offset_of
 
 from .problem import PlanningProblem, build_problem
 from .solve import Solution, solve
@@ -66,29 +68,34 @@ class PlanReport:
 def plan_optimal(
     trace: Any,
     job: Any,
-    config: Any,
+    spec: JobSpec,
     *,
     step_s: float = 300.0,
     safety_margin_s: float = 60.0,
 ) -> tuple[Plan, PlanReport]:
-    """The cheapest plan that meets ``config.deadline_s`` on ``trace`` (see the module).
+    """The cheapest plan that meets ``spec.deadline_s`` on ``trace`` (see the module).
 
-    ``config`` is the :class:`~elasim.sim.SimConfig` the plan will be replayed with:
-    the same window (``start_offset_s`` or the seed's draw), notice, mechanism,
-    checkpoint settings and prices.  When not even the fastest schedule meets the
+    ``spec`` is the job as the plan will be replayed (resolved by
+    :func:`elasim.sim.resolve`: the same window, node bounds, notice, mechanism,
+    checkpoint settings and prices).  When not even the fastest schedule meets the
     deadline, the plan is to run as fast as possible from the start.
 
     Raises:
         ValueError: no deadline, or a shared-cluster job trace (only capacity traces).
     """
-    from elasim.sim.driver import capacity_for
-
-    if config.deadline_s is None:
+    if spec.deadline_s is None:
         raise ValueError("the offline optimum 'optimal' needs a deadline (--deadline-h)")
-    _, replay, _, od_price = capacity_for(trace, job, config)
-    if replay is None:
+    if not isinstance(trace, CapacityTrace):
         raise ValueError("the offline optimum 'optimal' needs a capacity (spot) trace")
-    horizon = config.deadline_s - safety_margin_s
+    replay = CapacityReplay.from_trace(
+        trace,
+        start_offset_s=start_offset_of(trace, spec.start_offset_s, spec.seed),
+        notice_s=spec.notice_s,
+        cap_nodes=spec.max_nodes or job.nodes.max,
+        default_price_per_hour=spec.spot_price_per_hour or 0.0,
+    )
+    od_price = on_demand_price_of(trace, spec.on_demand_price_per_hour)
+    horizon = spec.deadline_s - safety_margin_s
     hurry = (job.nodes.max, job.nodes.max if math.isfinite(od_price) else 0)
     if horizon <= step_s:
         plan = Plan((0.0,), (hurry[0],), (hurry[1],))
@@ -97,13 +104,13 @@ def plan_optimal(
     problem = build_problem(
         replay,
         job,
-        mode=config.rescale,
-        notice_s=config.notice_s,
+        mode=spec.rescale,
+        notice_s=spec.notice_s,
         horizon_s=horizon,
         step_s=step_s,
         on_demand_price_per_hour=od_price,
-        checkpoint_interval_s=config.checkpoint_interval_s,
-        checkpoint_cost_s=config.checkpoint_cost_s,
+        checkpoint_interval_s=spec.checkpoint_interval_s,
+        checkpoint_cost_s=spec.checkpoint_cost_s,
     )
     solution = solve(problem)
     report = PlanReport(
@@ -145,12 +152,12 @@ def _plan_of(problem: PlanningProblem, solution: Solution, hurry: tuple[int, int
     return Plan(tuple(starts), tuple(spot), tuple(on_demand), tuple(progress))
 
 
-def prepare_oracle(policy: Any, trace: Any, job: Any, config: Any) -> tuple[Any, PlanReport]:
+def prepare_oracle(policy: Any, trace: Any, job: Any, spec: JobSpec) -> tuple[Any, PlanReport]:
     """``policy`` (an :class:`~elasim.policies.OptimalPolicy`) with its plan for this run."""
     if not isinstance(policy, OptimalPolicy):
         raise ValueError(f"no planner for the oracle {type(policy).__name__}")
     options = policy.config
     plan, report = plan_optimal(
-        trace, job, config, step_s=options.step_s, safety_margin_s=options.safety_margin_s
+        trace, job, spec, step_s=options.step_s, safety_margin_s=options.safety_margin_s
     )
     return policy.with_plan(plan), report

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from elasim.jobmodel import RescaleMode, RunSummary, young_daly_interval_s
+from elasim.jobmodel import JobSpec, RescaleMode, RunSummary, young_daly_interval_s
 from elasim.policies import DecisionRecord, EventRecord
 
 __all__ = ["RescaleMode", "SimConfig", "SimResult", "Timeline", "young_daly_interval_s"]
@@ -14,71 +14,37 @@ __all__ = ["RescaleMode", "SimConfig", "SimResult", "Timeline", "young_daly_inte
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Everything about a simulation that is not the trace, the job or the policy.
+    """What only the simulator has; the job itself is a :class:`~elasim.jobmodel.JobSpec`.
 
     Attributes:
-        checkpoint_interval_s: running time between periodic checkpoints; ``None``
-            means *auto* (Young/Daly from the observed mean time between failures);
-            ``math.inf`` means no periodic checkpoints.
-        checkpoint_cost_s: time to write one checkpoint; ``None`` uses the job's
-            ``size_bytes / write_bandwidth_bytes_per_s``.
-        notice_s: preemption notice (AWS gives 120 s, GCP 30 s); 0 means none.
-        rescale: membership-change mechanism.
-        deadline_s: the job's deadline from its start, or ``None``.
-        seed: seeds everything random (the start offset when ``start_offset_s`` is None)
-            and is handed to the policy.
-        start_offset_s: where in the trace the job starts; ``None`` draws it uniformly
-            from the trace with ``seed`` (the Can't Be Late methodology).
         max_sim_time_s: give up after this much simulated time (``None``: 400 days).
-        on_demand_price_per_hour: overrides the trace's on-demand price.
-        spot_price_per_hour: spot price for a capacity trace without a price column
-            (such traces otherwise cost nothing: no price is invented).
-        cluster_gpus: size of the shared cluster when the trace is a job trace.
+        cluster_gpus: size of the shared cluster when the trace is a job trace (the
+            capacity the elastic job can use is what its background jobs leave).
         cluster_price_per_hour: what a node of the shared cluster costs per hour.
         record_timeline: keep the per-change timeline (off in benchmarks).
-        trace_scale: the trace was compressed by this factor (``elasim compare``
-            simulates a replay in real seconds): ``auto`` checkpointing's constants, which
-            are in trace seconds, are divided by it, so it decides as the replay did.
+        time_scale: simulate a replay at this many trace seconds per second, as the
+            executor's ``--time-scale`` replays it (``elasim compare`` simulates a
+            real run in its real seconds): the trace and the spec's times are
+            compressed by it, and ``auto`` checkpointing's constants, which are in
+            the trace's seconds, are divided by it.
     """
 
-    checkpoint_interval_s: float | None = None
-    checkpoint_cost_s: float | None = None
-    notice_s: float = 0.0
-    rescale: RescaleMode = RescaleMode.INPLACE
-    deadline_s: float | None = None
-    seed: int = 0
-    start_offset_s: float | None = 0.0
     max_sim_time_s: float | None = None
-    on_demand_price_per_hour: float | None = None
-    spot_price_per_hour: float | None = None
     cluster_gpus: int | None = None
     cluster_price_per_hour: float = 0.0
     record_timeline: bool = True
-    trace_scale: float = 1.0
+    time_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        def positive(name: str, value: float | None, allow_zero: bool = False) -> None:
-            if value is None:
-                return
-            if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
-                bound = ">= 0" if allow_zero else "> 0"
-                raise ValueError(f"{name} must be {bound}, got {value}")
-
-        positive("checkpoint_interval_s", self.checkpoint_interval_s)
-        positive("checkpoint_cost_s", self.checkpoint_cost_s, allow_zero=True)
-        positive("notice_s", self.notice_s, allow_zero=True)
-        positive("deadline_s", self.deadline_s)
-        positive("start_offset_s", self.start_offset_s, allow_zero=True)
-        positive("max_sim_time_s", self.max_sim_time_s)
-        positive("on_demand_price_per_hour", self.on_demand_price_per_hour, allow_zero=True)
-        positive("spot_price_per_hour", self.spot_price_per_hour, allow_zero=True)
-        positive("cluster_price_per_hour", self.cluster_price_per_hour, allow_zero=True)
-        if not (math.isfinite(self.trace_scale) and self.trace_scale > 0):
-            raise ValueError(f"trace_scale must be > 0, got {self.trace_scale}")
+        if self.max_sim_time_s is not None and not self.max_sim_time_s > 0:
+            raise ValueError(f"max_sim_time_s must be > 0, got {self.max_sim_time_s}")
+        if not self.cluster_price_per_hour >= 0:
+            price = self.cluster_price_per_hour
+            raise ValueError(f"cluster_price_per_hour must be >= 0, got {price}")
+        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
+            raise ValueError(f"--time-scale must be > 0, got {self.time_scale}")
         if self.cluster_gpus is not None and self.cluster_gpus < 1:
-            raise ValueError(f"cluster_gpus must be >= 1, got {self.cluster_gpus}")
-        if not isinstance(self.rescale, RescaleMode):
-            object.__setattr__(self, "rescale", RescaleMode(self.rescale))
+            raise ValueError(f"--cluster-gpus must be >= 1, got {self.cluster_gpus}")
 
 
 @dataclass(frozen=True)
@@ -122,19 +88,27 @@ class SimResult(RunSummary):
         events: every preemption, rescale and checkpoint.
         decisions: the decision log (for parity tests).
         timeline: state over time.
-        metadata: inputs (trace, policy, job, config) for the summary.
+        spec: the job as simulated (resolved: its start offset, node bounds, names).
+        simulator: what only the simulator states (the training job's model, the
+            resolved checkpoint cost, the shared cluster, the oracle's plan, ...).
     """
 
     events: tuple[EventRecord, ...] = field(repr=False, default=())
     decisions: tuple[DecisionRecord, ...] = field(repr=False, default=())
     timeline: Timeline = field(repr=False, default_factory=lambda: Timeline())
-    metadata: tuple[tuple[str, Any], ...] = ()
+    spec: JobSpec = field(default_factory=JobSpec)
+    simulator: tuple[tuple[str, Any], ...] = ()
 
     #: Keys of :meth:`summary`, in order; they are also the ``--json`` keys.
     SUMMARY_KEYS = RunSummary.keys()
 
     def summary(self) -> dict[str, Any]:
-        """The deterministic summary (``summary.json``): same inputs, same bytes."""
+        """The deterministic summary (``summary.json``): same inputs, same bytes.
+
+        ``inputs`` is the spec (the same keys as a real run's), ``simulator`` what
+        only a simulation has.
+        """
         out = self.summary_fields()
-        out["inputs"] = dict(self.metadata)
+        out["simulator"] = dict(self.simulator)
+        out["inputs"] = self.spec.as_inputs()
         return out

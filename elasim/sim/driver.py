@@ -22,22 +22,37 @@ import simpy
 
 from elasim.job import TrainingJob
 from elasim.jobmodel import (
-    CapacityReplay,
     FluidJob,
     JobLoop,
     JobRules,
-    describe_checkpoint_interval,
+    JobSpec,
+    build_job_loop,
     pause_for,
     summarize,
 )
+from elasim.optimal import prepare_oracle
 from elasim.policies import Observation, Policy, is_oracle
 from elasim.policies._ondemand import fastest_finish_s
-from elasim.traces.model import CapacityTrace, JobTrace, on_demand_price_of, start_offset_of
+from elasim.traces.model import (
+    CapacityTrace,
+    JobTrace,
+    on_demand_price_of,
+    scale_trace,
+    start_offset_of,
+)
 
 from .capacity import ClusterCapacity
 from .config import SimConfig, SimResult, Timeline
 
-__all__ = ["SimShell", "capacity_for", "fastest_finish_h", "pause_for", "simulate"]
+__all__ = [
+    "DEFAULT_JOB",
+    "SimShell",
+    "capacity_for",
+    "fastest_finish_h",
+    "pause_for",
+    "resolve",
+    "simulate",
+]
 
 log = logging.getLogger(__name__)
 
@@ -68,87 +83,149 @@ class SimShell:
         self.done_event.succeed()
 
 
-def _metadata(
+DEFAULT_JOB = "resnet50_v100"
+
+
+def _simulator_details(
     trace: CapacityTrace | JobTrace,
     policy: Policy,
     job: TrainingJob,
     config: SimConfig,
-    *,
-    offset: float,
+    spec: JobSpec,
     checkpoint_cost_s: float,
-    trace_name: str | None,
-    policy_spec: str | None,
 ) -> dict[str, Any]:
+    """What only a simulation states beside its spec (``summary.json``'s ``simulator``)."""
+    if isinstance(trace, CapacityTrace):
+        priced = trace.price_per_hour is not None or spec.spot_price_per_hour is not None
+    else:
+        priced = config.cluster_price_per_hour > 0
     return {
-        "trace": trace_name or getattr(trace, "name", ""),
-        "policy": policy_spec or getattr(policy, "name", type(policy).__name__),
+        "job_model": job.name,
+        "target_samples": job.target_samples,
         "policy_config": repr(getattr(policy, "config", None)),
-        "job": job.name,
-        "rescale": config.rescale.value,
-        "notice_s": config.notice_s,
-        "checkpoint_interval_s": describe_checkpoint_interval(config.checkpoint_interval_s),
         "checkpoint_cost_s": checkpoint_cost_s,
-        "deadline_s": config.deadline_s,
-        "seed": config.seed,
-        "start_offset_s": offset,
-        "min_nodes": job.nodes.min,
-        "max_nodes": job.nodes.max,
         "cluster_gpus": config.cluster_gpus,
-        "priced": trace.price_per_hour is not None or config.spot_price_per_hour is not None
-        if isinstance(trace, CapacityTrace)
-        else config.cluster_price_per_hour > 0,
+        "priced": priced,
+        "time_scale": config.time_scale,
     }
 
 
+def resolve(
+    spec: JobSpec,
+    config: SimConfig | None = None,
+    *,
+    trace: CapacityTrace | JobTrace | None = None,
+    policy: Policy | None = None,
+    job: TrainingJob | None = None,
+) -> tuple[JobSpec, CapacityTrace | JobTrace, Policy, TrainingJob]:
+    """The spec's trace, policy and training job, and the spec resolved against them.
+
+    Objects given are used as they are (a sweep loads a trace once; tests build
+    their own); the spec names them.  The resolved spec has a start offset (drawn
+    from the seed when it had none), the job's node bounds where it gave none, and
+    at ``config.time_scale`` every time compressed as the replay compresses it.
+    Shared by :func:`simulate` and the offline optimum, which must see the very
+    window and bounds a simulation replays.
+
+    Raises:
+        ValueError: a spec without a trace or policy and no object for it, or an
+            offset outside the trace (one line).
+    """
+    from elasim.job import load_job
+    from elasim.policies import make_policy
+    from elasim.traces import load_trace
+
+    config = config or SimConfig()
+    if trace is None:
+        if spec.trace is None:
+            raise ValueError("a simulation needs a trace (--trace)")
+        trace = load_trace(spec.trace)
+    if policy is None:
+        if spec.policy is None:
+            raise ValueError("a simulation needs a policy (--policy)")
+        policy = make_policy(spec.policy, dict(spec.policy_options), seed=spec.seed)
+    job = job if job is not None else load_job(spec.job or DEFAULT_JOB)
+    if spec.min_nodes is not None or spec.max_nodes is not None:
+        job = job.with_nodes(spec.min_nodes, spec.max_nodes)
+    spec = spec.replace(
+        trace=spec.trace or getattr(trace, "name", ""),
+        policy=spec.policy or getattr(policy, "name", type(policy).__name__),
+        job=spec.job or job.name,
+        min_nodes=job.nodes.min,
+        max_nodes=job.nodes.max,
+        start_offset_s=start_offset_of(trace, spec.start_offset_s, spec.seed),
+    )
+    return spec, trace, policy, job
+
+
+def _compressed(
+    spec: JobSpec, trace: CapacityTrace | JobTrace, scale: float
+) -> tuple[JobSpec, CapacityTrace | JobTrace]:
+    """The spec and trace of a replay at ``scale`` trace seconds per second."""
+    if scale == 1.0:
+        return spec, trace
+    if not isinstance(trace, CapacityTrace):
+        raise ValueError("--time-scale applies to capacity traces only")
+
+    def shrink(value: float | None) -> float | None:
+        return None if value is None else value / scale
+
+    return spec.replace(
+        notice_s=spec.notice_s / scale,
+        deadline_s=shrink(spec.deadline_s),
+        start_offset_s=shrink(spec.start_offset_s),
+        checkpoint_interval_s=shrink(spec.checkpoint_interval_s),
+        checkpoint_cost_s=shrink(spec.checkpoint_cost_s),
+    ), scale_trace(trace, scale)
+
+
 def capacity_for(
-    trace: CapacityTrace | JobTrace, job: TrainingJob, config: SimConfig
-) -> tuple[ClusterCapacity | None, CapacityReplay | None, float, float]:
-    """Where capacity comes from: (cluster, replay, start offset, on-demand price).
+    trace: CapacityTrace | JobTrace, spec: JobSpec, config: SimConfig, gpus_per_node: int
+) -> tuple[ClusterCapacity | None, float]:
+    """A shared cluster's capacity (None for a capacity trace), and the on-demand price.
 
     Public because the offline planner (:mod:`elasim.optimal`) must see the very
-    window, cap and prices that :func:`simulate` will replay.
+    prices that :func:`simulate` will replay.
     """
-    offset = start_offset_of(trace, config.start_offset_s, config.seed)
-    od_price = on_demand_price_of(trace, config.on_demand_price_per_hour)
-    if isinstance(trace, JobTrace):
-        if config.cluster_gpus is None:
-            raise ValueError("a job (shared-cluster) trace needs --cluster-gpus")
-        cluster = ClusterCapacity(
-            trace,
-            cluster_gpus=config.cluster_gpus,
-            gpus_per_node=job.nodes.gpus_per_node,
-            price_per_hour=config.cluster_price_per_hour,
-            start_offset_s=offset,
-            cap_nodes=job.nodes.max,
+    od_price = on_demand_price_of(trace, spec.on_demand_price_per_hour)
+    if not isinstance(trace, JobTrace):
+        return None, od_price
+    if config.cluster_gpus is None:
+        raise ValueError("a job (shared-cluster) trace needs --cluster-gpus")
+    if spec.notice_s:
+        raise ValueError(
+            "--notice-s applies to spot traces: a shared cluster takes its GPUs back without notice"
         )
-        return cluster, None, offset, od_price
-    replay = CapacityReplay.from_trace(
+    assert spec.start_offset_s is not None and spec.max_nodes is not None
+    cluster = ClusterCapacity(
         trace,
-        start_offset_s=offset,
-        notice_s=config.notice_s,
-        cap_nodes=job.nodes.max,
-        default_price_per_hour=config.spot_price_per_hour or 0.0,
+        cluster_gpus=config.cluster_gpus,
+        gpus_per_node=gpus_per_node,
+        price_per_hour=config.cluster_price_per_hour,
+        start_offset_s=spec.start_offset_s,
+        cap_nodes=spec.max_nodes,
     )
-    return None, replay, offset, od_price
+    return cluster, od_price
 
 
 def simulate(
-    trace: CapacityTrace | JobTrace,
-    policy: Policy,
-    job: TrainingJob,
+    spec: JobSpec,
     config: SimConfig | None = None,
     *,
-    trace_name: str | None = None,
-    policy_spec: str | None = None,
+    trace: CapacityTrace | JobTrace | None = None,
+    policy: Policy | None = None,
+    job: TrainingJob | None = None,
 ) -> SimResult:
-    """Run one elastic job against one trace with one policy.
+    """Run one elastic job (``spec``) against its trace with its policy.
 
     Same inputs and seed give the same result, bit for bit: nothing here reads the
-    clock (wall time is measured by the caller) and all randomness comes from ``seed``.
+    clock (wall time is measured by the caller) and all randomness comes from the
+    seed.  The spec names the trace, policy and training job; objects given are
+    used instead of loading them (see :func:`resolve`).
 
     An oracle policy (``optimal``) without a plan gets one first, computed from the
     whole trace window (:mod:`elasim.optimal`); its plan's report goes into the
-    metadata as ``oracle_plan``.
+    summary's ``simulator`` section as ``oracle_plan``.
 
     Raises:
         ValueError: a job trace without ``cluster_gpus``, or an impossible setting.
@@ -156,69 +233,60 @@ def simulate(
     """
     config = config or SimConfig()
     start = time.perf_counter()
+    spec, trace, policy, job = resolve(spec, config, trace=trace, policy=policy, job=job)
+    recorded = spec
+    spec, trace = _compressed(spec, trace, config.time_scale)
     oracle_report = None
     if is_oracle(policy) and getattr(policy, "plan", None) is None:
-        from elasim.optimal import prepare_oracle
+        policy, oracle_report = prepare_oracle(policy, trace, job, spec)
+    cluster, od_price = capacity_for(trace, spec, config, job.nodes.gpus_per_node)
+    made: list[FluidJob] = []
 
-        policy, oracle_report = prepare_oracle(policy, trace, job, config)
-    env = simpy.Environment()
-    cluster, replay, offset, od_price = capacity_for(trace, job, config)
-    rules = JobRules(
-        min_nodes=job.nodes.min,
-        max_nodes=job.nodes.max,
-        rescale=config.rescale,
-        notice_s=config.notice_s,
-        checkpoint_interval_s=config.checkpoint_interval_s,
-        deadline_s=config.deadline_s,
+    def fluid_of(rules: JobRules) -> FluidJob:
+        made.append(FluidJob(job, rules, checkpoint_cost_s=spec.checkpoint_cost_s))
+        return made[0]
+
+    loop = build_job_loop(
+        spec,
+        trace,
+        policy,
+        fluid_of,
         on_demand_price_per_hour=od_price,
         horizon_s=config.max_sim_time_s or _DEFAULT_HORIZON_S,
-        trace_scale=config.trace_scale,
-    )
-    fluid = FluidJob(job, rules, checkpoint_cost_s=config.checkpoint_cost_s)
-    loop = JobLoop(
-        policy,
-        fluid,
-        rules,
-        replay=cluster if cluster is not None else replay,  # type: ignore[arg-type]
+        trace_scale=config.time_scale,
+        capacity=cluster,
         record_timeline=config.record_timeline,
     )
+    env = simpy.Environment()
     shell = SimShell(env, loop)
     env.process(shell.process())
     env.run(until=shell.done_event)
-    metadata = _metadata(
-        trace,
-        policy,
-        job,
-        config,
-        offset=offset,
-        checkpoint_cost_s=fluid.ckpt_cost_s,
-        trace_name=trace_name,
-        policy_spec=policy_spec,
-    )
+    details = _simulator_details(trace, policy, job, config, recorded, made[0].ckpt_cost_s)
     if cluster is not None:
-        metadata["skipped_background_jobs"] = cluster.skipped_jobs
+        details["skipped_background_jobs"] = cluster.skipped_jobs
     if oracle_report is not None:
-        metadata["oracle_plan"] = oracle_report.as_dict()
+        details["oracle_plan"] = oracle_report.as_dict()
     result = SimResult(
         **summarize(loop, env.now),
         events=tuple(loop.events),
         decisions=tuple(loop.decisions),
         timeline=Timeline(*loop.timeline_columns()[:8]),
-        metadata=tuple(metadata.items()),
+        spec=recorded,
+        simulator=tuple(details.items()),
     )
-    log.debug("simulated %s in %.3f s", metadata["trace"], time.perf_counter() - start)
+    log.debug("simulated %s in %.3f s", recorded.trace, time.perf_counter() - start)
     return result
 
 
-def fastest_finish_h(job: TrainingJob, config: SimConfig) -> float:
+def fastest_finish_h(job: TrainingJob, spec: JobSpec) -> float:
     """Hours the job needs on its fastest node count from the start, nothing going wrong.
 
     The bound behind ``deadline_feasible``: a deadline shorter than this cannot be
     met by any policy, so the CLI says so before the run.  It uses the estimates the
     policies see at the start (the fluid model's tables and resume pause).
     """
-    rules = JobRules(min_nodes=job.nodes.min, max_nodes=job.nodes.max, rescale=config.rescale)
-    fluid = FluidJob(job, rules, checkpoint_cost_s=config.checkpoint_cost_s)
+    rules = JobRules(min_nodes=job.nodes.min, max_nodes=job.nodes.max, rescale=spec.rescale)
+    fluid = FluidJob(job, rules, checkpoint_cost_s=spec.checkpoint_cost_s)
     obs = Observation(
         now_s=0.0,
         spot_available=0,
@@ -232,7 +300,7 @@ def fastest_finish_h(job: TrainingJob, config: SimConfig) -> float:
         statistical_efficiency=fluid.efficiency_table(),
         rescale_cost_s=fluid.rescale_cost_s(),
         resume_cost_s=fluid.resume_cost_s(),
-        deadline_s=config.deadline_s,
+        deadline_s=spec.deadline_s,
         min_nodes=job.nodes.min,
         max_nodes=job.nodes.max,
     )

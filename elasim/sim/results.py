@@ -45,9 +45,9 @@ def write_result(
     out = Path(out_dir)
     summary = result.summary()
     if extra:
-        inputs = summary.pop("inputs")
+        tail = {key: summary.pop(key) for key in ("simulator", "inputs")}
         summary.update(extra)
-        summary["inputs"] = inputs
+        summary.update(tail)
     events = events_frame(result.events)
     timeline = timeline_frame(result)
     paths = {
@@ -56,7 +56,7 @@ def write_result(
         "timeline": write_parquet(out / "timeline.parquet", timeline),
     }
     if plot:
-        inputs = dict(result.metadata)
-        title = f"{inputs.get('policy', '')} on {inputs.get('trace', '')} ({inputs.get('job', '')})"
+        spec = result.spec
+        title = f"{spec.policy} on {spec.trace} ({dict(result.simulator).get('job_model', '')})"
         paths["plot"] = plot_timeline(out / "timeline.png", timeline, events, title=title)
     return paths
