@@ -49,7 +49,8 @@ see :mod:`.pool`).
   cost of a rollback (:class:`~.pauses.PauseAccounting`).
 * :mod:`.inplace` and :mod:`.restart`: the two mechanisms
   (:class:`~.inplace.InplaceChanges`, :class:`~.restart.RestartChanges`).
-* here: the settings, :class:`RescaleMode`, and what the controller calls
+* :mod:`.settings`: :class:`GroupSettings`, below every part (the pool reads them).
+* here: :class:`RescaleMode`, and what the controller calls
   (``apply``, ``preempt``, ``poll``, ``checkpoint``, ...), which picks the mechanism.
 
 Every name that lived in this module before the split is still importable from it.
@@ -60,7 +61,6 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from elasim.jobmodel import RescaleMode  # the one definition, shared with the simulator
@@ -70,7 +70,7 @@ from .inplace import InplaceChanges
 from .launchers import Launcher, LocalLauncher, ProcessHandle
 from .pool import NodeKind, WorkerStatus
 from .pool import _Worker as _Worker  # re-exported: tests and tools inspect the table
-from .protocol import Command, CommandOp, WorkerSettings
+from .protocol import Command, CommandOp
 from .records import (
     ExecutorError,
     GroupEvent,
@@ -80,6 +80,7 @@ from .records import (
     split_preempt,
 )
 from .restart import RestartChanges
+from .settings import GroupSettings
 
 __all__ = [
     "ExecutorError",
@@ -97,48 +98,6 @@ __all__ = [
     "WorkerStatus",
     "split_preempt",
 ]
-
-
-@dataclass(frozen=True)
-class GroupSettings:
-    """How the group manages processes.
-
-    Attributes:
-        mode: ``inplace`` or ``restart``.
-        worker: settings every worker receives.
-        bind_host: address the run's store listens on (loopback by default).
-        store_port: 0 picks a free port.
-        standby: keep free slots filled with warm standbys (``inplace`` only).
-        change_timeout_s: bound on one generation change.
-        ready_timeout_s: bound on a cold start (spawn to ``READY``).
-        poll_interval_s: how often waits poll processes and the store.
-        max_attempts: generations tried for one change before giving up.
-        stop_grace_s: after SIGTERM, wait this long before SIGKILL.
-        advertise_host: the address workers on other hosts use to reach the store
-            (None: ``bind_host``, or this host's name when binding every interface).
-        resume_step: the checkpoint in ``worker.checkpoint_dir`` is at this step (a
-            run resumed after its controller died): the first group restores it.
-        idle_warmup: standbys warm up at idle CPU priority (see ``_entry``), so a
-            "booting node" does not slow down training on the same host.
-        run_files: the run's secret and worker-settings files
-            (:class:`~.runfiles.RunFiles`); None: the group writes them into a
-            temporary private folder when it starts (and removes it when closed).
-    """
-
-    mode: RescaleMode = RescaleMode.INPLACE
-    worker: WorkerSettings = field(default_factory=WorkerSettings)
-    bind_host: str = "127.0.0.1"
-    store_port: int = 0
-    standby: bool = True
-    change_timeout_s: float = 60.0
-    ready_timeout_s: float = 120.0
-    poll_interval_s: float = 0.005
-    max_attempts: int = 4
-    stop_grace_s: float = 5.0
-    advertise_host: str | None = None
-    idle_warmup: bool = False
-    resume_step: int | None = None
-    run_files: Any = None
 
 
 class ProcessWorkerGroup(InplaceChanges, RestartChanges):

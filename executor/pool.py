@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .authstore import StoreServer
 from .launchers import Launcher, ProcessHandle, WorkerLaunch, last_log_line
@@ -54,9 +54,7 @@ from .protocol import (
 )
 from .records import ExecutorError, GroupProgress, StepRecord, WorkerStart
 from .runfiles import RunFiles
-
-if TYPE_CHECKING:
-    from .group import GroupSettings
+from .settings import GroupSettings
 
 __all__ = ["NodeKind", "WorkerPool", "WorkerStatus"]
 

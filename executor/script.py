@@ -68,7 +68,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from elasim.policies import EventKind, PauseComponents
 
@@ -77,9 +77,7 @@ from .pauses import PauseAccounting
 from .pool import NodeKind, WorkerStatus, _Worker
 from .records import ExecutorError, GroupEvent, StepRecord, split_preempt
 from .report import STEP_FILE_ENV
-
-if TYPE_CHECKING:
-    from .group import GroupSettings
+from .settings import GroupSettings
 
 __all__ = ["ScriptFailed", "ScriptSpec", "ScriptWorkerGroup"]
 
