@@ -68,8 +68,6 @@ from elasim.policies import EventKind
 
 from .inplace import InplaceChanges
 from .launchers import Launcher, LocalLauncher, ProcessHandle
-from .pool import NodeKind, WorkerStatus
-from .pool import _Worker as _Worker  # re-exported: tests and tools inspect the table
 from .protocol import Command, CommandOp
 from .records import (
     ExecutorError,
@@ -81,6 +79,7 @@ from .records import (
 )
 from .restart import RestartChanges
 from .settings import GroupSettings
+from .workertable import NodeKind, Worker, WorkerStatus
 
 __all__ = [
     "ExecutorError",
@@ -98,6 +97,10 @@ __all__ = [
     "WorkerStatus",
     "split_preempt",
 ]
+
+#: the worker record's name before it moved to :mod:`.workertable` (tools inspecting
+#: the table imported it from here)
+_Worker = Worker
 
 
 class ProcessWorkerGroup(InplaceChanges, RestartChanges):
@@ -140,8 +143,8 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
         if self._done:
             return []
         cur = list(self._members)
-        cur_spot = [w for w in cur if self._workers[w].kind is NodeKind.SPOT]
-        cur_od = [w for w in cur if self._workers[w].kind is NodeKind.ON_DEMAND]
+        cur_spot = [w for w in cur if self.workers[w].kind is NodeKind.SPOT]
+        cur_od = [w for w in cur if self.workers[w].kind is NodeKind.ON_DEMAND]
         # victims of a scale-down: the newest first (deterministic)
         drop = set(sorted(cur_spot)[spot:] if len(cur_spot) > spot else [])
         drop |= set(sorted(cur_od)[on_demand:] if len(cur_od) > on_demand else [])
@@ -154,7 +157,7 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
         before = len(cur)
         kind = EventKind.SCALE_UP if add_spot + add_od > 0 else EventKind.SCALE_DOWN
         if self.mode is RescaleMode.RESTART:
-            kinds = [self._workers[w].kind for w in survivors]
+            kinds = [self.workers[w].kind for w in survivors]
             kinds += [NodeKind.SPOT] * add_spot + [NodeKind.ON_DEMAND] * add_od
             return self._restart_change(
                 kind,
@@ -187,7 +190,7 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
 
     def _preempt(self, count: int, *, graceful: bool) -> list[GroupEvent]:
         self._pump()
-        spot_members = sorted(w for w in self._members if self._workers[w].kind is NodeKind.SPOT)
+        spot_members = sorted(w for w in self._members if self.workers[w].kind is NodeKind.SPOT)
         victims = spot_members[len(spot_members) - min(count, len(spot_members)) :]
         if not victims or self._done:
             return []
@@ -196,7 +199,7 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
         survivors = [w for w in self._members if w not in victims]
         if graceful:
             if self.mode is RescaleMode.RESTART:
-                kinds = [self._workers[w].kind for w in survivors]
+                kinds = [self.workers[w].kind for w in survivors]
                 events = self._restart_change(
                     EventKind.PREEMPT,
                     [k for k in kinds if k is not None],
@@ -217,13 +220,13 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
                 before=before,
             )
             self._wait_until(
-                lambda: all(self._workers[w].status is not WorkerStatus.MEMBER for w in victims),
+                lambda: all(self.workers[w].status is not WorkerStatus.MEMBER for w in victims),
                 self.settings.stop_grace_s,
             )
             return events
         kill_wall = time.time()
         for wid in victims:
-            self._kill(wid, signal.SIGKILL)
+            self.workers.kill(wid, signal.SIGKILL)
         return self._after_failure(victims, survivors, kill_wall, begin, before)
 
     def _relabel(self, events: list[GroupEvent], before: int) -> list[GroupEvent]:
@@ -241,7 +244,7 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
     ) -> list[GroupEvent]:
         """Recover from members that died without notice."""
         if self.mode is RescaleMode.RESTART:
-            kinds = [self._workers[w].kind for w in survivors]
+            kinds = [self.workers[w].kind for w in survivors]
             return self._restart_change(
                 EventKind.PREEMPT,
                 [k for k in kinds if k is not None],
@@ -302,7 +305,7 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
             before = len(self._members)
             survivors = [w for w in self._members if w not in crashed]
             wall = min(
-                self._workers[w].fault_wall_s or self._workers[w].exit_wall_s or time.time()
+                self.workers[w].fault_wall_s or self.workers[w].exit_wall_s or time.time()
                 for w in crashed
             )
             return self._after_failure(crashed, survivors, wall, begin, before)
@@ -314,8 +317,8 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
             self._failed_collectives.clear()
             begin = self._now()
             before = len(self._members)
-            survivors = [w for w in self._members if self._alive(w)]
-            dead = [w for w in self._members if not self._alive(w)]
+            survivors = [w for w in self._members if self.workers.alive(w)]
+            dead = [w for w in self._members if not self.workers.alive(w)]
             return self._after_failure(dead, survivors, first, begin, before)
         return []
 
@@ -331,7 +334,7 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
 
     def finish(self) -> None:
         """Training is over: send the standbys home."""
-        standbys = tuple(w.wid for w in self._workers.values() if w.status is not WorkerStatus.DEAD)
+        standbys = tuple(w.wid for w in self.workers.records() if w.status is not WorkerStatus.DEAD)
         if standbys and self._store is not None:
             self._publish(Command(CommandOp.EXIT, wids=standbys))
 
@@ -348,7 +351,7 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
         idle = sorted(
             (
                 w
-                for w in self._workers.values()
+                for w in self.workers.records()
                 if w.status in (WorkerStatus.STANDBY, WorkerStatus.STARTING)
             ),
             key=lambda w: (w.status is WorkerStatus.STANDBY, w.wid),
@@ -359,11 +362,11 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
             self._publish(Command(CommandOp.EXIT, wids=ready))
         for w in extra:
             if w.status is WorkerStatus.STARTING:
-                self._kill(w.wid)
+                self.workers.kill(w.wid)
         return len(extra)
 
     def kill_member(self, index: int = -1) -> int:
         """SIGKILL one member without telling anyone (tests: an unexpected crash)."""
         wid = self._members[index]
-        self._workers[wid].proc.send_signal(signal.SIGKILL)
+        self.workers[wid].proc.send_signal(signal.SIGKILL)
         return wid

@@ -22,9 +22,9 @@ import time
 from elasim.policies import EventKind
 
 from .pauses import PauseAccounting
-from .pool import NodeKind, WorkerStatus
 from .protocol import Command, CommandOp
 from .records import GroupEvent
+from .workertable import NodeKind, WorkerStatus
 
 __all__ = ["InplaceChanges"]
 
@@ -76,7 +76,7 @@ class InplaceChanges(PauseAccounting):
                 waited_s = time.time() - self._starved_since
             self._starved_since = None
         for i, wid in enumerate(newcomers):
-            self._workers[wid].kind = NodeKind.SPOT if i < add_spot else NodeKind.ON_DEMAND
+            self.workers[wid].kind = NodeKind.SPOT if i < add_spot else NodeKind.ON_DEMAND
         if not newcomers and not dropping:
             return []
         if not survivors and cur:
@@ -124,7 +124,7 @@ class InplaceChanges(PauseAccounting):
         lost = 1 if failure_wall_s is not None and survivors else 0
         acquire = waited_s
         if not survivors and newcomers:
-            readies = [self._workers[w].ready_wall_s or t_publish for w in newcomers]
+            readies = [self.workers[w].ready_wall_s or t_publish for w in newcomers]
             acquire += max(max(readies) - t_publish, 0.0)
         events.append(
             self._pause_event(
@@ -147,7 +147,7 @@ class InplaceChanges(PauseAccounting):
 
     def _stop_all(self, kind: EventKind, begin: float, before: int) -> list[GroupEvent]:
         """Every member leaves on purpose: final checkpoint, then stop."""
-        old = [w for w in self._members if self._alive(w)]
+        old = [w for w in self._members if self.workers.alive(w)]
         events: list[GroupEvent] = []
         keep = self._keep_warm
         if old:
@@ -162,7 +162,7 @@ class InplaceChanges(PauseAccounting):
             self._wait_until(
                 lambda: (
                     any(e["type"] == "stopped" for e in self._inbox)
-                    or not any(self._alive(w) for w in old)
+                    or not any(self.workers.alive(w) for w in old)
                 ),
                 self.settings.change_timeout_s,
             )
@@ -172,7 +172,7 @@ class InplaceChanges(PauseAccounting):
                 events.append(self._checkpoint_event(ckpt, before))
             if keep:  # they stay, as warm standbys
                 self._wait_until(
-                    lambda: all(self._workers[w].status is not WorkerStatus.MEMBER for w in old),
+                    lambda: all(self.workers[w].status is not WorkerStatus.MEMBER for w in old),
                     self.settings.stop_grace_s,
                 )
             else:

@@ -12,7 +12,9 @@ Why a module of its own: this is the part that changes with the wire protocol
 new worker event is read here and usually moves a worker's status here).  It knows
 nothing about scale-up/scale-down decisions or how pauses are measured; the
 mechanisms (:mod:`.inplace`, :mod:`.restart`) and the accounting (:mod:`.pauses`)
-build on it.
+build on it.  The records of the processes, and the signals and reaping that keep
+them current, are a :class:`~.workertable.WorkerTable` (:attr:`WorkerPool.workers`),
+which the script group (:mod:`.script`) keeps too.
 
 :class:`WorkerPool` is a base class rather than a helper object because every layer
 above it reads and writes the same bookkeeping (the worker table, the members, the
@@ -24,19 +26,17 @@ the same state passed between helpers.
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import logging
 import signal
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .authstore import StoreServer
-from .launchers import Launcher, ProcessHandle, WorkerLaunch, last_log_line
+from .launchers import Launcher, WorkerLaunch, last_log_line
 from .protocol import (
     CMDSEQ_KEY,
     GO_ABORT,
@@ -55,69 +55,11 @@ from .protocol import (
 from .records import ExecutorError, GroupProgress, StepRecord, WorkerStart
 from .runfiles import RunFiles
 from .settings import GroupSettings
+from .workertable import Worker, WorkerStatus, WorkerTable, wait_until
 
-__all__ = ["NodeKind", "WorkerPool", "WorkerStatus"]
+__all__ = ["WorkerPool"]
 
 log = logging.getLogger(__name__)
-
-
-class NodeKind(str, enum.Enum):
-    """What a member node is: spot nodes can be preempted, on-demand nodes never are."""
-
-    SPOT = "spot"
-    ON_DEMAND = "on_demand"
-
-
-class WorkerStatus(str, enum.Enum):
-    """A worker process as the group tracks it.
-
-    Legal transitions::
-
-        STARTING -> STANDBY -> MEMBER -> LEAVING -> DEAD
-        STARTING -> DEAD            (crashed or killed while warming up)
-        STANDBY  -> DEAD            (EXIT, or killed)
-        MEMBER   -> DEAD            (killed: preemption, or a crash)
-        MEMBER   -> STANDBY         (dropped gracefully: warm again; or a generation
-                                     failed and it waits for the next JOIN)
-        STANDBY  -> MEMBER          (named in a JOIN)
-    """
-
-    STARTING = "starting"
-    STANDBY = "standby"
-    MEMBER = "member"
-    LEAVING = "leaving"
-    DEAD = "dead"
-
-
-@dataclass
-class _Worker:
-    """Mutable record of one worker process.
-
-    Attributes (the times are ``time.time()``):
-        exit_wall_s: when the group saw the process gone.
-        exit_code: its exit code, once gone.
-        killed_wall_s: when the group signalled it (SIGKILL or SIGTERM).
-        stop_wall_s: when the group told it to exit (``STOP`` without ``keep``, or
-            ``EXIT``): a clean exit after that is planned, not a crash.
-        fault_wall_s: when it reported an injected fault.
-    """
-
-    wid: int
-    launcher: Launcher
-    proc: ProcessHandle
-    spawn_wall_s: float
-    slot: int = 0
-    status: WorkerStatus = WorkerStatus.STARTING
-    kind: NodeKind | None = None
-    ready_wall_s: float | None = None
-    exit_wall_s: float | None = None
-    exit_code: int | None = None
-    killed_wall_s: float | None = None
-    stop_wall_s: float | None = None
-    fault_wall_s: float | None = None
-    events_read: int = 0
-    steps_read: int = 0
-    drained: bool = False
 
 
 class WorkerPool:
@@ -143,8 +85,8 @@ class WorkerPool:
         self._store: Any = None
         #: the run's secret and worker settings (made at ``_open_store`` unless given)
         self._files: RunFiles | None = settings.run_files
-        self._workers: dict[int, _Worker] = {}
-        self._next_wid = 0
+        #: the record of every process started
+        self.workers = WorkerTable()
         self._seq = 0
         self._gen = 0
         self._started_once = False  # a generation has trained (either mechanism)
@@ -211,10 +153,10 @@ class WorkerPool:
         self._fill_standbys()
         # the warm pool is part of setting up, not of the replay: wait for it
         self._wait_until(
-            lambda: all(w.status is not WorkerStatus.STARTING for w in self._workers.values()),
+            lambda: all(w.status is not WorkerStatus.STARTING for w in self.workers.records()),
             self.settings.ready_timeout_s,
         )
-        if not any(w.status is WorkerStatus.STANDBY for w in self._workers.values()):
+        if not any(w.status is WorkerStatus.STANDBY for w in self.workers.records()):
             raise ExecutorError(self._why_none_ready())
 
     def _why_none_ready(self) -> str:
@@ -225,7 +167,7 @@ class WorkerPool:
         that only says "see the logs" does not say which log, or whether there is one.
         """
         timeout = f"within {self.settings.ready_timeout_s:.0f} s"
-        dead = [w for w in self._workers.values() if w.status is WorkerStatus.DEAD]
+        dead = [w for w in self.workers.records() if w.status is WorkerStatus.DEAD]
         if not dead:
             return f"no worker became ready {timeout} (a slow or busy machine: see --help)"
         first = min(dead, key=lambda w: w.exit_wall_s or 0.0)
@@ -244,7 +186,7 @@ class WorkerPool:
         if self._closed:
             return
         self._closed = True
-        alive = [w for w in self._workers.values() if w.status is not WorkerStatus.DEAD]
+        alive = [w for w in self.workers.records() if w.status is not WorkerStatus.DEAD]
         if self._store is not None and alive:
             with contextlib.suppress(Exception):
                 self._publish(Command(CommandOp.STOP, tag="close"))
@@ -282,23 +224,18 @@ class WorkerPool:
             return
         now = time.time()
         for wid in wids:
-            worker = self._workers[wid]
+            worker = self.workers[wid]
             worker.stop_wall_s = worker.stop_wall_s or now
 
     def _free_slots(self, launcher: Launcher) -> int:
-        used = sum(
-            1
-            for w in self._workers.values()
-            if w.launcher is launcher and w.status is not WorkerStatus.DEAD
-        )
-        return launcher.slots - used
+        return launcher.slots - len(self.workers.on(launcher))
 
     @property
     def slots(self) -> int:
         """Worker slots over all launchers."""
         return sum(launcher.slots for launcher in self.launchers)
 
-    def _spawn(self) -> _Worker | None:
+    def _spawn(self) -> Worker | None:
         """Start one worker on the launcher with the most free slots (None: all full).
 
         The worker gets the lowest free slot index of its launcher as
@@ -307,14 +244,9 @@ class WorkerPool:
         best = max(self.launchers, key=self._free_slots)
         if self._free_slots(best) <= 0:
             return None
-        used = {
-            w.slot
-            for w in self._workers.values()
-            if w.launcher is best and w.status is not WorkerStatus.DEAD
-        }
+        used = {w.slot for w in self.workers.on(best)}
         slot = min(i for i in range(best.slots) if i not in used)
-        wid = self._next_wid
-        self._next_wid += 1
+        wid = self.workers.new_wid()
         self._store.set(event_count_key(wid), "0")
         self._store.set(steps_count_key(wid), "0")
         wall = time.time()
@@ -326,37 +258,20 @@ class WorkerPool:
             idle_warmup=bool(self.settings.idle_warmup),
         )
         proc = best.spawn(launch, self._files)
-        worker = _Worker(wid, best, proc, wall, slot=slot)
-        self._workers[wid] = worker
+        worker = Worker(wid, best, proc, wall, slot=slot)
+        self.workers.add(worker)
         return worker
 
     def _fill_standbys(self) -> None:
         while self._spawn() is not None:
             pass
 
-    def _set_status(self, worker: _Worker, status: WorkerStatus) -> None:
-        worker.status = status
-
-    def _kill(self, wid: int, sig: int = signal.SIGKILL) -> None:
-        worker = self._workers[wid]
-        if worker.status is WorkerStatus.DEAD:
-            return
-        worker.killed_wall_s = worker.killed_wall_s or time.time()
-        with contextlib.suppress(ProcessLookupError):
-            worker.proc.send_signal(sig)
-
     def _await_exit(self, wids: Sequence[int], timeout_s: float) -> None:
-        if not self._wait_until(lambda: all(not self._alive(w) for w in wids), timeout_s):
+        alive = self.workers.alive
+        if not self._wait_until(lambda: all(not alive(w) for w in wids), timeout_s):
             for wid in wids:
-                self._kill(wid, signal.SIGKILL)
-            self._wait_until(lambda: all(not self._alive(w) for w in wids), timeout_s)
-
-    def _alive(self, wid: int) -> bool:
-        return self._workers[wid].status is not WorkerStatus.DEAD
-
-    def _kind_counts(self, wids: Sequence[int]) -> tuple[int, int]:
-        spot = sum(1 for w in wids if self._workers[w].kind is NodeKind.SPOT)
-        return spot, len(wids) - spot
+                self.workers.kill(wid, signal.SIGKILL)
+            self._wait_until(lambda: all(not alive(w) for w in wids), timeout_s)
 
     # -- what workers report -----------------------------------------------------------------
 
@@ -367,7 +282,7 @@ class WorkerPool:
         once.  That is decided only after its last events are read: a worker's exit
         is often seen before the ``DONE`` it posted just before exiting.
         """
-        exited = self._reap()
+        exited = self.workers.reap()
         self._read_reports()
         for worker, was in exited:
             if was is WorkerStatus.MEMBER and self._died_on_its_own(worker):
@@ -381,22 +296,7 @@ class WorkerPool:
             # starting more only repeats it, for as long as the caller waits
             raise ExecutorError(self._why_none_ready())
 
-    def _reap(self) -> list[tuple[_Worker, WorkerStatus]]:
-        """Mark exited processes DEAD; returns them with the status they had."""
-        exited: list[tuple[_Worker, WorkerStatus]] = []
-        for worker in self._workers.values():
-            if worker.status is WorkerStatus.DEAD:
-                continue
-            code = worker.proc.poll()
-            if code is None:
-                continue
-            exited.append((worker, worker.status))
-            worker.exit_wall_s = time.time()
-            worker.exit_code = code
-            self._set_status(worker, WorkerStatus.DEAD)
-        return exited
-
-    def _died_on_its_own(self, worker: _Worker) -> bool:
+    def _died_on_its_own(self, worker: Worker) -> bool:
         """Whether an exited member crashed, rather than left as the group planned.
 
         Planned: the group killed it, training was over, or the group told it to exit
@@ -409,7 +309,7 @@ class WorkerPool:
 
     def _read_reports(self) -> None:
         """Read every worker's new events and step records from the store."""
-        pending = [w for w in self._workers.values() if not w.drained]
+        pending = [w for w in self.workers.records() if not w.drained]
         if not pending:
             return
         keys: list[str] = []
@@ -435,7 +335,7 @@ class WorkerPool:
             if w.status is WorkerStatus.DEAD:
                 w.drained = True
 
-    def _on_event(self, worker: _Worker, event: dict[str, Any]) -> None:
+    def _on_event(self, worker: Worker, event: dict[str, Any]) -> None:
         kind = WorkerEventType(event["type"])
         if kind is WorkerEventType.READY:
             worker.ready_wall_s = float(event["wall_s"])
@@ -444,7 +344,7 @@ class WorkerPool:
                 self.target_accuracy = event.get("target_accuracy")
                 self.job_name = event.get("job")
             if worker.status is WorkerStatus.STARTING:
-                self._set_status(worker, WorkerStatus.STANDBY)
+                worker.status = WorkerStatus.STANDBY
             self._failed_starts = 0
             return
         if kind is WorkerEventType.DONE:
@@ -456,10 +356,10 @@ class WorkerPool:
         elif kind is WorkerEventType.LEFT:
             if worker.status is not WorkerStatus.DEAD:
                 if event.get("exit", True):
-                    self._set_status(worker, WorkerStatus.LEAVING)
+                    worker.status = WorkerStatus.LEAVING
                 else:  # back in the warm pool: it stands for a node that has booted
                     worker.kind = None
-                    self._set_status(worker, WorkerStatus.STANDBY)
+                    worker.status = WorkerStatus.STANDBY
         elif kind is WorkerEventType.COLLECTIVE_FAILED:
             self._failed_collectives.append(event)
         elif kind is WorkerEventType.ERROR:
@@ -493,14 +393,7 @@ class WorkerPool:
             )
 
     def _wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self._pump()
-            if predicate():
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(self.settings.poll_interval_s)
+        return wait_until(self._pump, predicate, timeout_s, self.settings.poll_interval_s)
 
     def _take(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
         for i, event in enumerate(self._inbox):
@@ -512,7 +405,7 @@ class WorkerPool:
 
     def held(self) -> tuple[int, int]:
         """``(spot, on_demand)`` members of the current generation."""
-        return self._kind_counts(self._members)
+        return self.workers.kind_counts(self._members)
 
     @property
     def members(self) -> tuple[int, ...]:
@@ -541,14 +434,7 @@ class WorkerPool:
     def worker_starts(self) -> tuple[WorkerStart, ...]:
         """Every worker process started so far, in spawn order (see :class:`WorkerStart`)."""
         self._pump()
-        return tuple(
-            WorkerStart(
-                w.wid,
-                self._clock_of(w.spawn_wall_s),
-                None if w.ready_wall_s is None else self._clock_of(w.ready_wall_s),
-            )
-            for w in sorted(self._workers.values(), key=lambda w: w.wid)
-        )
+        return self.workers.starts(self._clock_of)
 
     @property
     def global_batch(self) -> int | None:
@@ -580,14 +466,14 @@ class WorkerPool:
         """Up to ``count`` warm standbys (oldest first), starting more as slots free up."""
 
         def ready() -> list[int]:
-            return sorted(w.wid for w in self._workers.values() if w.status is WorkerStatus.STANDBY)
+            return sorted(w.wid for w in self.workers.records() if w.status is WorkerStatus.STANDBY)
 
         def enough() -> bool:
             have = ready()
-            starting = sum(1 for w in self._workers.values() if w.status is WorkerStatus.STARTING)
+            starting = sum(1 for w in self.workers.records() if w.status is WorkerStatus.STARTING)
             while len(have) + starting < count and self._spawn() is not None:
                 starting += 1
-            leaving = any(w.status is WorkerStatus.LEAVING for w in self._workers.values())
+            leaving = any(w.status is WorkerStatus.LEAVING for w in self.workers.records())
             # slots held by leaving workers free up soon: keep waiting for them
             hope = starting > 0 or (leaving and len(have) + starting < count)
             return len(have) >= count or not hope or self._done
@@ -609,15 +495,15 @@ class WorkerPool:
         """
         for _ in range(self.settings.max_attempts):
             if self._done:  # training finished while we were getting ready
-                return [w for w in self._members if self._alive(w)], None
-            members = [w for w in members if self._alive(w)]
+                return [w for w in self._members if self.workers.alive(w)], None
+            members = [w for w in members if self.workers.alive(w)]
             if not members:
                 self._members = []
                 return [], None
             self._gen += 1
             gen = self._gen
             for wid in members:
-                self._set_status(self._workers[wid], WorkerStatus.MEMBER)
+                self.workers[wid].status = WorkerStatus.MEMBER
             self._members = list(members)
             self._publish(
                 Command(
@@ -661,23 +547,23 @@ class WorkerPool:
             result.get("failed", "a member died" if ok else "timeout"),
         )
         self._store.compare_set(gen_go_key(gen), "", GO_ABORT)
-        dead = [w for w in members if not self._alive(w)]
+        dead = [w for w in members if not self.workers.alive(w)]
         if dead and failure_wall_s is None:
             failure_wall_s = min(
-                self._workers[w].killed_wall_s or self._workers[w].exit_wall_s or time.time()
+                self.workers[w].killed_wall_s or self.workers[w].exit_wall_s or time.time()
                 for w in dead
             )
         # a member that never reached the barrier is hung: as good as dead
         arrived = {w for w in members if self._store.check([gen_here_key(gen, w)])}
-        stuck = [w for w in members if w not in arrived and self._alive(w)]
+        stuck = [w for w in members if w not in arrived and self.workers.alive(w)]
         timed_out = not ok or "timeout" in str(result.get("failed", "")).lower()
         if timed_out and stuck:
             log.warning("workers %s never reached the barrier of generation %s", stuck, gen)
             for wid in stuck:
-                self._kill(wid, signal.SIGKILL)
+                self.workers.kill(wid, signal.SIGKILL)
         elif not ok:
             for wid in members:  # nobody answers at all: start over
-                self._kill(wid, signal.SIGKILL)
+                self.workers.kill(wid, signal.SIGKILL)
         return failure_wall_s
 
     def _settled(self, gen: int, members: list[int], result: dict[str, Any]) -> bool:
@@ -697,4 +583,4 @@ class WorkerPool:
         if failed is not None:
             result["failed"] = failed.get("reason")
             return True
-        return any(not self._alive(w) for w in members)
+        return any(not self.workers.alive(w) for w in members)

@@ -31,9 +31,9 @@ from typing import Any
 from elasim.policies import EventKind
 
 from .pauses import PauseAccounting
-from .pool import NodeKind, WorkerStatus
 from .protocol import Command, CommandOp
 from .records import GroupEvent
+from .workertable import NodeKind, WorkerStatus
 
 __all__ = ["RestartChanges"]
 
@@ -52,7 +52,7 @@ class RestartChanges(PauseAccounting):
         before: int,
     ) -> list[GroupEvent]:
         """Stop everyone, cold-start ``len(kinds)`` fresh workers, restore the checkpoint."""
-        old = [w for w in self._members if self._alive(w)]
+        old = [w for w in self._members if self.workers.alive(w)]
         typical = self.typical_step_s(before) if before else None
         write_s = 0.0
         t0 = time.time()
@@ -112,7 +112,7 @@ class RestartChanges(PauseAccounting):
                 event = self._take(lambda e: e["type"] == "stopped")
                 if event is not None:
                     stopped["event"] = event
-                return bool(stopped) or not any(self._alive(w) for w in old)
+                return bool(stopped) or not any(self.workers.alive(w) for w in old)
 
             self._wait_until(got_stop, self.settings.change_timeout_s)
             ckpt = self._take(lambda e: e["type"] == "checkpoint" and e.get("tag") == "restart")
@@ -124,13 +124,14 @@ class RestartChanges(PauseAccounting):
             # (they flush their step records) before terminating them.
             self._wait_until(
                 lambda: all(
-                    not self._alive(w) or any(e["wid"] == w for e in self._failed_collectives)
+                    not self.workers.alive(w)
+                    or any(e["wid"] == w for e in self._failed_collectives)
                     for w in old
                 ),
                 self.settings.worker.collective_timeout_s + 1.0,
             )
             for wid in old:
-                self._kill(wid, signal.SIGTERM)
+                self.workers.kill(wid, signal.SIGTERM)
             self._await_exit(old, self.settings.stop_grace_s)
         self._failed_collectives.clear()
         return events
@@ -179,10 +180,10 @@ class RestartChanges(PauseAccounting):
             worker.kind = node_kind
             fresh.append(worker.wid)
         self._wait_until(
-            lambda: all(self._workers[w].status is not WorkerStatus.STARTING for w in fresh),
+            lambda: all(self.workers[w].status is not WorkerStatus.STARTING for w in fresh),
             self.settings.ready_timeout_s,
         )
-        fresh = [w for w in fresh if self._workers[w].status is WorkerStatus.STANDBY]
-        readies = [self._workers[w].ready_wall_s or t_spawn for w in fresh]
+        fresh = [w for w in fresh if self.workers[w].status is WorkerStatus.STANDBY]
+        readies = [self.workers[w].ready_wall_s or t_spawn for w in fresh]
         acquire = max(max(readies, default=t_spawn) - t_spawn, 0.0)
         return fresh, acquire

@@ -74,10 +74,10 @@ from elasim.policies import EventKind, PauseComponents
 
 from .launchers import LocalLauncher, last_log_line
 from .pauses import PauseAccounting
-from .pool import NodeKind, WorkerStatus, _Worker
 from .records import ExecutorError, GroupEvent, StepRecord, split_preempt
 from .report import STEP_FILE_ENV
 from .settings import GroupSettings
+from .workertable import NodeKind, Worker, WorkerStatus
 
 __all__ = ["ScriptFailed", "ScriptSpec", "ScriptWorkerGroup"]
 
@@ -176,7 +176,7 @@ class ScriptWorkerGroup(PauseAccounting):
         if self._closed:
             return
         self._closed = True
-        alive = [w for w in self._workers if self._alive(w)]
+        alive = [w for w in self.workers if self.workers.alive(w)]
         self._stop(alive, deadline_s=self._now() + self.settings.stop_grace_s)
         self.launcher.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
@@ -205,14 +205,13 @@ class ScriptWorkerGroup(PauseAccounting):
             env.pop(STEP_FILE_ENV, None)
             if rank == 0:
                 env[STEP_FILE_ENV] = str(self._step_file)
-            wid = self._next_wid
-            self._next_wid += 1
+            wid = self.workers.new_wid()
             argv = [self.spec.python, self.spec.path, *self.spec.args]
             path = self._logs / f"script-{wid}.log"
             proc = self.launcher.start(argv, env=env, log_path=path, with_stdout=True)
-            worker = _Worker(wid, self.launcher, proc, time.time(), slot=rank, kind=kind)
+            worker = Worker(wid, self.launcher, proc, time.time(), slot=rank, kind=kind)
             worker.status = WorkerStatus.MEMBER
-            self._workers[wid] = worker
+            self.workers.add(worker)
             members.append(wid)
         self._members = members
         return spawn_wall
@@ -245,21 +244,21 @@ class ScriptWorkerGroup(PauseAccounting):
         """SIGTERM ``wids``; SIGKILL what is left at ``deadline_s`` (the group's clock)."""
         now = time.time()
         for wid in wids:
-            worker = self._workers[wid]
+            worker = self.workers[wid]
             worker.stop_wall_s = worker.stop_wall_s or now  # their exit is planned
-            self._kill(wid, signal.SIGTERM)
+            self.workers.kill(wid, signal.SIGTERM)
         left = max(deadline_s - self._now(), 0.0)
-        if not self._wait_until(lambda: not any(self._alive(w) for w in wids), left):
+        if not self._wait_until(lambda: not any(self.workers.alive(w) for w in wids), left):
             for wid in wids:
-                if self._alive(wid):
-                    self._workers[wid].proc.send_signal(signal.SIGKILL)
-            self._wait_until(lambda: not any(self._alive(w) for w in wids), 10.0)
+                if self.workers.alive(wid):
+                    self.workers[wid].proc.send_signal(signal.SIGKILL)
+            self._wait_until(lambda: not any(self.workers.alive(w) for w in wids), 10.0)
 
     # -- what the script reports ---------------------------------------------------------
 
     def _pump(self) -> None:
         """Reap exited processes and read rank 0's new step reports."""
-        exited = self._reap()
+        exited = self.workers.reap()
         self._read_steps()
         if not exited or not self._members:
             return
@@ -267,7 +266,7 @@ class ScriptWorkerGroup(PauseAccounting):
             planned = worker.stop_wall_s is not None or worker.killed_wall_s is not None
             if worker.wid in self._members and not planned and worker.exit_code != 0:
                 self._crashed.append(worker.wid)
-        workers = [self._workers[w] for w in self._members]
+        workers = [self.workers[w] for w in self._members]
         if all(w.status is WorkerStatus.DEAD for w in workers) and all(
             w.exit_code == 0 and w.stop_wall_s is None and w.killed_wall_s is None for w in workers
         ):
@@ -303,7 +302,7 @@ class ScriptWorkerGroup(PauseAccounting):
         if self._first is None:
             self._first = (wall, step)
             for wid in self._members:  # a script is "ready" when its world has trained
-                self._workers[wid].ready_wall_s = wall
+                self.workers[wid].ready_wall_s = wall
         loss = report.get("loss")
         self._step_walls.append(wall)
         self._steps.append(
@@ -324,7 +323,7 @@ class ScriptWorkerGroup(PauseAccounting):
         self._crashed.clear()
         if not crashed:
             return
-        worker = self._workers[crashed[0]]
+        worker = self.workers[crashed[0]]
         path = self._logs / f"script-{worker.wid}.log"
         last = last_log_line(path)
         why = f": {last}" if last else ""
@@ -364,12 +363,12 @@ class ScriptWorkerGroup(PauseAccounting):
         and the survivors SIGTERMed (then SIGKILLed after ``stop_grace_s``).
         """
         self._pump()
-        spot = sorted(w for w in self._members if self._workers[w].kind is NodeKind.SPOT)
+        spot = sorted(w for w in self._members if self.workers[w].kind is NodeKind.SPOT)
         victims = spot[len(spot) - min(count, len(spot)) :]
         if not victims or self._done:
             return []
         survivors = [w for w in self._members if w not in victims]
-        kinds = [k for k in (self._workers[w].kind for w in survivors) if k is not None]
+        kinds = [k for k in (self.workers[w].kind for w in survivors) if k is not None]
         now, before = self._now(), len(self._members)
         if graceful:
             kill_at = now + self.settings.stop_grace_s if kill_at_real_s is None else kill_at_real_s
@@ -379,7 +378,7 @@ class ScriptWorkerGroup(PauseAccounting):
                 events = [*events[:-1], head, events[-1]]
             return split_preempt(events)
         for wid in victims:
-            self._kill(wid, signal.SIGKILL)
+            self.workers.kill(wid, signal.SIGKILL)
         kill_at = now + self.settings.stop_grace_s
         events = self._restart(EventKind.PREEMPT, kinds, planned=False, kill_at_s=kill_at)
         return split_preempt(events)
@@ -409,7 +408,7 @@ class ScriptWorkerGroup(PauseAccounting):
     ) -> list[GroupEvent]:
         """Stop the world, start ``len(kinds)`` fresh processes, wait for the first step."""
         begin = self._now()
-        old = [w for w in self._members if self._alive(w)]
+        old = [w for w in self._members if self.workers.alive(w)]
         before = len(self._members)
         typical = self.typical_step_s(before) if before else None
         last_wall = self._last_step_wall()
@@ -456,7 +455,7 @@ class ScriptWorkerGroup(PauseAccounting):
             return
 
         def settled() -> bool:
-            gone = all(not self._alive(w) for w in self._members)
+            gone = all(not self.workers.alive(w) for w in self._members)
             return self._first is not None or self._done or bool(self._crashed) or gone
 
         if not self._wait_until(settled, self.spec.first_step_timeout_s):

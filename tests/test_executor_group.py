@@ -262,7 +262,7 @@ def test_a_member_killed_by_the_group_is_no_crash(caplog):
         events = group.preempt(1, graceful=False)
         group._pump()
     assert kinds(events)[0] is EventKind.PREEMPT
-    assert group.held() == (1, 0) and group._workers[victim].kind is NodeKind.SPOT
+    assert group.held() == (1, 0) and group.workers[victim].kind is NodeKind.SPOT
     assert unexpected(caplog) == []
 
 
