@@ -45,10 +45,13 @@ What is measured, from the outside (real seconds):
   non-zero on its own is a failure (torchrun's default ``--max-restarts 0``): the run
   ends with :class:`ScriptFailed`.
 
-It builds on :class:`~.pauses.PauseAccounting` for the step-time and lineage rules
-(typical step per world size, what a rollback throws away) and on its pool's worker
-table, reaping and signals; the pool's store and wire protocol are unused, because a
-script does not speak them.
+It is composed of the parts of :class:`~.group.ProcessWorkerGroup` that do not
+depend on how workers report: a :class:`~.workertable.WorkerTable` (the records of
+the processes, reaping and signals), a :class:`~.records.StepLog` it fills from the
+step file, and a :class:`~.pauses.PauseAccounting` over that log for the step-time
+and lineage rules (typical step per world size, what a rollback throws away).  The
+pool (:mod:`.pool`) and what it reads from the store (:mod:`.reports`) are not used,
+because a script does not speak the wire protocol.
 """
 
 from __future__ import annotations
@@ -74,10 +77,18 @@ from elasim.policies import EventKind, PauseComponents
 
 from .launchers import LocalLauncher, last_log_line
 from .pauses import PauseAccounting
-from .records import ExecutorError, GroupEvent, StepRecord, split_preempt
+from .records import (
+    ExecutorError,
+    GroupEvent,
+    GroupProgress,
+    StepLog,
+    StepRecord,
+    WorkerStart,
+    split_preempt,
+)
 from .report import STEP_FILE_ENV
 from .settings import GroupSettings
-from .workertable import NodeKind, Worker, WorkerStatus
+from .workertable import NodeKind, Worker, WorkerStatus, WorkerTable, wait_until
 
 __all__ = ["ScriptFailed", "ScriptSpec", "ScriptWorkerGroup"]
 
@@ -132,7 +143,7 @@ def free_port(host: str) -> int:
         return int(probe.getsockname()[1])
 
 
-class ScriptWorkerGroup(PauseAccounting):
+class ScriptWorkerGroup:
     """A user's torchrun script under restart semantics (see the module docstring).
 
     Args:
@@ -141,6 +152,11 @@ class ScriptWorkerGroup(PauseAccounting):
             ``poll_interval_s``; the mode is always ``restart``).
         launcher: starts the processes; its ``slots`` are the most nodes.
         now: the group's clock (monotonic by default).
+
+    Attributes:
+        workers: the record of every process started.
+        steps: the steps rank 0 reported.
+        pauses: the pause accounting, over ``steps``.
     """
 
     def __init__(
@@ -151,10 +167,24 @@ class ScriptWorkerGroup(PauseAccounting):
         *,
         now: Callable[[], float] | None = None,
     ) -> None:
-        super().__init__(settings, [launcher], now=now)
+        self.settings = settings
         self.spec = spec
         self.launcher = launcher
+        self.launchers = [launcher]
         self.job_name = spec.name
+        #: a script states no accuracy target
+        self.target_accuracy: float | None = None
+        self._now = now or time.monotonic
+        self.workers = WorkerTable()
+        self.steps = StepLog()
+        self.pauses = PauseAccounting(self.steps, self._clock_of)
+        self._members: list[int] = []
+        self._crashed: list[int] = []  # members that exited non-zero on their own
+        self._done = False
+        self._gen = 0
+        self._global_batch: int | None = None
+        self._started_once = False
+        self._closed = False
         self.run_id = uuid.uuid4().hex[:12]
         self._tmp = Path(tempfile.mkdtemp(prefix="elasim-script-"))
         self._logs = Path(spec.log_dir) if spec.log_dir else self._tmp / "logs"
@@ -254,6 +284,13 @@ class ScriptWorkerGroup(PauseAccounting):
                     self.workers[wid].proc.send_signal(signal.SIGKILL)
             self._wait_until(lambda: not any(self.workers.alive(w) for w in wids), 10.0)
 
+    def _wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        return wait_until(self._pump, predicate, timeout_s, self.settings.poll_interval_s)
+
+    def _clock_of(self, wall_s: float) -> float:
+        """A process's ``time.time()`` on the group's clock."""
+        return self._now() - (time.time() - wall_s)
+
     # -- what the script reports ---------------------------------------------------------
 
     def _pump(self) -> None:
@@ -304,19 +341,17 @@ class ScriptWorkerGroup(PauseAccounting):
             for wid in self._members:  # a script is "ready" when its world has trained
                 self.workers[wid].ready_wall_s = wall
         loss = report.get("loss")
-        self._step_walls.append(wall)
-        self._steps.append(
-            StepRecord(
-                self._clock_of(wall),
-                step,
-                len(self._members),
-                math.nan if loss is None else float(loss),
-                batch,
-                self._gen,
-                0,
-                total,
-            )
+        record = StepRecord(
+            self._clock_of(wall),
+            step,
+            len(self._members),
+            math.nan if loss is None else float(loss),
+            batch,
+            self._gen,
+            0,
+            total,
         )
+        self.steps.add(record, wall)
 
     def _raise_if_crashed(self) -> None:
         crashed = [w for w in self._crashed if w in self._members]
@@ -401,6 +436,55 @@ class ScriptWorkerGroup(PauseAccounting):
     def finish(self) -> None:
         """Training is over; whatever still runs is stopped by :meth:`close`."""
 
+    # -- queries -----------------------------------------------------------------------------
+
+    @property
+    def slots(self) -> int:
+        """The most processes (nodes) a world may have."""
+        return self.launcher.slots
+
+    def held(self) -> tuple[int, int]:
+        """``(spot, on_demand)`` processes of the current world."""
+        return self.workers.kind_counts(self._members)
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        """Worker ids of the current world, in rank order."""
+        return tuple(self._members)
+
+    def progress(self) -> GroupProgress:
+        """The latest reported training progress."""
+        self._pump()
+        return self.steps.progress(self._done, {})
+
+    def step_records(self) -> tuple[StepRecord, ...]:
+        """Every step rank 0 reported, in order of completion."""
+        self._pump()
+        return self.steps.in_order()
+
+    def worker_starts(self) -> tuple[WorkerStart, ...]:
+        """Every process started so far, ready at its world's first step."""
+        self._pump()
+        return self.workers.starts(self._clock_of)
+
+    def step_time_by_world(self, recent: int = 64) -> dict[int, float]:
+        """Median step time (real s) per world size, from consecutive steps of one world."""
+        return self.pauses.step_time_by_world(recent)
+
+    def typical_step_s(self, world: int | None = None) -> float | None:
+        """Median step time at ``world`` (or at the current size)."""
+        return self.pauses.typical_step_s(len(self._members) if world is None else world)
+
+    @property
+    def global_batch(self) -> int | None:
+        """Samples per step, once the script has reported it."""
+        return self._global_batch
+
+    @property
+    def done(self) -> bool:
+        """Whether every process of the world exited 0 on its own."""
+        return self._done
+
     # -- one restart ----------------------------------------------------------------------
 
     def _restart(
@@ -410,9 +494,9 @@ class ScriptWorkerGroup(PauseAccounting):
         begin = self._now()
         old = [w for w in self._members if self.workers.alive(w)]
         before = len(self._members)
-        typical = self.typical_step_s(before) if before else None
-        last_wall = self._last_step_wall()
-        lineage = self._lineage()
+        typical = self.pauses.typical_step_s(before) if before else None
+        last_wall = self.steps.last_wall_s()
+        lineage = self.pauses.lineage()
         t_stop = time.time()
         self._stop(old, deadline_s=kill_at_s)
         teardown = time.time() - t_stop if old else 0.0

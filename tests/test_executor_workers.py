@@ -164,7 +164,7 @@ def test_a_hung_worker_is_timed_out_and_removed(tmp_path):
         g.apply(3, 0)
         wait_steps(g, 20)
         victim = g.members[-1]
-        g.workers[victim].proc.send_signal(signal.SIGSTOP)
+        g.pool.workers[victim].proc.send_signal(signal.SIGSTOP)
         try:
             deadline = time.monotonic() + 40
             handled = []
@@ -177,7 +177,7 @@ def test_a_hung_worker_is_timed_out_and_removed(tmp_path):
             assert wait_steps(g, step + 20) >= step + 20
         finally:
             with contextlib.suppress(ProcessLookupError):
-                g.workers[victim].proc.send_signal(signal.SIGKILL)
+                g.pool.workers[victim].proc.send_signal(signal.SIGKILL)
 
 
 # -- scale up and down, both modes ---------------------------------------------------------------
