@@ -5,7 +5,7 @@ behind it: a spawned worker reports ``READY`` at once, and every command the gro
 publishes is answered at once, the way real workers answer it (rank 0 reports the
 pause of a new generation; ``STOP`` makes rank 0 checkpoint and report, then every
 member exits with code 0).  Exits and their last events are in place before the
-group's next ``_pump``, which is the order that made a planned stop look like a
+pool's next ``pump``, which is the order that made a planned stop look like a
 crash, so nothing here depends on timing.
 """
 
