@@ -12,9 +12,11 @@ Modules:
 * :mod:`.sampler`: the elastic, exactly-once sampler.
 * :mod:`.worker`: the worker process (warm standby, re-formation), with its step loop
   (:mod:`.training`) and state broadcast (:mod:`.statesync`).
-* :mod:`.group`: worker processes and generations (``inplace`` / ``restart``), built
-  from :mod:`.pool`, :mod:`.pauses`, :mod:`.inplace` and :mod:`.restart`; processes
-  are started by :mod:`.launchers`, and what the group reports is in :mod:`.records`.
+* :mod:`.group`: worker processes and generations (``inplace`` / ``restart``),
+  composed of a pool (:mod:`.pool`, with :mod:`.workertable` and :mod:`.reports`),
+  the pause accounting (:mod:`.pauses`) and one mechanism (:mod:`.inplace` or
+  :mod:`.restart`); its settings are :mod:`.settings`, processes are started by
+  :mod:`.launchers`, and what the group reports is in :mod:`.records`.
 * :mod:`.controller`: the observe -> decide -> apply loop with an injected clock.
 * :mod:`.checkpoint`: atomic checkpoints loaded with ``weights_only=True``.
 * :mod:`.agent`: ``elasim agent``, worker slots on other hosts.

@@ -34,23 +34,25 @@ the point of keeping them.  Without survivors (``restart`` mode, or a resume aft
 losing every node) ``acquire_s`` is the cold start of the new processes, teardown
 of the old ones counts as rendezvous, and a checkpoint write/load as state.
 
-Where things are.  :class:`ProcessWorkerGroup` is composed of one layer per concern,
-as base classes: ``WorkerPool`` <- ``PauseAccounting`` <- ``InplaceChanges`` and
-``RestartChanges`` <- ``ProcessWorkerGroup``.  Each layer calls only into the layers
-below it, so each module reads on its own (why base classes and not helper objects:
-see :mod:`.pool`).
+Where things are.  :class:`ProcessWorkerGroup` is composed of one collaborator per
+concern, each an object with an interface of its own that is handed what it uses:
 
+* :attr:`~ProcessWorkerGroup.pool` (:class:`~.pool.WorkerPool`): processes, the
+  store, standbys, forming a generation.  It holds the worker table
+  (:mod:`.workertable`) and what the workers reported (:mod:`.reports`); how a
+  process is started on a host is :mod:`.launchers`.
+* :attr:`~ProcessWorkerGroup.pauses` (:class:`~.pauses.PauseAccounting`): rank 0's
+  ``PAUSE`` payload and the step records as events, the cost of a rollback.  It reads
+  the pool's step log only.
+* :attr:`~ProcessWorkerGroup.changes`: the mechanism of the group's mode, an
+  :class:`~.inplace.InplaceChanges` or a :class:`~.restart.RestartChanges`, both
+  handed the pool and the accounting, and both offering the three changes of
+  :class:`Mechanism`.
 * :mod:`.records`: what the group reports (:class:`GroupEvent`,
-  :class:`StepRecord`, :class:`WorkerStart`, :class:`GroupProgress`).
-* :mod:`.pool`: processes, the store, worker events and step records, standbys,
-  forming a generation (:class:`~.pool.WorkerPool`); how a process is started on a
-  host is :mod:`.launchers`.
-* :mod:`.pauses`: rank 0's ``PAUSE`` payload and the step records as events, the
-  cost of a rollback (:class:`~.pauses.PauseAccounting`).
-* :mod:`.inplace` and :mod:`.restart`: the two mechanisms
-  (:class:`~.inplace.InplaceChanges`, :class:`~.restart.RestartChanges`).
-* here: the settings, :class:`RescaleMode`, and what the controller calls
-  (``apply``, ``preempt``, ``poll``, ``checkpoint``, ...), which picks the mechanism.
+  :class:`StepRecord`, :class:`WorkerStart`, :class:`GroupProgress`);
+  :mod:`.settings`: :class:`GroupSettings`.
+* here: what the controller calls (``apply``, ``preempt``, ``poll``, ``checkpoint``,
+  ...): which members a decision keeps, adds or loses, and when a failure is handled.
 
 Every name that lived in this module before the split is still importable from it.
 """
@@ -60,17 +62,16 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from elasim.jobmodel import RescaleMode  # the one definition, shared with the simulator
 from elasim.policies import EventKind
 
 from .inplace import InplaceChanges
 from .launchers import Launcher, LocalLauncher, ProcessHandle
-from .pool import NodeKind, WorkerStatus
-from .pool import _Worker as _Worker  # re-exported: tests and tools inspect the table
-from .protocol import Command, CommandOp, WorkerSettings
+from .pauses import PauseAccounting
+from .pool import WorkerPool
+from .protocol import Command, CommandOp
 from .records import (
     ExecutorError,
     GroupEvent,
@@ -80,6 +81,8 @@ from .records import (
     split_preempt,
 )
 from .restart import RestartChanges
+from .settings import GroupSettings
+from .workertable import NodeKind, Worker, WorkerStatus
 
 __all__ = [
     "ExecutorError",
@@ -88,6 +91,7 @@ __all__ = [
     "GroupSettings",
     "Launcher",
     "LocalLauncher",
+    "Mechanism",
     "NodeKind",
     "ProcessHandle",
     "ProcessWorkerGroup",
@@ -98,51 +102,58 @@ __all__ = [
     "split_preempt",
 ]
 
+#: the worker record's name before it moved to :mod:`.workertable` (tools inspecting
+#: the table imported it from here)
+_Worker = Worker
 
-@dataclass(frozen=True)
-class GroupSettings:
-    """How the group manages processes.
 
-    Attributes:
-        mode: ``inplace`` or ``restart``.
-        worker: settings every worker receives.
-        bind_host: address the run's store listens on (loopback by default).
-        store_port: 0 picks a free port.
-        standby: keep free slots filled with warm standbys (``inplace`` only).
-        change_timeout_s: bound on one generation change.
-        ready_timeout_s: bound on a cold start (spawn to ``READY``).
-        poll_interval_s: how often waits poll processes and the store.
-        max_attempts: generations tried for one change before giving up.
-        stop_grace_s: after SIGTERM, wait this long before SIGKILL.
-        advertise_host: the address workers on other hosts use to reach the store
-            (None: ``bind_host``, or this host's name when binding every interface).
-        resume_step: the checkpoint in ``worker.checkpoint_dir`` is at this step (a
-            run resumed after its controller died): the first group restores it.
-        idle_warmup: standbys warm up at idle CPU priority (see ``_entry``), so a
-            "booting node" does not slow down training on the same host.
-        run_files: the run's secret and worker-settings files
-            (:class:`~.runfiles.RunFiles`); None: the group writes them into a
-            temporary private folder when it starts (and removes it when closed).
+class Mechanism(Protocol):
+    """How membership changes: the three changes the group asks of its mechanism.
+
+    Each returns the events of the change (unsplit: the group writes a preemption
+    with survivors as two events, :func:`split_preempt`).
     """
 
-    mode: RescaleMode = RescaleMode.INPLACE
-    worker: WorkerSettings = field(default_factory=WorkerSettings)
-    bind_host: str = "127.0.0.1"
-    store_port: int = 0
-    standby: bool = True
-    change_timeout_s: float = 60.0
-    ready_timeout_s: float = 120.0
-    poll_interval_s: float = 0.005
-    max_attempts: int = 4
-    stop_grace_s: float = 5.0
-    advertise_host: str | None = None
-    idle_warmup: bool = False
-    resume_step: int | None = None
-    run_files: Any = None
+    def apply(
+        self,
+        kind: EventKind,
+        cur: list[int],
+        survivors: list[int],
+        add_spot: int,
+        add_od: int,
+        *,
+        begin_real_s: float,
+        wait_ready_s: float | None,
+    ) -> list[GroupEvent]:
+        """A decision: keep ``survivors`` of the members ``cur``, add the nodes asked."""
+
+    def leave(
+        self, victims: list[int], survivors: list[int], *, begin_real_s: float, before: int
+    ) -> list[GroupEvent]:
+        """A graceful preemption: ``victims`` leave at a step boundary."""
+
+    def recover(
+        self,
+        dead: list[int],
+        survivors: list[int],
+        *,
+        failure_wall_s: float,
+        begin_real_s: float,
+        before: int,
+    ) -> list[GroupEvent]:
+        """Members ``dead`` are gone without notice (since ``failure_wall_s``)."""
 
 
-class ProcessWorkerGroup(InplaceChanges, RestartChanges):
-    """Worker processes driven through generations (see the module docstring)."""
+class ProcessWorkerGroup:
+    """Worker processes driven through generations (see the module docstring).
+
+    Attributes:
+        settings: the group's settings.
+        mode: the rescale mode (``settings.mode``).
+        pool: the processes, the store and what the workers reported.
+        pauses: the pause accounting, over the pool's step log.
+        changes: the mechanism of ``mode``.
+    """
 
     def __init__(
         self,
@@ -151,16 +162,24 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
         *,
         now: Callable[[], float] | None = None,
     ) -> None:
-        super().__init__(settings, launchers, now=now)
+        self._now = now or time.monotonic
+        self.pool = WorkerPool(settings, launchers, now=self._now)
+        self.settings = settings
         self.mode = settings.mode
+        self.pauses = PauseAccounting(self.pool.reports.steps, self.pool.clock_of)
+        mechanism = RestartChanges if self.mode is RescaleMode.RESTART else InplaceChanges
+        self.changes: Mechanism = mechanism(settings, self.pool, self.pauses)
         self._keep_warm = self.mode is RescaleMode.INPLACE and settings.standby
-        self._starved_since: float | None = None
 
     def start(self) -> None:
         """Open the store, publish the settings, start warm standbys (``inplace``)."""
-        self._open_store()
+        self.pool.open()
         if self._keep_warm:
-            self._start_standbys()
+            self.pool.start_standbys()
+
+    def close(self) -> None:
+        """Tell every worker to exit, then make sure they did."""
+        self.pool.close()
 
     # -- what the controller calls ---------------------------------------------------------
 
@@ -177,12 +196,13 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
                 still starting join at a later call (like booting nodes in the
                 simulator), so the loop never blocks on a cold start.
         """
-        self._pump()
-        if self._done:
+        pool = self.pool
+        pool.pump()
+        if pool.reports.done:
             return []
-        cur = list(self._members)
-        cur_spot = [w for w in cur if self._workers[w].kind is NodeKind.SPOT]
-        cur_od = [w for w in cur if self._workers[w].kind is NodeKind.ON_DEMAND]
+        cur = list(pool.members)
+        cur_spot = [w for w in cur if pool.workers[w].kind is NodeKind.SPOT]
+        cur_od = [w for w in cur if pool.workers[w].kind is NodeKind.ON_DEMAND]
         # victims of a scale-down: the newest first (deterministic)
         drop = set(sorted(cur_spot)[spot:] if len(cur_spot) > spot else [])
         drop |= set(sorted(cur_od)[on_demand:] if len(cur_od) > on_demand else [])
@@ -192,27 +212,14 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
             return []
         begin = self._now()
         survivors = [w for w in cur if w not in drop]
-        before = len(cur)
         kind = EventKind.SCALE_UP if add_spot + add_od > 0 else EventKind.SCALE_DOWN
-        if self.mode is RescaleMode.RESTART:
-            kinds = [self._workers[w].kind for w in survivors]
-            kinds += [NodeKind.SPOT] * add_spot + [NodeKind.ON_DEMAND] * add_od
-            return self._restart_change(
-                kind,
-                [k for k in kinds if k is not None],
-                planned=True,
-                failure_wall_s=None,
-                begin_real_s=begin,
-                before=before,
-            )
-        return self._inplace_apply(
+        return self.changes.apply(
             kind,
             cur,
             survivors,
             add_spot,
             add_od,
-            dropping=bool(drop),
-            begin=begin,
+            begin_real_s=begin,
             wait_ready_s=wait_ready_s,
         )
 
@@ -227,102 +234,47 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
         return split_preempt(self._preempt(count, graceful=graceful))
 
     def _preempt(self, count: int, *, graceful: bool) -> list[GroupEvent]:
-        self._pump()
-        spot_members = sorted(w for w in self._members if self._workers[w].kind is NodeKind.SPOT)
+        pool = self.pool
+        pool.pump()
+        spot_members = sorted(w for w in pool.members if pool.workers[w].kind is NodeKind.SPOT)
         victims = spot_members[len(spot_members) - min(count, len(spot_members)) :]
-        if not victims or self._done:
+        if not victims or pool.reports.done:
             return []
         begin = self._now()
-        before = len(self._members)
-        survivors = [w for w in self._members if w not in victims]
+        before = len(pool.members)
+        survivors = [w for w in pool.members if w not in victims]
         if graceful:
-            if self.mode is RescaleMode.RESTART:
-                kinds = [self._workers[w].kind for w in survivors]
-                events = self._restart_change(
-                    EventKind.PREEMPT,
-                    [k for k in kinds if k is not None],
-                    planned=True,
-                    failure_wall_s=None,
-                    begin_real_s=begin,
-                    before=before,
-                )
-                return events if survivors else self._relabel(events, before)
-            if not survivors:
-                return self._relabel(self._stop_all(EventKind.PAUSE, begin, before), before)
-            events = self._inplace_change(
-                EventKind.PREEMPT,
-                survivors,
-                [],
-                failure_wall_s=None,
-                begin_real_s=begin,
-                before=before,
-            )
-            self._wait_until(
-                lambda: all(self._workers[w].status is not WorkerStatus.MEMBER for w in victims),
-                self.settings.stop_grace_s,
-            )
-            return events
+            events = self.changes.leave(victims, survivors, begin_real_s=begin, before=before)
+            return events if survivors else _relabel(events, before)
         kill_wall = time.time()
         for wid in victims:
-            self._kill(wid, signal.SIGKILL)
-        return self._after_failure(victims, survivors, kill_wall, begin, before)
-
-    def _relabel(self, events: list[GroupEvent], before: int) -> list[GroupEvent]:
-        """A graceful loss of every node: the PREEMPT itself, then the PAUSE."""
-        head = GroupEvent(EventKind.PREEMPT, events[-1].real_s, before, 0)
-        return [*events[:-1], head, events[-1]]
-
-    def _after_failure(
-        self,
-        dead: list[int],
-        survivors: list[int],
-        failure_wall_s: float,
-        begin: float,
-        before: int,
-    ) -> list[GroupEvent]:
-        """Recover from members that died without notice."""
-        if self.mode is RescaleMode.RESTART:
-            kinds = [self._workers[w].kind for w in survivors]
-            return self._restart_change(
-                EventKind.PREEMPT,
-                [k for k in kinds if k is not None],
-                planned=False,
-                failure_wall_s=failure_wall_s,
-                begin_real_s=begin,
-                before=before,
-            )
-        if not survivors:
-            return self._lost_everything(dead, begin, before)
-        return self._inplace_change(
-            EventKind.PREEMPT,
-            survivors,
-            [],
-            failure_wall_s=failure_wall_s,
-            begin_real_s=begin,
-            before=before,
+            pool.workers.kill(wid, signal.SIGKILL)
+        return self.changes.recover(
+            victims, survivors, failure_wall_s=kill_wall, begin_real_s=begin, before=before
         )
 
     def checkpoint(self, tag: str = "interval") -> list[GroupEvent]:
         """Ask rank 0 to checkpoint at the next step boundary; wait for it."""
-        self._pump()
-        if not self._members or self._done or self._checkpoint_path is None:
+        pool, reports = self.pool, self.pool.reports
+        pool.pump()
+        if not pool.members or reports.done or pool.checkpoint_path is None:
             return []
-        self._publish(Command(CommandOp.CHECKPOINT, tag=tag))
+        pool.publish(Command(CommandOp.CHECKPOINT, tag=tag))
         got: dict[str, Any] = {}
 
         def written() -> bool:
-            event = self._take(lambda e: e["type"] == "checkpoint" and e.get("tag") == tag)
+            event = reports.take(lambda e: e["type"] == "checkpoint" and e.get("tag") == tag)
             if event is not None:
                 got["event"] = event
-            return bool(got) or self._done or bool(self._crashed)
+            return bool(got) or reports.done or bool(pool.crashed)
 
-        self._wait_until(written, self.settings.change_timeout_s)
+        pool.wait_until(written, self.settings.change_timeout_s)
         if not got:
             return []
         event = got["event"]
         return [
-            self._checkpoint_event(
-                event, len(self._members), detail=(("step", int(event["step"])),)
+            self.pauses.checkpoint_event(
+                event, len(pool.members), detail=(("step", int(event["step"])),)
             )
         ]
 
@@ -331,50 +283,53 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
         return split_preempt(self._poll())
 
     def _poll(self) -> list[GroupEvent]:
-        self._pump()
-        if self._done:
+        pool, reports, workers = self.pool, self.pool.reports, self.pool.workers
+        pool.pump()
+        if reports.done:
             return []
         if self._keep_warm:
-            self._fill_standbys()
-        crashed = [w for w in self._crashed if w in self._members]
-        self._crashed.clear()
+            pool.fill_standbys()
+        crashed = [w for w in pool.crashed if w in pool.members]
+        pool.crashed.clear()
         if crashed:
             begin = self._now()
-            before = len(self._members)
-            survivors = [w for w in self._members if w not in crashed]
+            before = len(pool.members)
+            survivors = [w for w in pool.members if w not in crashed]
             wall = min(
-                self._workers[w].fault_wall_s or self._workers[w].exit_wall_s or time.time()
-                for w in crashed
+                workers[w].fault_wall_s or workers[w].exit_wall_s or time.time() for w in crashed
             )
-            return self._after_failure(crashed, survivors, wall, begin, before)
-        if self._failed_collectives and self._members:
+            return self.changes.recover(
+                crashed, survivors, failure_wall_s=wall, begin_real_s=begin, before=before
+            )
+        if reports.failed_collectives and pool.members:
             # a collective timed out without anyone dying: re-form with everyone alive
-            first = min(float(e["wall_s"]) for e in self._failed_collectives)
+            first = min(float(e["wall_s"]) for e in reports.failed_collectives)
             if time.time() - first < 1.0:
                 return []
-            self._failed_collectives.clear()
+            reports.failed_collectives.clear()
             begin = self._now()
-            before = len(self._members)
-            survivors = [w for w in self._members if self._alive(w)]
-            dead = [w for w in self._members if not self._alive(w)]
-            return self._after_failure(dead, survivors, first, begin, before)
+            before = len(pool.members)
+            survivors = [w for w in pool.members if workers.alive(w)]
+            dead = [w for w in pool.members if not workers.alive(w)]
+            return self.changes.recover(
+                dead, survivors, failure_wall_s=first, begin_real_s=begin, before=before
+            )
         return []
 
     def wait(self, timeout_s: float) -> None:
         """Sleep up to ``timeout_s`` real seconds, returning early if something happened."""
         if timeout_s <= 0:
             return
+        reports = self.pool.reports
 
         def eventful() -> bool:
-            return self._done or bool(self._crashed) or bool(self._failed_collectives)
+            return reports.done or bool(self.pool.crashed) or bool(reports.failed_collectives)
 
-        self._wait_until(eventful, timeout_s)
+        self.pool.wait_until(eventful, timeout_s)
 
     def finish(self) -> None:
         """Training is over: send the standbys home."""
-        standbys = tuple(w.wid for w in self._workers.values() if w.status is not WorkerStatus.DEAD)
-        if standbys and self._store is not None:
-            self._publish(Command(CommandOp.EXIT, wids=standbys))
+        self.pool.finish()
 
     def release_standbys(self, keep: int = 0) -> int:
         """Send home every standby (ready or starting) beyond ``keep``; return how many.
@@ -385,26 +340,104 @@ class ProcessWorkerGroup(InplaceChanges, RestartChanges):
         Starting ones are killed (they have not built the job yet); ready ones are
         told to exit.
         """
-        self._pump()
-        idle = sorted(
-            (
-                w
-                for w in self._workers.values()
-                if w.status in (WorkerStatus.STANDBY, WorkerStatus.STARTING)
-            ),
-            key=lambda w: (w.status is WorkerStatus.STANDBY, w.wid),
-        )
-        extra = idle[: max(len(idle) - keep, 0)]
-        ready = tuple(w.wid for w in extra if w.status is WorkerStatus.STANDBY)
-        if ready and self._store is not None:
-            self._publish(Command(CommandOp.EXIT, wids=ready))
-        for w in extra:
-            if w.status is WorkerStatus.STARTING:
-                self._kill(w.wid)
-        return len(extra)
+        return self.pool.release_standbys(keep)
 
     def kill_member(self, index: int = -1) -> int:
         """SIGKILL one member without telling anyone (tests: an unexpected crash)."""
-        wid = self._members[index]
-        self._workers[wid].proc.send_signal(signal.SIGKILL)
+        wid = self.pool.members[index]
+        self.pool.workers[wid].proc.send_signal(signal.SIGKILL)
         return wid
+
+    def warm(self, count: int, timeout_s: float | None = None) -> int:
+        """Make sure ``count`` warm standbys are ready (spawning as slots allow).
+
+        Returns how many are ready.  Training continues meanwhile; tests and
+        benchmarks call this so that a following ``apply`` measures the in-place
+        mechanism rather than a cold start.
+        """
+        return len(self.pool.ready_standbys(count, timeout_s or self.settings.ready_timeout_s))
+
+    # -- queries -----------------------------------------------------------------------------
+
+    @property
+    def launchers(self) -> list[Launcher]:
+        """Where worker processes are started (the pool's)."""
+        return self.pool.launchers
+
+    @launchers.setter
+    def launchers(self, launchers: list[Launcher]) -> None:
+        self.pool.launchers = launchers
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` of the run's store, as workers (on any host) reach it."""
+        return self.pool.address
+
+    @property
+    def slots(self) -> int:
+        """Worker slots over all launchers."""
+        return self.pool.slots
+
+    def held(self) -> tuple[int, int]:
+        """``(spot, on_demand)`` members of the current generation."""
+        return self.pool.workers.kind_counts(self.pool.members)
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        """Worker ids of the current generation, in rank order."""
+        return self.pool.members
+
+    def progress(self) -> GroupProgress:
+        """The latest reported training progress."""
+        self.pool.pump()
+        reports = self.pool.reports
+        return reports.steps.progress(reports.done, reports.metrics)
+
+    def step_records(self) -> tuple[StepRecord, ...]:
+        """Every step rank 0 reported, in order of completion."""
+        self.pool.pump()
+        return self.pool.reports.steps.in_order()
+
+    def worker_starts(self) -> tuple[WorkerStart, ...]:
+        """Every worker process started so far, in spawn order (see :class:`WorkerStart`)."""
+        self.pool.pump()
+        return self.pool.workers.starts(self.pool.clock_of)
+
+    def step_time_by_world(self, recent: int = 64) -> dict[int, float]:
+        """Median step time (real s) per world size, from consecutive steps of one generation."""
+        return self.pauses.step_time_by_world(recent)
+
+    def typical_step_s(self, world: int | None = None) -> float | None:
+        """Median step time at ``world`` (or at the current size)."""
+        return self.pauses.typical_step_s(len(self.pool.members) if world is None else world)
+
+    @property
+    def global_batch(self) -> int | None:
+        """Samples per step, once a worker has reported it."""
+        return self.pool.reports.global_batch
+
+    @property
+    def last_checkpoint_step(self) -> int | None:
+        """Step of the newest checkpoint written in this run."""
+        return self.pool.reports.last_checkpoint_step
+
+    @property
+    def done(self) -> bool:
+        """Whether training finished."""
+        return self.pool.reports.done
+
+    @property
+    def target_accuracy(self) -> float | None:
+        """The job's stated accuracy target (from the first READY worker)."""
+        return self.pool.reports.target_accuracy
+
+    @property
+    def job_name(self) -> str | None:
+        """The job's name (from the first READY worker)."""
+        return self.pool.reports.job_name
+
+
+def _relabel(events: list[GroupEvent], before: int) -> list[GroupEvent]:
+    """A graceful loss of every node: the PREEMPT itself, then the PAUSE."""
+    head = GroupEvent(EventKind.PREEMPT, events[-1].real_s, before, 0)
+    return [*events[:-1], head, events[-1]]

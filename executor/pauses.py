@@ -6,53 +6,60 @@ in :mod:`.group`'s docstring): a survivor's payload already carries
 components come from the new rank 0's timestamps, plus what only the controller saw
 (the cold start of fresh processes as ``acquire_s``, the teardown of the old ones
 as rendezvous, a checkpoint write as state).  Rollbacks are charged the *measured*
-time of the lost steps (:meth:`PauseAccounting._rollback_run_s`), and a checkpoint
+time of the lost steps (:meth:`PauseAccounting.rollback_run_s`), and a checkpoint
 report becomes a ``CHECKPOINT`` event placed when the write began.
 
 Why a module of its own: these rules change together and for a different reason
 than the mechanisms do (the simulator's event schema, and what the sim-vs-real
-comparison needs), and both mechanisms (:mod:`.inplace`, :mod:`.restart`) share
-them.  :class:`PauseAccounting` reads the pool's step records and batch size, so it
-builds on :class:`~.pool.WorkerPool`; it starts and stops nothing.
+comparison needs), and both mechanisms (:mod:`.inplace`, :mod:`.restart`) and the
+script group (:mod:`.script`) share them.  :class:`PauseAccounting` reads only a
+step log (:class:`~.records.StepLog`), whoever fills it; it starts and stops
+nothing, and whatever else a rule needs (the batch size, the world size) is an
+argument.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from elasim.policies import EventKind, PauseComponents
 
-from .pool import WorkerPool
-from .records import GroupEvent, StepRecord
+from .records import GroupEvent, StepLog, StepRecord
 
-__all__ = ["PauseAccounting"]
+__all__ = ["PauseAccounting", "with_lost"]
 
 
-class PauseAccounting(WorkerPool):
-    """Step timing, rollback cost, and the event of every change (module docstring)."""
+class PauseAccounting:
+    """Step timing, rollback cost, and the event of every change (module docstring).
+
+    Args:
+        steps: the run's step log.
+        clock_of: turns a worker's ``time.time()`` into the controller's clock.
+    """
+
+    def __init__(self, steps: StepLog, clock_of: Callable[[float], float]) -> None:
+        self._steps = steps
+        self._clock_of = clock_of
 
     def step_time_by_world(self, recent: int = 64) -> dict[int, float]:
         """Median step time (real s) per world size, from consecutive steps of one generation."""
         by_world: dict[int, list[float]] = {}
-        rows = self._steps[-(recent * 8) :]
+        rows = self._steps.records[-(recent * 8) :]
         for prev, row in zip(rows, rows[1:], strict=False):
             if row.gen == prev.gen and row.step == prev.step + 1:
                 by_world.setdefault(row.world_size, []).append(row.real_s - prev.real_s)
         return {n: statistics.median(v[-recent:]) for n, v in by_world.items() if v}
 
-    def typical_step_s(self, world: int | None = None) -> float | None:
-        """Median step time at ``world`` (or at the current size)."""
+    def typical_step_s(self, world: int) -> float | None:
+        """Median step time at ``world`` (or over every world size, when not measured)."""
         table = self.step_time_by_world()
-        n = world if world is not None else len(self._members)
-        if n in table:
-            return table[n]
+        if world in table:
+            return table[world]
         return statistics.median(table.values()) if table else None
 
-    def _last_step_wall(self) -> float | None:
-        return max(self._step_walls) if self._step_walls else None
-
-    def _lineage(self) -> dict[int, float]:
+    def lineage(self) -> dict[int, float]:
         """The committed steps of the current lineage, each with its duration (real s).
 
         Walking the step records in time order, a step number that does not go up
@@ -67,7 +74,7 @@ class PauseAccounting(WorkerPool):
         typical = statistics.median(table.values()) if table else 0.0
         lineage: dict[int, float] = {}
         previous: StepRecord | None = None
-        for record in sorted(self._steps, key=lambda r: r.real_s):
+        for record in sorted(self._steps.records, key=lambda r: r.real_s):
             if lineage and record.step <= max(lineage):
                 lineage = {k: v for k, v in lineage.items() if k < record.step}
             if (
@@ -81,29 +88,23 @@ class PauseAccounting(WorkerPool):
             previous = record
         return lineage
 
-    def _last_step(self) -> int:
-        """The tip of the current lineage: the step of the latest record."""
-        if not self._steps:
-            return 0
-        return max(self._steps, key=lambda r: r.real_s).step
-
-    def _lost_since(self, after_step: int) -> int:
+    def lost_since(self, after_step: int) -> int:
         """Committed steps of the current lineage after ``after_step``."""
-        return sum(1 for step in self._lineage() if step > after_step)
+        return sum(1 for step in self.lineage() if step > after_step)
 
-    def _rollback_run_s(self, after_step: int, world: int) -> float:
+    def rollback_run_s(self, after_step: int, world: int) -> float:
         """Training time a rollback to ``after_step`` throws away (real seconds).
 
-        The measured durations of the lineage's steps after it (see :meth:`_lineage`),
+        The measured durations of the lineage's steps after it (see :meth:`lineage`),
         plus one step in flight.  Multiplying the lost steps by today's typical step
         instead overstates the loss whenever the steps ran at another world size.
         """
         table = self.step_time_by_world()
         typical = table.get(world) or (statistics.median(table.values()) if table else 0.0)
-        lineage = self._lineage()
+        lineage = self.lineage()
         return sum(d for step, d in lineage.items() if step > after_step) + typical
 
-    def _checkpoint_event(
+    def checkpoint_event(
         self, message: dict[str, Any], nodes: int, detail: tuple[tuple[str, Any], ...] = ()
     ) -> GroupEvent:
         """A worker's checkpoint report as a CHECKPOINT event, placed when the write began."""
@@ -117,7 +118,7 @@ class PauseAccounting(WorkerPool):
             detail=detail,
         )
 
-    def _pause_event(
+    def pause_event(
         self,
         kind: EventKind,
         before: int,
@@ -125,6 +126,7 @@ class PauseAccounting(WorkerPool):
         payload: dict[str, Any] | None,
         *,
         begin_real_s: float,
+        global_batch: int | None,
         acquire_s: float = 0.0,
         extra_rendezvous_s: float = 0.0,
         extra_state_s: float = 0.0,
@@ -134,7 +136,10 @@ class PauseAccounting(WorkerPool):
         typical_s: float | None = None,
         detail: dict[str, Any] | None = None,
     ) -> GroupEvent:
-        """Turn rank 0's ``PAUSE`` payload into a :class:`GroupEvent`."""
+        """Turn rank 0's ``PAUSE`` payload into a :class:`GroupEvent`.
+
+        ``global_batch``: samples per step as the group knows them (None: rank 0's).
+        """
         info = dict(detail or {})
         if payload is None:
             return GroupEvent(kind, begin_real_s, before, after, detail=tuple(info.items()))
@@ -149,7 +154,7 @@ class PauseAccounting(WorkerPool):
             last_end_wall_s=last_end_wall_s,
         )
         step_s = typical or first_step_s
-        batch = self._global_batch or int(payload.get("global_batch", 0))
+        batch = global_batch or int(payload.get("global_batch", 0))
         info.update(
             gen=payload.get("gen"),
             receivers=payload.get("receivers"),
@@ -169,24 +174,28 @@ class PauseAccounting(WorkerPool):
             detail=tuple((k, v) for k, v in info.items() if v is not None),
         )
 
-    def _with_lost(self, events: list[GroupEvent], lost: int, lost_s: float) -> list[GroupEvent]:
-        if not lost or not events:
-            return events
-        last = events[-1]
-        batch = self._global_batch or 0
-        events[-1] = GroupEvent(
-            last.kind,
-            last.real_s,
-            last.nodes_before,
-            last.nodes_after,
-            last.pause,
-            lost,
-            float(lost * batch),
-            lost_s,
-            last.interval_s,
-            last.detail,
-        )
+
+def with_lost(
+    events: list[GroupEvent], lost: int, lost_s: float, global_batch: int | None
+) -> list[GroupEvent]:
+    """``events`` with ``lost`` steps (``lost_s`` real seconds) charged to the last one."""
+    if not lost or not events:
         return events
+    last = events[-1]
+    batch = global_batch or 0
+    events[-1] = GroupEvent(
+        last.kind,
+        last.real_s,
+        last.nodes_before,
+        last.nodes_after,
+        last.pause,
+        lost,
+        float(lost * batch),
+        lost_s,
+        last.interval_s,
+        last.detail,
+    )
+    return events
 
 
 def _components(

@@ -1,133 +1,67 @@
-"""The worker pool: processes, the store, and what workers report through it.
+"""The worker pool: processes, the store, warm standbys, and forming a generation.
 
-Everything :class:`~.group.ProcessWorkerGroup` knows about its worker *processes*
-lives here, whatever the rescale mode: the run's store (:mod:`.authstore`), spawning into the
-free slots of its launchers (:mod:`.launchers`), warm standbys, reaping exits (and
-telling a crash from a planned exit), pumping each worker's events and step records
-out of the store, and forming a generation (publishing ``JOIN`` until the named
-members train a step).
+Everything :class:`~.group.ProcessWorkerGroup` does with its worker *processes*
+lives here, whatever the rescale mode: the run's store (:mod:`.authstore`), spawning
+into the free slots of its launchers (:mod:`.launchers`), warm standbys, publishing
+commands, reaping exits (and telling a crash from a planned exit), and forming a
+generation (publishing ``JOIN`` until the named members train a step).
 
-Why a module of its own: this is the part that changes with the wire protocol
-(:mod:`.protocol`) and with the life of a process, and those change *together* (a
-new worker event is read here and usually moves a worker's status here).  It knows
-nothing about scale-up/scale-down decisions or how pauses are measured; the
-mechanisms (:mod:`.inplace`, :mod:`.restart`) and the accounting (:mod:`.pauses`)
-build on it.
-
-:class:`WorkerPool` is a base class rather than a helper object because every layer
-above it reads and writes the same bookkeeping (the worker table, the members, the
-inbox of events, the step records) many times per change; one object with that state
-in one place (initialized in :meth:`WorkerPool.__init__`) is simpler to follow than
-the same state passed between helpers.
+Why a module of its own: this is the part that changes with the life of a process.
+It knows nothing about scale-up/scale-down decisions or how pauses are measured; the
+mechanisms (:mod:`.inplace`, :mod:`.restart`) and the accounting (:mod:`.pauses`) are
+handed a pool and use it.  What the pool holds is split by what changes together:
+the records of the processes are a :class:`~.workertable.WorkerTable`
+(:attr:`WorkerPool.workers`), and what the workers report through the store is
+read by :class:`~.reports.WorkerReports` (:attr:`WorkerPool.reports`), which changes
+with the wire protocol.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import logging
 import signal
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .authstore import StoreServer
-from .launchers import Launcher, ProcessHandle, WorkerLaunch, last_log_line
+from .launchers import Launcher, WorkerLaunch, last_log_line
 from .protocol import (
     CMDSEQ_KEY,
     GO_ABORT,
     Command,
     CommandOp,
-    WorkerEventType,
     cmd_key,
-    decode,
     event_count_key,
-    event_key,
     gen_go_key,
     gen_here_key,
     steps_count_key,
-    steps_key,
 )
-from .records import ExecutorError, GroupProgress, StepRecord, WorkerStart
+from .records import ExecutorError
+from .reports import WorkerReports
 from .runfiles import RunFiles
+from .settings import GroupSettings
+from .workertable import Worker, WorkerStatus, WorkerTable, wait_until
 
-if TYPE_CHECKING:
-    from .group import GroupSettings
-
-__all__ = ["NodeKind", "WorkerPool", "WorkerStatus"]
+__all__ = ["WorkerPool"]
 
 log = logging.getLogger(__name__)
 
 
-class NodeKind(str, enum.Enum):
-    """What a member node is: spot nodes can be preempted, on-demand nodes never are."""
-
-    SPOT = "spot"
-    ON_DEMAND = "on_demand"
-
-
-class WorkerStatus(str, enum.Enum):
-    """A worker process as the group tracks it.
-
-    Legal transitions::
-
-        STARTING -> STANDBY -> MEMBER -> LEAVING -> DEAD
-        STARTING -> DEAD            (crashed or killed while warming up)
-        STANDBY  -> DEAD            (EXIT, or killed)
-        MEMBER   -> DEAD            (killed: preemption, or a crash)
-        MEMBER   -> STANDBY         (dropped gracefully: warm again; or a generation
-                                     failed and it waits for the next JOIN)
-        STANDBY  -> MEMBER          (named in a JOIN)
-    """
-
-    STARTING = "starting"
-    STANDBY = "standby"
-    MEMBER = "member"
-    LEAVING = "leaving"
-    DEAD = "dead"
-
-
-@dataclass
-class _Worker:
-    """Mutable record of one worker process.
-
-    Attributes (the times are ``time.time()``):
-        exit_wall_s: when the group saw the process gone.
-        exit_code: its exit code, once gone.
-        killed_wall_s: when the group signalled it (SIGKILL or SIGTERM).
-        stop_wall_s: when the group told it to exit (``STOP`` without ``keep``, or
-            ``EXIT``): a clean exit after that is planned, not a crash.
-        fault_wall_s: when it reported an injected fault.
-    """
-
-    wid: int
-    launcher: Launcher
-    proc: ProcessHandle
-    spawn_wall_s: float
-    slot: int = 0
-    status: WorkerStatus = WorkerStatus.STARTING
-    kind: NodeKind | None = None
-    ready_wall_s: float | None = None
-    exit_wall_s: float | None = None
-    exit_code: int | None = None
-    killed_wall_s: float | None = None
-    stop_wall_s: float | None = None
-    fault_wall_s: float | None = None
-    events_read: int = 0
-    steps_read: int = 0
-    drained: bool = False
-
-
 class WorkerPool:
-    """Worker processes, the store, and their reports (see the module docstring).
+    """Worker processes, the store, and generations (see the module docstring).
 
     Attributes:
         settings: the group's settings.
         launchers: where worker processes are started.
+        workers: the record of every process started.
+        reports: what the workers reported.
+        crashed: members that died on their own, not yet handled; whoever handles
+            them removes them.
     """
 
     def __init__(
@@ -143,34 +77,19 @@ class WorkerPool:
         self.launchers = list(launchers)
         self._now = now or time.monotonic
         self._store: Any = None
-        #: the run's secret and worker settings (made at ``_open_store`` unless given)
+        #: the run's secret and worker settings (made at ``open`` unless given)
         self._files: RunFiles | None = settings.run_files
-        self._workers: dict[int, _Worker] = {}
-        self._next_wid = 0
+        self.workers = WorkerTable()
+        #: a resumed run restores the checkpoint it found (``settings.resume_step``)
+        self.reports = WorkerReports(self.clock_of, settings.resume_step)
+        self.crashed: list[int] = []
         self._seq = 0
         self._gen = 0
-        self._started_once = False  # a generation has trained (either mechanism)
         self._members: list[int] = []
-        self._inbox: list[dict[str, Any]] = []
-        self._steps: list[StepRecord] = []
-        self._step_walls: list[float] = []
-        self._done = False
-        self._metrics: dict[str, float] = {}
-        #: a resumed run restores the checkpoint it found (``settings.resume_step``)
-        self._last_checkpoint_step: int | None = settings.resume_step
         self._checkpoint_path: str | None = None
-        self._global_batch: int | None = None
-        self._crashed: list[int] = []
         #: workers in a row that exited on their own before they were ready
         self._failed_starts = 0
-        self._failed_collectives: list[dict[str, Any]] = []
         self._closed = False
-        #: keep every free slot filled with a warm standby (the group sets it: ``inplace``
-        #: mode with ``settings.standby``)
-        self._keep_warm = False
-        #: the job's stated accuracy target and name (from the first READY worker)
-        self.target_accuracy: float | None = None
-        self.job_name: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -182,7 +101,12 @@ class WorkerPool:
             host = socket.getfqdn()
         return f"{host}:{self._store.port}"
 
-    def _open_store(self) -> None:
+    @property
+    def checkpoint_path(self) -> str | None:
+        """Where this run's workers write the checkpoint (None: no checkpoints)."""
+        return self._checkpoint_path
+
+    def open(self) -> None:
         """Write the run's private files (unless given) and open its store.
 
         The worker settings go to a private file, not into the store: the store is
@@ -204,19 +128,21 @@ class WorkerPool:
         self._store = store
         self._store.add(CMDSEQ_KEY, 0)
         if self.settings.worker.checkpoint_dir:
+            # not at the top: the checkpoint module imports torch, which the
+            # controller's bookkeeping (and the tests of it) do without
             from .checkpoint import CHECKPOINT_NAME
 
             self._checkpoint_path = str(Path(self.settings.worker.checkpoint_dir) / CHECKPOINT_NAME)
 
-    def _start_standbys(self) -> None:
+    def start_standbys(self) -> None:
         """Fill every slot with a warm standby and wait until they are ready."""
-        self._fill_standbys()
+        self.fill_standbys()
         # the warm pool is part of setting up, not of the replay: wait for it
-        self._wait_until(
-            lambda: all(w.status is not WorkerStatus.STARTING for w in self._workers.values()),
+        self.wait_until(
+            lambda: not self.workers.in_status(WorkerStatus.STARTING),
             self.settings.ready_timeout_s,
         )
-        if not any(w.status is WorkerStatus.STANDBY for w in self._workers.values()):
+        if not self.workers.in_status(WorkerStatus.STANDBY):
             raise ExecutorError(self._why_none_ready())
 
     def _why_none_ready(self) -> str:
@@ -227,7 +153,7 @@ class WorkerPool:
         that only says "see the logs" does not say which log, or whether there is one.
         """
         timeout = f"within {self.settings.ready_timeout_s:.0f} s"
-        dead = [w for w in self._workers.values() if w.status is WorkerStatus.DEAD]
+        dead = self.workers.in_status(WorkerStatus.DEAD)
         if not dead:
             return f"no worker became ready {timeout} (a slow or busy machine: see --help)"
         first = min(dead, key=lambda w: w.exit_wall_s or 0.0)
@@ -246,11 +172,11 @@ class WorkerPool:
         if self._closed:
             return
         self._closed = True
-        alive = [w for w in self._workers.values() if w.status is not WorkerStatus.DEAD]
+        alive = [w for w in self.workers.records() if w.status is not WorkerStatus.DEAD]
         if self._store is not None and alive:
             with contextlib.suppress(Exception):
-                self._publish(Command(CommandOp.STOP, tag="close"))
-                self._publish(Command(CommandOp.EXIT, wids=tuple(w.wid for w in alive)))
+                self.publish(Command(CommandOp.STOP, tag="close"))
+                self.publish(Command(CommandOp.EXIT, wids=tuple(w.wid for w in alive)))
             deadline = time.monotonic() + 3.0
             while time.monotonic() < deadline and any(w.proc.poll() is None for w in alive):
                 time.sleep(0.02)
@@ -262,13 +188,14 @@ class WorkerPool:
         if self._files is not None:
             self._files.cleanup()  # only a temporary folder made for this run
 
-    # -- processes ---------------------------------------------------------------------------
+    # -- commands and processes --------------------------------------------------------------
 
-    def _clock_of(self, wall_s: float) -> float:
+    def clock_of(self, wall_s: float) -> float:
         """A worker's ``time.time()`` on the controller's clock."""
         return self._now() - (time.time() - wall_s)
 
-    def _publish(self, cmd: Command) -> None:
+    def publish(self, cmd: Command) -> None:
+        """Post ``cmd`` to every worker (through the store), noting the exits it plans."""
         self._expect_exits(cmd)
         self._seq += 1
         self._store.set(cmd_key(self._seq), cmd.to_bytes())
@@ -284,23 +211,18 @@ class WorkerPool:
             return
         now = time.time()
         for wid in wids:
-            worker = self._workers[wid]
+            worker = self.workers[wid]
             worker.stop_wall_s = worker.stop_wall_s or now
 
     def _free_slots(self, launcher: Launcher) -> int:
-        used = sum(
-            1
-            for w in self._workers.values()
-            if w.launcher is launcher and w.status is not WorkerStatus.DEAD
-        )
-        return launcher.slots - used
+        return launcher.slots - len(self.workers.on(launcher))
 
     @property
     def slots(self) -> int:
         """Worker slots over all launchers."""
         return sum(launcher.slots for launcher in self.launchers)
 
-    def _spawn(self) -> _Worker | None:
+    def spawn(self) -> Worker | None:
         """Start one worker on the launcher with the most free slots (None: all full).
 
         The worker gets the lowest free slot index of its launcher as
@@ -309,14 +231,9 @@ class WorkerPool:
         best = max(self.launchers, key=self._free_slots)
         if self._free_slots(best) <= 0:
             return None
-        used = {
-            w.slot
-            for w in self._workers.values()
-            if w.launcher is best and w.status is not WorkerStatus.DEAD
-        }
+        used = {w.slot for w in self.workers.on(best)}
         slot = min(i for i in range(best.slots) if i not in used)
-        wid = self._next_wid
-        self._next_wid += 1
+        wid = self.workers.new_wid()
         self._store.set(event_count_key(wid), "0")
         self._store.set(steps_count_key(wid), "0")
         wall = time.time()
@@ -328,53 +245,65 @@ class WorkerPool:
             idle_warmup=bool(self.settings.idle_warmup),
         )
         proc = best.spawn(launch, self._files)
-        worker = _Worker(wid, best, proc, wall, slot=slot)
-        self._workers[wid] = worker
+        worker = Worker(wid, best, proc, wall, slot=slot)
+        self.workers.add(worker)
         return worker
 
-    def _fill_standbys(self) -> None:
-        while self._spawn() is not None:
+    def fill_standbys(self) -> None:
+        """Start workers until every slot is taken: they warm up as standbys."""
+        while self.spawn() is not None:
             pass
 
-    def _set_status(self, worker: _Worker, status: WorkerStatus) -> None:
-        worker.status = status
-
-    def _kill(self, wid: int, sig: int = signal.SIGKILL) -> None:
-        worker = self._workers[wid]
-        if worker.status is WorkerStatus.DEAD:
-            return
-        worker.killed_wall_s = worker.killed_wall_s or time.time()
-        with contextlib.suppress(ProcessLookupError):
-            worker.proc.send_signal(sig)
-
-    def _await_exit(self, wids: Sequence[int], timeout_s: float) -> None:
-        if not self._wait_until(lambda: all(not self._alive(w) for w in wids), timeout_s):
+    def await_exit(self, wids: Sequence[int], timeout_s: float) -> None:
+        """Wait for ``wids`` to exit; SIGKILL them after ``timeout_s`` (and wait again)."""
+        alive = self.workers.alive
+        if not self.wait_until(lambda: all(not alive(w) for w in wids), timeout_s):
             for wid in wids:
-                self._kill(wid, signal.SIGKILL)
-            self._wait_until(lambda: all(not self._alive(w) for w in wids), timeout_s)
+                self.workers.kill(wid, signal.SIGKILL)
+            self.wait_until(lambda: all(not alive(w) for w in wids), timeout_s)
 
-    def _alive(self, wid: int) -> bool:
-        return self._workers[wid].status is not WorkerStatus.DEAD
+    def finish(self) -> None:
+        """Training is over: send the standbys home."""
+        standbys = tuple(w.wid for w in self.workers.records() if w.status is not WorkerStatus.DEAD)
+        if standbys and self._store is not None:
+            self.publish(Command(CommandOp.EXIT, wids=standbys))
 
-    def _kind_counts(self, wids: Sequence[int]) -> tuple[int, int]:
-        spot = sum(1 for w in wids if self._workers[w].kind is NodeKind.SPOT)
-        return spot, len(wids) - spot
+    def release_standbys(self, keep: int = 0) -> int:
+        """Send home every standby (ready or starting) beyond ``keep``; return how many.
 
-    # -- what workers report -----------------------------------------------------------------
+        Starting ones are killed (they have not built the job yet); ready ones are
+        told to exit.
+        """
+        self.pump()
+        idle = sorted(
+            self.workers.in_status(WorkerStatus.STANDBY, WorkerStatus.STARTING),
+            key=lambda w: (w.status is WorkerStatus.STANDBY, w.wid),
+        )
+        extra = idle[: max(len(idle) - keep, 0)]
+        ready = tuple(w.wid for w in extra if w.status is WorkerStatus.STANDBY)
+        if ready and self._store is not None:
+            self.publish(Command(CommandOp.EXIT, wids=ready))
+        for w in extra:
+            if w.status is WorkerStatus.STARTING:
+                self.workers.kill(w.wid)
+        return len(extra)
 
-    def _pump(self) -> None:
+    # -- what happened -----------------------------------------------------------------------
+
+    def pump(self) -> None:
         """Reap exited processes, read new worker events and step records.
 
-        A member that died on its own is a crash (``_crashed``, for ``poll``), logged
-        once.  That is decided only after its last events are read: a worker's exit
-        is often seen before the ``DONE`` it posted just before exiting.
+        A member that died on its own is a crash (:attr:`crashed`), logged once.  That
+        is decided only after its last events are read: a worker's exit is often seen
+        before the ``DONE`` it posted just before exiting.
         """
-        exited = self._reap()
-        self._read_reports()
+        exited = self.workers.reap()
+        if self.reports.read(self._store, self.workers.records()):
+            self._failed_starts = 0
         for worker, was in exited:
             if was is WorkerStatus.MEMBER and self._died_on_its_own(worker):
                 log.warning("worker %s exited unexpectedly (code %s)", worker.wid, worker.exit_code)
-                self._crashed.append(worker.wid)
+                self.crashed.append(worker.wid)
             planned = worker.killed_wall_s is not None or worker.stop_wall_s is not None
             if was is WorkerStatus.STARTING and not planned:
                 self._failed_starts += 1
@@ -383,221 +312,52 @@ class WorkerPool:
             # starting more only repeats it, for as long as the caller waits
             raise ExecutorError(self._why_none_ready())
 
-    def _reap(self) -> list[tuple[_Worker, WorkerStatus]]:
-        """Mark exited processes DEAD; returns them with the status they had."""
-        exited: list[tuple[_Worker, WorkerStatus]] = []
-        for worker in self._workers.values():
-            if worker.status is WorkerStatus.DEAD:
-                continue
-            code = worker.proc.poll()
-            if code is None:
-                continue
-            exited.append((worker, worker.status))
-            worker.exit_wall_s = time.time()
-            worker.exit_code = code
-            self._set_status(worker, WorkerStatus.DEAD)
-        return exited
-
-    def _died_on_its_own(self, worker: _Worker) -> bool:
+    def _died_on_its_own(self, worker: Worker) -> bool:
         """Whether an exited member crashed, rather than left as the group planned.
 
         Planned: the group killed it, training was over, or the group told it to exit
         and it did so cleanly (code 0).  A worker that was told to stop but failed on
         the way out (say, while writing the final checkpoint) did crash.
         """
-        if worker.killed_wall_s is not None or self._done:
+        if worker.killed_wall_s is not None or self.reports.done:
             return False
         return not (worker.stop_wall_s is not None and worker.exit_code == 0)
 
-    def _read_reports(self) -> None:
-        """Read every worker's new events and step records from the store."""
-        pending = [w for w in self._workers.values() if not w.drained]
-        if not pending:
-            return
-        keys: list[str] = []
-        for w in pending:
-            keys += [event_count_key(w.wid), steps_count_key(w.wid)]
-        counts = self._store.multi_get(keys)
-        for i, w in enumerate(pending):
-            n_events, n_steps = int(counts[2 * i]), int(counts[2 * i + 1])
-            if n_events > w.events_read:
-                raw = self._store.multi_get(
-                    [event_key(w.wid, k) for k in range(w.events_read, n_events)]
-                )
-                w.events_read = n_events
-                for item in raw:
-                    self._on_event(w, decode(item))
-            if n_steps > w.steps_read:
-                raw = self._store.multi_get(
-                    [steps_key(w.wid, k) for k in range(w.steps_read, n_steps)]
-                )
-                w.steps_read = n_steps
-                for item in raw:
-                    self._on_steps(item)
-            if w.status is WorkerStatus.DEAD:
-                w.drained = True
+    def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """Pump until ``predicate`` holds (True) or ``timeout_s`` is over (False)."""
+        return wait_until(self.pump, predicate, timeout_s, self.settings.poll_interval_s)
 
-    def _on_event(self, worker: _Worker, event: dict[str, Any]) -> None:
-        kind = WorkerEventType(event["type"])
-        if kind is WorkerEventType.READY:
-            worker.ready_wall_s = float(event["wall_s"])
-            if self._global_batch is None:
-                self._global_batch = int(event["global_batch"])
-                self.target_accuracy = event.get("target_accuracy")
-                self.job_name = event.get("job")
-            if worker.status is WorkerStatus.STARTING:
-                self._set_status(worker, WorkerStatus.STANDBY)
-            self._failed_starts = 0
-            return
-        if kind is WorkerEventType.DONE:
-            self._done = True
-            self._metrics = {k: float(v) for k, v in event.get("metrics", {}).items()}
-        elif kind is WorkerEventType.CHECKPOINT:
-            # the path is the settings' checkpoint_dir: a path from the store is not kept
-            self._last_checkpoint_step = int(event["step"])
-        elif kind is WorkerEventType.LEFT:
-            if worker.status is not WorkerStatus.DEAD:
-                if event.get("exit", True):
-                    self._set_status(worker, WorkerStatus.LEAVING)
-                else:  # back in the warm pool: it stands for a node that has booted
-                    worker.kind = None
-                    self._set_status(worker, WorkerStatus.STANDBY)
-        elif kind is WorkerEventType.COLLECTIVE_FAILED:
-            self._failed_collectives.append(event)
-        elif kind is WorkerEventType.ERROR:
-            # a worker that fails while starting is reported once, by whoever waits
-            # for it to be ready (with its log); one that fails later, here
-            starting = worker.status is WorkerStatus.STARTING
-            level = logging.DEBUG if starting else logging.ERROR
-            log.log(level, "worker %s error: %s", worker.wid, event.get("reason"))
-        elif kind is WorkerEventType.FAULT:
-            worker.fault_wall_s = float(event["wall_s"])
-        self._inbox.append(event)
-
-    def _on_steps(self, raw: bytes) -> None:
-        import json
-
-        for row in json.loads(raw):
-            t_end, step, world, loss, samples, gen, epoch, total, *gns = row
-            self._step_walls.append(float(t_end))
-            self._steps.append(
-                StepRecord(
-                    self._clock_of(float(t_end)),
-                    int(step),
-                    int(world),
-                    float(loss),
-                    int(samples),
-                    int(gen),
-                    int(epoch),
-                    int(total),
-                    *(float(v) for v in gns),  # the noise-scale norms, when the worker sent them
-                )
-            )
-
-    def _wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self._pump()
-            if predicate():
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(self.settings.poll_interval_s)
-
-    def _take(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
-        for i, event in enumerate(self._inbox):
-            if match(event):
-                return self._inbox.pop(i)
-        return None
-
-    # -- queries -----------------------------------------------------------------------------
-
-    def held(self) -> tuple[int, int]:
-        """``(spot, on_demand)`` members of the current generation."""
-        return self._kind_counts(self._members)
+    # -- standbys and generations ------------------------------------------------------------
 
     @property
     def members(self) -> tuple[int, ...]:
         """Worker ids of the current generation, in rank order."""
         return tuple(self._members)
 
-    def progress(self) -> GroupProgress:
-        """The latest reported training progress."""
-        self._pump()
-        if not self._steps:
-            return GroupProgress(done=self._done, metrics=tuple(self._metrics.items()))
-        last = max(self._steps, key=lambda r: (r.real_s, r.step))
-        return GroupProgress(
-            last.step,
-            last.samples_total,
-            last.loss,
-            self._done,
-            tuple(sorted(self._metrics.items())),
-        )
+    def clear_members(self) -> None:
+        """The current generation is over (stopped, or lost): nobody is a member."""
+        self._members = []
 
-    def step_records(self) -> tuple[StepRecord, ...]:
-        """Every step rank 0 reported, in order of completion."""
-        self._pump()
-        return tuple(sorted(self._steps, key=lambda r: r.real_s))
-
-    def worker_starts(self) -> tuple[WorkerStart, ...]:
-        """Every worker process started so far, in spawn order (see :class:`WorkerStart`)."""
-        self._pump()
-        return tuple(
-            WorkerStart(
-                w.wid,
-                self._clock_of(w.spawn_wall_s),
-                None if w.ready_wall_s is None else self._clock_of(w.ready_wall_s),
-            )
-            for w in sorted(self._workers.values(), key=lambda w: w.wid)
-        )
-
-    @property
-    def global_batch(self) -> int | None:
-        """Samples per step, once a worker has reported it."""
-        return self._global_batch
-
-    @property
-    def last_checkpoint_step(self) -> int | None:
-        """Step of the newest checkpoint written in this run."""
-        return self._last_checkpoint_step
-
-    @property
-    def done(self) -> bool:
-        """Whether training finished."""
-        return self._done
-
-    # -- standbys and generations ------------------------------------------------------------
-
-    def warm(self, count: int, timeout_s: float | None = None) -> int:
-        """Make sure ``count`` warm standbys are ready (spawning as slots allow).
-
-        Returns how many are ready.  Training continues meanwhile; tests and
-        benchmarks call this so that a following ``apply`` measures the in-place
-        mechanism rather than a cold start.
-        """
-        return len(self._ready_standbys(count, timeout_s or self.settings.ready_timeout_s))
-
-    def _ready_standbys(self, count: int, timeout_s: float) -> list[int]:
+    def ready_standbys(self, count: int, timeout_s: float) -> list[int]:
         """Up to ``count`` warm standbys (oldest first), starting more as slots free up."""
 
         def ready() -> list[int]:
-            return sorted(w.wid for w in self._workers.values() if w.status is WorkerStatus.STANDBY)
+            return sorted(w.wid for w in self.workers.in_status(WorkerStatus.STANDBY))
 
         def enough() -> bool:
             have = ready()
-            starting = sum(1 for w in self._workers.values() if w.status is WorkerStatus.STARTING)
-            while len(have) + starting < count and self._spawn() is not None:
+            starting = len(self.workers.in_status(WorkerStatus.STARTING))
+            while len(have) + starting < count and self.spawn() is not None:
                 starting += 1
-            leaving = any(w.status is WorkerStatus.LEAVING for w in self._workers.values())
+            leaving = bool(self.workers.in_status(WorkerStatus.LEAVING))
             # slots held by leaving workers free up soon: keep waiting for them
             hope = starting > 0 or (leaving and len(have) + starting < count)
-            return len(have) >= count or not hope or self._done
+            return len(have) >= count or not hope or self.reports.done
 
-        self._wait_until(enough, timeout_s)
+        self.wait_until(enough, timeout_s)
         return ready()[:count]
 
-    def _form(
+    def form(
         self,
         members: list[int],
         *,
@@ -609,19 +369,20 @@ class WorkerPool:
         Returns the members that made it and rank 0's ``PAUSE`` payload (None when
         training was already complete, or when nobody is left).
         """
+        alive = self.workers.alive
         for _ in range(self.settings.max_attempts):
-            if self._done:  # training finished while we were getting ready
-                return [w for w in self._members if self._alive(w)], None
-            members = [w for w in members if self._alive(w)]
+            if self.reports.done:  # training finished while we were getting ready
+                return [w for w in self._members if alive(w)], None
+            members = [w for w in members if alive(w)]
             if not members:
                 self._members = []
                 return [], None
             self._gen += 1
             gen = self._gen
             for wid in members:
-                self._set_status(self._workers[wid], WorkerStatus.MEMBER)
+                self.workers[wid].status = WorkerStatus.MEMBER
             self._members = list(members)
-            self._publish(
+            self.publish(
                 Command(
                     CommandOp.JOIN,
                     gen=gen,
@@ -632,12 +393,9 @@ class WorkerPool:
             )
             result: dict[str, Any] = {}
             settled = functools.partial(self._settled, gen, members, result)
-            ok = self._wait_until(settled, self.settings.change_timeout_s)
+            ok = self.wait_until(settled, self.settings.change_timeout_s)
             if ok and "pause" in result:
-                self._inbox = [e for e in self._inbox if e.get("gen", gen) >= gen]
-                self._failed_collectives = [
-                    e for e in self._failed_collectives if e.get("gen", 0) >= gen
-                ]
+                self.reports.forget_before(gen)
                 return members, result["pause"]
             if ok and result.get("done"):
                 return members, None
@@ -663,23 +421,24 @@ class WorkerPool:
             result.get("failed", "a member died" if ok else "timeout"),
         )
         self._store.compare_set(gen_go_key(gen), "", GO_ABORT)
-        dead = [w for w in members if not self._alive(w)]
+        alive = self.workers.alive
+        dead = [w for w in members if not alive(w)]
         if dead and failure_wall_s is None:
             failure_wall_s = min(
-                self._workers[w].killed_wall_s or self._workers[w].exit_wall_s or time.time()
+                self.workers[w].killed_wall_s or self.workers[w].exit_wall_s or time.time()
                 for w in dead
             )
         # a member that never reached the barrier is hung: as good as dead
         arrived = {w for w in members if self._store.check([gen_here_key(gen, w)])}
-        stuck = [w for w in members if w not in arrived and self._alive(w)]
+        stuck = [w for w in members if w not in arrived and alive(w)]
         timed_out = not ok or "timeout" in str(result.get("failed", "")).lower()
         if timed_out and stuck:
             log.warning("workers %s never reached the barrier of generation %s", stuck, gen)
             for wid in stuck:
-                self._kill(wid, signal.SIGKILL)
+                self.workers.kill(wid, signal.SIGKILL)
         elif not ok:
             for wid in members:  # nobody answers at all: start over
-                self._kill(wid, signal.SIGKILL)
+                self.workers.kill(wid, signal.SIGKILL)
         return failure_wall_s
 
     def _settled(self, gen: int, members: list[int], result: dict[str, Any]) -> bool:
@@ -688,15 +447,15 @@ class WorkerPool:
         def of(kind: str) -> Callable[[dict[str, Any]], bool]:
             return lambda e: e["type"] == kind and e["gen"] == gen
 
-        pause = self._take(of("pause"))
+        pause = self.reports.take(of("pause"))
         if pause is not None:
             result["pause"] = pause
             return True
-        if self._take(of("done")):
+        if self.reports.take(of("done")):
             result["done"] = True
             return True
-        failed = self._take(of("join_failed"))
+        failed = self.reports.take(of("join_failed"))
         if failed is not None:
             result["failed"] = failed.get("reason")
             return True
-        return any(not self._alive(w) for w in members)
+        return any(not self.workers.alive(w) for w in members)

@@ -3,9 +3,12 @@
 These are the plain, frozen records that leave :class:`~.group.ProcessWorkerGroup`
 (and :class:`~.fakes.FakeWorkerGroup`) for the controller and the run's tables.  They
 live in their own module, below every part of the group (:mod:`.pool`,
-:mod:`.pauses`, :mod:`.inplace`, :mod:`.restart`), because every part produces some
-of them and none of them depends on how the group works; :mod:`.group` re-exports
-them, so ``from elasim.executor.group import GroupEvent`` keeps working.
+:mod:`.reports`, :mod:`.pauses`, :mod:`.inplace`, :mod:`.restart`), because every
+part produces some of them and none of them depends on how the group works;
+:mod:`.group` re-exports them, so ``from elasim.executor.group import GroupEvent``
+keeps working.  :class:`StepLog`, the one mutable thing here, is the run's list of
+step records: whoever reads the reports appends to it and the pause accounting
+reads it, so it sits below both.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ __all__ = [
     "ExecutorError",
     "GroupEvent",
     "GroupProgress",
+    "StepLog",
     "StepRecord",
     "WorkerStart",
     "split_preempt",
@@ -133,6 +137,56 @@ class GroupProgress:
     loss: float = math.nan
     done: bool = False
     metrics: tuple[tuple[str, float], ...] = ()
+
+
+class StepLog:
+    """The steps rank 0 reported in a run, each with the worker's ``time.time()`` of its end.
+
+    Why an object shared by several parts: the part that reads the reports fills it
+    (:mod:`.reports` from the store, :class:`~.script.ScriptWorkerGroup` from a
+    script's step file) and :class:`~.pauses.PauseAccounting` reads it, so neither
+    needs the other to reach the steps.
+
+    Attributes:
+        records: the step records, in the order they were read (a restarted run
+            reports some step numbers twice).
+    """
+
+    def __init__(self) -> None:
+        self.records: list[StepRecord] = []
+        self._walls: list[float] = []
+
+    def add(self, record: StepRecord, wall_s: float) -> None:
+        """Append ``record``, whose step ended at ``wall_s`` (the worker's clock)."""
+        self._walls.append(wall_s)
+        self.records.append(record)
+
+    def last_wall_s(self) -> float | None:
+        """The latest step end, on the workers' clock (None before the first step)."""
+        return max(self._walls) if self._walls else None
+
+    def last_step(self) -> int:
+        """The tip of the current lineage: the step of the latest record."""
+        if not self.records:
+            return 0
+        return max(self.records, key=lambda r: r.real_s).step
+
+    def in_order(self) -> tuple[StepRecord, ...]:
+        """Every step, in order of completion."""
+        return tuple(sorted(self.records, key=lambda r: r.real_s))
+
+    def progress(self, done: bool, metrics: dict[str, float]) -> GroupProgress:
+        """Where training stands: the latest step, ``done`` and the final ``metrics``."""
+        if not self.records:
+            return GroupProgress(done=done, metrics=tuple(metrics.items()))
+        last = max(self.records, key=lambda r: (r.real_s, r.step))
+        return GroupProgress(
+            last.step,
+            last.samples_total,
+            last.loss,
+            done,
+            tuple(sorted(metrics.items())),
+        )
 
 
 def split_preempt(events: list[GroupEvent]) -> list[GroupEvent]:

@@ -45,10 +45,13 @@ What is measured, from the outside (real seconds):
   non-zero on its own is a failure (torchrun's default ``--max-restarts 0``): the run
   ends with :class:`ScriptFailed`.
 
-It builds on :class:`~.pauses.PauseAccounting` for the step-time and lineage rules
-(typical step per world size, what a rollback throws away) and on its pool's worker
-table, reaping and signals; the pool's store and wire protocol are unused, because a
-script does not speak them.
+It is composed of the parts of :class:`~.group.ProcessWorkerGroup` that do not
+depend on how workers report: a :class:`~.workertable.WorkerTable` (the records of
+the processes, reaping and signals), a :class:`~.records.StepLog` it fills from the
+step file, and a :class:`~.pauses.PauseAccounting` over that log for the step-time
+and lineage rules (typical step per world size, what a rollback throws away).  The
+pool (:mod:`.pool`) and what it reads from the store (:mod:`.reports`) are not used,
+because a script does not speak the wire protocol.
 """
 
 from __future__ import annotations
@@ -68,18 +71,24 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from elasim.policies import EventKind, PauseComponents
 
 from .launchers import LocalLauncher, last_log_line
 from .pauses import PauseAccounting
-from .pool import NodeKind, WorkerStatus, _Worker
-from .records import ExecutorError, GroupEvent, StepRecord, split_preempt
+from .records import (
+    ExecutorError,
+    GroupEvent,
+    GroupProgress,
+    StepLog,
+    StepRecord,
+    WorkerStart,
+    split_preempt,
+)
 from .report import STEP_FILE_ENV
-
-if TYPE_CHECKING:
-    from .group import GroupSettings
+from .settings import GroupSettings
+from .workertable import NodeKind, Worker, WorkerStatus, WorkerTable, wait_until
 
 __all__ = ["ScriptFailed", "ScriptSpec", "ScriptWorkerGroup"]
 
@@ -134,7 +143,7 @@ def free_port(host: str) -> int:
         return int(probe.getsockname()[1])
 
 
-class ScriptWorkerGroup(PauseAccounting):
+class ScriptWorkerGroup:
     """A user's torchrun script under restart semantics (see the module docstring).
 
     Args:
@@ -143,6 +152,11 @@ class ScriptWorkerGroup(PauseAccounting):
             ``poll_interval_s``; the mode is always ``restart``).
         launcher: starts the processes; its ``slots`` are the most nodes.
         now: the group's clock (monotonic by default).
+
+    Attributes:
+        workers: the record of every process started.
+        steps: the steps rank 0 reported.
+        pauses: the pause accounting, over ``steps``.
     """
 
     def __init__(
@@ -153,10 +167,24 @@ class ScriptWorkerGroup(PauseAccounting):
         *,
         now: Callable[[], float] | None = None,
     ) -> None:
-        super().__init__(settings, [launcher], now=now)
+        self.settings = settings
         self.spec = spec
         self.launcher = launcher
+        self.launchers = [launcher]
         self.job_name = spec.name
+        #: a script states no accuracy target
+        self.target_accuracy: float | None = None
+        self._now = now or time.monotonic
+        self.workers = WorkerTable()
+        self.steps = StepLog()
+        self.pauses = PauseAccounting(self.steps, self._clock_of)
+        self._members: list[int] = []
+        self._crashed: list[int] = []  # members that exited non-zero on their own
+        self._done = False
+        self._gen = 0
+        self._global_batch: int | None = None
+        self._started_once = False
+        self._closed = False
         self.run_id = uuid.uuid4().hex[:12]
         self._tmp = Path(tempfile.mkdtemp(prefix="elasim-script-"))
         self._logs = Path(spec.log_dir) if spec.log_dir else self._tmp / "logs"
@@ -178,7 +206,7 @@ class ScriptWorkerGroup(PauseAccounting):
         if self._closed:
             return
         self._closed = True
-        alive = [w for w in self._workers if self._alive(w)]
+        alive = [w for w in self.workers if self.workers.alive(w)]
         self._stop(alive, deadline_s=self._now() + self.settings.stop_grace_s)
         self.launcher.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
@@ -207,14 +235,13 @@ class ScriptWorkerGroup(PauseAccounting):
             env.pop(STEP_FILE_ENV, None)
             if rank == 0:
                 env[STEP_FILE_ENV] = str(self._step_file)
-            wid = self._next_wid
-            self._next_wid += 1
+            wid = self.workers.new_wid()
             argv = [self.spec.python, self.spec.path, *self.spec.args]
             path = self._logs / f"script-{wid}.log"
             proc = self.launcher.start(argv, env=env, log_path=path, with_stdout=True)
-            worker = _Worker(wid, self.launcher, proc, time.time(), slot=rank, kind=kind)
+            worker = Worker(wid, self.launcher, proc, time.time(), slot=rank, kind=kind)
             worker.status = WorkerStatus.MEMBER
-            self._workers[wid] = worker
+            self.workers.add(worker)
             members.append(wid)
         self._members = members
         return spawn_wall
@@ -247,21 +274,28 @@ class ScriptWorkerGroup(PauseAccounting):
         """SIGTERM ``wids``; SIGKILL what is left at ``deadline_s`` (the group's clock)."""
         now = time.time()
         for wid in wids:
-            worker = self._workers[wid]
+            worker = self.workers[wid]
             worker.stop_wall_s = worker.stop_wall_s or now  # their exit is planned
-            self._kill(wid, signal.SIGTERM)
+            self.workers.kill(wid, signal.SIGTERM)
         left = max(deadline_s - self._now(), 0.0)
-        if not self._wait_until(lambda: not any(self._alive(w) for w in wids), left):
+        if not self._wait_until(lambda: not any(self.workers.alive(w) for w in wids), left):
             for wid in wids:
-                if self._alive(wid):
-                    self._workers[wid].proc.send_signal(signal.SIGKILL)
-            self._wait_until(lambda: not any(self._alive(w) for w in wids), 10.0)
+                if self.workers.alive(wid):
+                    self.workers[wid].proc.send_signal(signal.SIGKILL)
+            self._wait_until(lambda: not any(self.workers.alive(w) for w in wids), 10.0)
+
+    def _wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        return wait_until(self._pump, predicate, timeout_s, self.settings.poll_interval_s)
+
+    def _clock_of(self, wall_s: float) -> float:
+        """A process's ``time.time()`` on the group's clock."""
+        return self._now() - (time.time() - wall_s)
 
     # -- what the script reports ---------------------------------------------------------
 
     def _pump(self) -> None:
         """Reap exited processes and read rank 0's new step reports."""
-        exited = self._reap()
+        exited = self.workers.reap()
         self._read_steps()
         if not exited or not self._members:
             return
@@ -269,7 +303,7 @@ class ScriptWorkerGroup(PauseAccounting):
             planned = worker.stop_wall_s is not None or worker.killed_wall_s is not None
             if worker.wid in self._members and not planned and worker.exit_code != 0:
                 self._crashed.append(worker.wid)
-        workers = [self._workers[w] for w in self._members]
+        workers = [self.workers[w] for w in self._members]
         if all(w.status is WorkerStatus.DEAD for w in workers) and all(
             w.exit_code == 0 and w.stop_wall_s is None and w.killed_wall_s is None for w in workers
         ):
@@ -305,28 +339,26 @@ class ScriptWorkerGroup(PauseAccounting):
         if self._first is None:
             self._first = (wall, step)
             for wid in self._members:  # a script is "ready" when its world has trained
-                self._workers[wid].ready_wall_s = wall
+                self.workers[wid].ready_wall_s = wall
         loss = report.get("loss")
-        self._step_walls.append(wall)
-        self._steps.append(
-            StepRecord(
-                self._clock_of(wall),
-                step,
-                len(self._members),
-                math.nan if loss is None else float(loss),
-                batch,
-                self._gen,
-                0,
-                total,
-            )
+        record = StepRecord(
+            self._clock_of(wall),
+            step,
+            len(self._members),
+            math.nan if loss is None else float(loss),
+            batch,
+            self._gen,
+            0,
+            total,
         )
+        self.steps.add(record, wall)
 
     def _raise_if_crashed(self) -> None:
         crashed = [w for w in self._crashed if w in self._members]
         self._crashed.clear()
         if not crashed:
             return
-        worker = self._workers[crashed[0]]
+        worker = self.workers[crashed[0]]
         path = self._logs / f"script-{worker.wid}.log"
         last = last_log_line(path)
         why = f": {last}" if last else ""
@@ -366,12 +398,12 @@ class ScriptWorkerGroup(PauseAccounting):
         and the survivors SIGTERMed (then SIGKILLed after ``stop_grace_s``).
         """
         self._pump()
-        spot = sorted(w for w in self._members if self._workers[w].kind is NodeKind.SPOT)
+        spot = sorted(w for w in self._members if self.workers[w].kind is NodeKind.SPOT)
         victims = spot[len(spot) - min(count, len(spot)) :]
         if not victims or self._done:
             return []
         survivors = [w for w in self._members if w not in victims]
-        kinds = [k for k in (self._workers[w].kind for w in survivors) if k is not None]
+        kinds = [k for k in (self.workers[w].kind for w in survivors) if k is not None]
         now, before = self._now(), len(self._members)
         if graceful:
             kill_at = now + self.settings.stop_grace_s if kill_at_real_s is None else kill_at_real_s
@@ -381,7 +413,7 @@ class ScriptWorkerGroup(PauseAccounting):
                 events = [*events[:-1], head, events[-1]]
             return split_preempt(events)
         for wid in victims:
-            self._kill(wid, signal.SIGKILL)
+            self.workers.kill(wid, signal.SIGKILL)
         kill_at = now + self.settings.stop_grace_s
         events = self._restart(EventKind.PREEMPT, kinds, planned=False, kill_at_s=kill_at)
         return split_preempt(events)
@@ -404,6 +436,55 @@ class ScriptWorkerGroup(PauseAccounting):
     def finish(self) -> None:
         """Training is over; whatever still runs is stopped by :meth:`close`."""
 
+    # -- queries -----------------------------------------------------------------------------
+
+    @property
+    def slots(self) -> int:
+        """The most processes (nodes) a world may have."""
+        return self.launcher.slots
+
+    def held(self) -> tuple[int, int]:
+        """``(spot, on_demand)`` processes of the current world."""
+        return self.workers.kind_counts(self._members)
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        """Worker ids of the current world, in rank order."""
+        return tuple(self._members)
+
+    def progress(self) -> GroupProgress:
+        """The latest reported training progress."""
+        self._pump()
+        return self.steps.progress(self._done, {})
+
+    def step_records(self) -> tuple[StepRecord, ...]:
+        """Every step rank 0 reported, in order of completion."""
+        self._pump()
+        return self.steps.in_order()
+
+    def worker_starts(self) -> tuple[WorkerStart, ...]:
+        """Every process started so far, ready at its world's first step."""
+        self._pump()
+        return self.workers.starts(self._clock_of)
+
+    def step_time_by_world(self, recent: int = 64) -> dict[int, float]:
+        """Median step time (real s) per world size, from consecutive steps of one world."""
+        return self.pauses.step_time_by_world(recent)
+
+    def typical_step_s(self, world: int | None = None) -> float | None:
+        """Median step time at ``world`` (or at the current size)."""
+        return self.pauses.typical_step_s(len(self._members) if world is None else world)
+
+    @property
+    def global_batch(self) -> int | None:
+        """Samples per step, once the script has reported it."""
+        return self._global_batch
+
+    @property
+    def done(self) -> bool:
+        """Whether every process of the world exited 0 on its own."""
+        return self._done
+
     # -- one restart ----------------------------------------------------------------------
 
     def _restart(
@@ -411,11 +492,11 @@ class ScriptWorkerGroup(PauseAccounting):
     ) -> list[GroupEvent]:
         """Stop the world, start ``len(kinds)`` fresh processes, wait for the first step."""
         begin = self._now()
-        old = [w for w in self._members if self._alive(w)]
+        old = [w for w in self._members if self.workers.alive(w)]
         before = len(self._members)
-        typical = self.typical_step_s(before) if before else None
-        last_wall = self._last_step_wall()
-        lineage = self._lineage()
+        typical = self.pauses.typical_step_s(before) if before else None
+        last_wall = self.steps.last_wall_s()
+        lineage = self.pauses.lineage()
         t_stop = time.time()
         self._stop(old, deadline_s=kill_at_s)
         teardown = time.time() - t_stop if old else 0.0
@@ -458,7 +539,7 @@ class ScriptWorkerGroup(PauseAccounting):
             return
 
         def settled() -> bool:
-            gone = all(not self._alive(w) for w in self._members)
+            gone = all(not self.workers.alive(w) for w in self._members)
             return self._first is not None or self._done or bool(self._crashed) or gone
 
         if not self._wait_until(settled, self.spec.first_step_timeout_s):

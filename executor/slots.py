@@ -9,7 +9,7 @@ makes that a hard limit.
 
 Each job gets one :class:`SlotView` per real launcher.  A view *is* a
 :class:`~.launchers.Launcher` to the job's group, so the group's own slot
-bookkeeping (:meth:`~.pool.WorkerPool._spawn`) needs no change: its ``slots`` is
+bookkeeping (:meth:`~.pool.WorkerPool.spawn`) needs no change: its ``slots`` is
 what the job may use on that launcher right now, namely the processes it already has
 there plus the slots nobody uses, never more than its quota over all launchers.  A
 process holds its slot until it has exited, so a slot given up by one job reaches

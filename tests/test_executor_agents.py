@@ -61,7 +61,7 @@ def test_two_agents_on_loopback_serve_one_elastic_group(tmp_path):
         assert group.slots == 4
         first = group.apply(4, 0)
         assert [e.kind for e in first] == [EventKind.SCALE_UP] and group.held() == (4, 0)
-        hosts = {group._workers[w].launcher.name for w in group.members}  # noqa: SLF001
+        hosts = {group.pool.workers[w].launcher.name for w in group.members}
         assert len(hosts) == 2  # the group spans both agents
         start = group.progress().step
         deadline = time.monotonic() + 30

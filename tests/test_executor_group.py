@@ -5,7 +5,7 @@ behind it: a spawned worker reports ``READY`` at once, and every command the gro
 publishes is answered at once, the way real workers answer it (rank 0 reports the
 pause of a new generation; ``STOP`` makes rank 0 checkpoint and report, then every
 member exits with code 0).  Exits and their last events are in place before the
-group's next ``_pump``, which is the order that made a planned stop look like a
+pool's next ``pump``, which is the order that made a planned stop look like a
 crash, so nothing here depends on timing.
 """
 
@@ -164,8 +164,8 @@ def fake_group(mode: RescaleMode, *, standby: bool = False, slots: int = 2):
         poll_interval_s=0.0,
     )
     group = ProcessWorkerGroup(settings, [FakeLauncher(cluster, slots)])
-    group._store = cluster  # what start() would open; nothing else in start() matters here
-    group._checkpoint_path = "ckpt.pt"
+    group.pool._store = cluster  # what start() would open; nothing else in start() matters here
+    group.pool._checkpoint_path = "ckpt.pt"
     return group, cluster
 
 
@@ -185,11 +185,11 @@ def test_a_planned_restart_logs_no_unexpected_exit(caplog):
     assert kinds(group.apply(2, 0)) == [EventKind.SCALE_UP]
     with caplog.at_level(logging.WARNING):
         events = group.apply(1, 0)  # stop both (checkpoint first), cold-start one
-        group._pump()
+        group.pool.pump()
     assert kinds(events) == [EventKind.CHECKPOINT, EventKind.SCALE_DOWN]
     assert group.members == (2,)
     assert unexpected(caplog) == []
-    assert group._crashed == []
+    assert group.pool.crashed == []
 
 
 def test_a_graceful_preemption_of_every_node_in_restart_mode_logs_no_unexpected_exit(caplog):
@@ -197,10 +197,10 @@ def test_a_graceful_preemption_of_every_node_in_restart_mode_logs_no_unexpected_
     group.apply(2, 0)
     with caplog.at_level(logging.WARNING):
         events = group.preempt(2, graceful=True)
-        group._pump()
+        group.pool.pump()
     assert kinds(events) == [EventKind.CHECKPOINT, EventKind.PREEMPT, EventKind.PAUSE]
     assert unexpected(caplog) == []
-    assert group._crashed == []
+    assert group.pool.crashed == []
 
 
 def test_releasing_every_node_in_place_without_standbys_logs_no_unexpected_exit(caplog):
@@ -208,10 +208,10 @@ def test_releasing_every_node_in_place_without_standbys_logs_no_unexpected_exit(
     assert kinds(group.apply(2, 0)) == [EventKind.SCALE_UP]
     with caplog.at_level(logging.WARNING):
         events = group.apply(0, 0)  # STOP without keep: the members exit
-        group._pump()
+        group.pool.pump()
     assert kinds(events) == [EventKind.CHECKPOINT, EventKind.PAUSE]
     assert unexpected(caplog) == []
-    assert group._crashed == []
+    assert group.pool.crashed == []
 
 
 def test_members_exiting_after_done_are_no_crash(caplog):
@@ -219,10 +219,10 @@ def test_members_exiting_after_done_are_no_crash(caplog):
     group.apply(2, 0)
     cluster.finish()  # the exits are seen in the same pump as the DONE event
     with caplog.at_level(logging.WARNING):
-        group._pump()
+        group.pool.pump()
     assert group.done
     assert unexpected(caplog) == []
-    assert group._crashed == []
+    assert group.pool.crashed == []
 
 
 # -- real crashes still are ------------------------------------------------------------------
@@ -235,9 +235,9 @@ def test_a_member_that_dies_on_its_own_is_reported_once(caplog):
     cluster.procs[victim].code = -9  # SIGKILL from outside: nobody asked for it
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
-            group._pump()
+            group.pool.pump()
     assert unexpected(caplog) == [f"worker {victim} {UNEXPECTED} (code -9)"]
-    assert group._crashed == [victim]
+    assert group.pool.crashed == [victim]
 
 
 def test_a_member_that_crashes_during_a_planned_stop_is_reported(caplog):
@@ -249,9 +249,9 @@ def test_a_member_that_crashes_during_a_planned_stop_is_reported(caplog):
     cluster.stop_codes[rank0] = 17
     with caplog.at_level(logging.WARNING):
         group.apply(1, 0)
-        group._pump()
+        group.pool.pump()
     assert unexpected(caplog) == [f"worker {rank0} {UNEXPECTED} (code 17)"]
-    assert other not in group._crashed
+    assert other not in group.pool.crashed
 
 
 def test_a_member_killed_by_the_group_is_no_crash(caplog):
@@ -260,9 +260,9 @@ def test_a_member_killed_by_the_group_is_no_crash(caplog):
     victim = group.members[-1]
     with caplog.at_level(logging.WARNING):
         events = group.preempt(1, graceful=False)
-        group._pump()
+        group.pool.pump()
     assert kinds(events)[0] is EventKind.PREEMPT
-    assert group.held() == (1, 0) and group._workers[victim].kind is NodeKind.SPOT
+    assert group.held() == (1, 0) and group.pool.workers[victim].kind is NodeKind.SPOT
     assert unexpected(caplog) == []
 
 
@@ -289,10 +289,10 @@ def test_release_standbys_sends_dropped_members_home_and_keeps_what_is_asked(cap
     assert len(alive) == 3 and group.held() == (1, 0)
     with caplog.at_level(logging.WARNING):
         assert group.release_standbys(keep=1) == 1
-        group._pump()
+        group.pool.pump()
     assert sum(1 for p in cluster.procs.values() if p.code is None) == 2  # one standby kept
     assert group.release_standbys(keep=0) == 1
-    group._pump()
+    group.pool.pump()
     assert [w for w, p in cluster.procs.items() if p.code is None] == list(group.members)
     assert group.held() == (1, 0) and not unexpected(caplog)
 
@@ -324,7 +324,7 @@ def test_workers_that_never_start_end_the_group_in_one_line_not_in_a_loop(tmp_pa
     launcher = DyingLauncher(cluster, 2, tmp_path)
     group, _ = fake_group(RescaleMode.INPLACE)
     group.launchers = [launcher]
-    group._store = cluster
+    group.pool._store = cluster
     with pytest.raises(ExecutorError) as info:
         for _ in range(50):  # a caller retrying the scale-up, as a cluster job does
             group.apply(2, 0)

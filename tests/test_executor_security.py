@@ -272,7 +272,7 @@ def test_the_store_attack_runs_nothing(tmp_path):
     try:
         group.start()
         assert group.apply(2, 0)
-        store = group._store  # noqa: SLF001 - the run's store
+        store = group.pool._store  # noqa: SLF001 - the run's store
         host, port = "127.0.0.1", store.port
         # 1. a TCPStore client, as in the report: refused at the handshake
         from datetime import timedelta
@@ -293,7 +293,7 @@ def test_the_store_attack_runs_nothing(tmp_path):
                 raise ConnectionResetError
         assert "config" not in store.keys()
         # 3. even a client *with* the secret: the store holds data, nobody reads config
-        insider = StoreClient(f"{host}:{port}", group._files.secret())  # noqa: SLF001
+        insider = StoreClient(f"{host}:{port}", group.pool._files.secret())  # noqa: SLF001
         insider.request(StoreOp.SET, [b"config", evil])
         insider.close()
         # then kill a member: the pool respawns a standby, which reads its settings file

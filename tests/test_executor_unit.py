@@ -161,17 +161,18 @@ def test_a_rollback_costs_the_measured_time_of_the_lost_steps():
         ]
 
     # 1 worker at 1 ms/step (steps 1-100), then 4 workers at 6 ms/step (steps 101-200)
-    group._steps = steps(0, 1, 1, 100, 0.001, 0.001) + steps(1, 4, 101, 100, 0.2, 0.006)
+    log = group.pool.reports.steps
+    log.records = steps(0, 1, 1, 100, 0.001, 0.001) + steps(1, 4, 101, 100, 0.2, 0.006)
     # from a checkpoint at step 50: steps 51-100 (50 ms), 101 (first of a generation:
     # a typical 4-worker step), 102-200 (99 x 6 ms), plus one 4-worker step in flight
     expected = 50 * 0.001 + 0.006 + 99 * 0.006 + 0.006
-    assert group._rollback_run_s(50, 4) == pytest.approx(expected)
+    assert group.pauses.rollback_run_s(50, 4) == pytest.approx(expected)
     # the old estimate, 151 lost steps x today's 6 ms step, overstated it by 38 %
     assert 151 * 0.006 / expected == pytest.approx(1.38, abs=0.01)
     # a redone step counts once, as last run: a restart redid 101-200 at 2 ms/step
-    group._steps += steps(2, 2, 101, 100, 1.0, 0.002)
+    log.records += steps(2, 2, 101, 100, 1.0, 0.002)
     redone = 50 * 0.001 + 0.002 + 99 * 0.002 + 0.006
-    assert group._rollback_run_s(50, 4) == pytest.approx(redone)
+    assert group.pauses.rollback_run_s(50, 4) == pytest.approx(redone)
 
 
 def test_a_second_total_loss_counts_only_what_was_committed_since_the_restart():
@@ -187,13 +188,14 @@ def test_a_second_total_loss_counts_only_what_was_committed_since_the_restart():
         ]
 
     # steps 1-8,999, a total loss with no checkpoint (back to 0), then 1-272 again
-    group._steps = steps(0, 1, 8999, 0.0) + steps(1, 1, 272, 100.0)
-    group._last_checkpoint_step = None
-    assert group._last_step() == 272
-    assert group._lost_since(0) == 272  # not 8,999: those were lost the first time
+    log = group.pool.reports.steps
+    log.records = steps(0, 1, 8999, 0.0) + steps(1, 1, 272, 100.0)
+    assert group.last_checkpoint_step is None
+    assert log.last_step() == 272
+    assert group.pauses.lost_since(0) == 272  # not 8,999: those were lost the first time
     # the step ids logged since the restart are exactly the ones a second loss loses
-    since_restart = {r.step for r in group._steps if r.gen == 1}
-    assert group._lost_since(0) == len(since_restart)
+    since_restart = {r.step for r in log.records if r.gen == 1}
+    assert group.pauses.lost_since(0) == len(since_restart)
     # a checkpoint at 200 after the restart: only 201-272 are lost
-    assert group._lost_since(200) == 72
-    assert group._rollback_run_s(200, 2) == pytest.approx(72 * 0.001 + 0.001)
+    assert group.pauses.lost_since(200) == 72
+    assert group.pauses.rollback_run_s(200, 2) == pytest.approx(72 * 0.001 + 0.001)

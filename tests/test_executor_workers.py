@@ -167,7 +167,7 @@ def test_a_hung_worker_is_timed_out_and_removed(tmp_path):
         g.apply(3, 0)
         wait_steps(g, 20)
         victim = g.members[-1]
-        g._workers[victim].proc.send_signal(signal.SIGSTOP)  # noqa: SLF001
+        g.pool.workers[victim].proc.send_signal(signal.SIGSTOP)
         try:
             deadline = time.monotonic() + 40
             handled = []
@@ -180,7 +180,7 @@ def test_a_hung_worker_is_timed_out_and_removed(tmp_path):
             assert wait_steps(g, step + 20) >= step + 20
         finally:
             with contextlib.suppress(ProcessLookupError):
-                g._workers[victim].proc.send_signal(signal.SIGKILL)  # noqa: SLF001
+                g.pool.workers[victim].proc.send_signal(signal.SIGKILL)
 
 
 # -- scale up and down, both modes ---------------------------------------------------------------

@@ -177,7 +177,7 @@ def test_a_noticed_preemption_sigterms_then_sigkills_at_the_drop(tmp_path):
         assert kinds(events) == [EventKind.PREEMPT, EventKind.PAUSE]
         assert (out / "term-0-0").exists() and (out / "term-0-1").exists()
         assert 0.9 <= waited < 4.0  # SIGKILL at the drop, not before, not after the grace
-        assert all(not group._alive(w) for w in group._workers)
+        assert all(not group.workers.alive(w) for w in group.workers)
         assert group.held() == (0, 0)
     finally:
         group.close()
