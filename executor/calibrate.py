@@ -262,15 +262,25 @@ def profile_of_runs(
     )
 
 
-def _plan(config: CalibrationConfig) -> list[tuple[str, str, tuple[int, ...], float, int | None]]:
-    """The runs: ``(name, mechanism, schedule, segment_s, steps)`` (steps None: by time)."""
+def _plan(
+    config: CalibrationConfig, start_s: float
+) -> list[tuple[str, str, tuple[int, ...], float, int | None]]:
+    """The runs: ``(name, mechanism, schedule, segment_s, steps)`` (steps None: by time).
+
+    A segment lasts at least the measured torch start (``start_s``): a killed
+    worker's replacement needs a few of them to become ready, and the schedules
+    give it two segments or more.  With fixed 1.5 s segments a busy machine, where
+    torch takes 15 s to import, ended the quick run before any replacement was ready
+    (the profile then had no single-worker cold start).
+    """
+    segment_s = max(config.segment_s, start_s)
     runs: list[tuple[str, str, tuple[int, ...], float, int | None]] = []
     for mechanism in config.mechanisms:
         if mechanism == "restart":
             # a restart takes seconds (fresh processes), so its segments are longer
-            runs.append(("restart", "restart", RESTART_SCHEDULE, config.segment_s * 3.0, None))
+            runs.append(("restart", "restart", RESTART_SCHEDULE, segment_s * 3.0, None))
         else:
-            runs.append((mechanism, mechanism, config.inplace_schedule, config.segment_s, None))
+            runs.append((mechanism, mechanism, config.inplace_schedule, segment_s, None))
             for size in range(2, config.max_nodes + 1):
                 runs.append((f"startup-{size}", mechanism, (size,), 1.0, STARTUP_STEPS))
     return runs
@@ -382,12 +392,11 @@ def calibrate(
         work_dir = tmp.name
     root = Path(work_dir)
     root.mkdir(parents=True, exist_ok=True)
-    plan = _plan(config)
-    total = len(plan) + 1
+    guess_s = 3.0  # an idle machine's torch import, until measured
+    total = len(_plan(config, guess_s)) + 1
     try:
-        guess_s = 3.0  # an idle machine's torch import, until measured
         first = config.starts * guess_s
-        runs_s = sum(_expected_run_s(each, config, guess_s) for each in plan)
+        runs_s = sum(_expected_run_s(each, config, guess_s) for each in _plan(config, guess_s))
         stage(
             CalibrationStage(
                 1, total, "worker start time (interpreter + torch import)", first, first + runs_s
@@ -395,6 +404,7 @@ def calibrate(
         )
         start_s = measure_worker_start_s(config.starts)
         budgets = Budgets.of(start_s, config.max_nodes)
+        plan = _plan(config, start_s)
         expected = [_expected_run_s(each, config, start_s) for each in plan]
         run_dirs = []
         checkpoint_bytes = 0
