@@ -18,14 +18,15 @@ the books are in trace seconds.
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Any
 
 from elasim.jobmodel import Accounting, Activity, JobStateMachine, RescaleMode
 from elasim.jobmodel.accounting import RESCALE_KINDS
+from elasim.jobmodel.actions import members_lost
 from elasim.policies import EventKind, EventRecord, JobState
 
 from .controls import ControllerConfig, WorkerGroup
+from .estimates import MeasuredEstimates
 from .group import GroupEvent
 
 __all__ = ["GroupActuator"]
@@ -59,15 +60,14 @@ class GroupActuator:
         self._sm = JobStateMachine()
         self._last_s = 0.0
         self._acquired = (0, 0)
-        self._pauses_real_s: list[float] = []
-        self._resumes_real_s: list[float] = []
-        self._writes_real_s: list[float] = []
+        self.meter = self
+        #: what the loop's observation and rules estimate, from what this measured
+        self.estimates = MeasuredEstimates(group, config)
         self._moves: list[tuple[float, Activity]] = []
         #: real seconds since the start, and the raw pause interval, of each event it
         #: reported, by the event's identity (the loop adds notices and DONE itself)
         self.measured: dict[int, tuple[float, float | None]] = {}
         self.last_pause_s: float | None = None
-        self.leave_margin_s = config.graceful_margin_real_s * self.scale
 
     # -- state -------------------------------------------------------------------------
 
@@ -164,17 +164,14 @@ class GroupActuator:
         return out
 
     def _measure(self, record: EventRecord) -> None:
+        """Book a measured pause or write where its time went; the estimates learn it."""
+        self.estimates.learn(record)
         pause = record.pause.pause_s
         if record.kind is EventKind.CHECKPOINT:
-            self._writes_real_s.append(record.pause.state_s)
             self._moves.append((pause * self.scale, Activity.CHECKPOINT))
         elif pause > 0 and record.kind in RESCALE_KINDS | {EventKind.PREEMPT}:
             self.last_pause_s = pause
             self._moves.append((pause * self.scale, Activity.RESCALE))
-            if record.kind is EventKind.RESUME or record.nodes_before == 0:
-                self._resumes_real_s.append(pause)
-            elif record.kind in (EventKind.SCALE_UP, EventKind.SCALE_DOWN):
-                self._pauses_real_s.append(pause)
 
     # -- acting ------------------------------------------------------------------------------
 
@@ -203,7 +200,7 @@ class GroupActuator:
         paid_spot = self.paid()[0]
         keep = max(paid_spot - victims, 0)
         self._acquired = (min(self._acquired[0], keep), self._acquired[1])
-        kill = self.group.held()[0] - keep
+        kill = members_lost(victims, paid_spot, self.group.held()[0])
         if kill <= 0:
             return []
         kill_at = None if drop_s is None else self._origin() + drop_s / self.scale
@@ -225,7 +222,7 @@ class GroupActuator:
         """Crashed members and failed collectives, handled by the group."""
         return self._convert(self.group.poll())
 
-    # -- estimates (trace seconds) --------------------------------------------------------------
+    # -- the meter (trace seconds) ------------------------------------------------------------
 
     def progress(self) -> float:
         """Steps done / the job's steps."""
@@ -253,59 +250,3 @@ class GroupActuator:
             self._sm.state.value,
             self.step_count(),
         )
-
-    def throughput_table(self) -> tuple[float, ...]:
-        """Given, or measured: ``global_batch / step time`` per world size.
-
-        Sizes not measured yet are extrapolated linearly from the nearest measured size
-        (``thr(n) = thr(m) * n / m``); before any measurement ``prior_step_real_s``
-        stands in.
-        """
-        cfg = self.config
-        if cfg.throughput_samples_per_s is not None:
-            return tuple(cfg.throughput_samples_per_s)
-        batch = self.group.global_batch or cfg.global_batch
-        measured = self.group.step_time_by_world()
-        table = [0.0]
-        for n in range(1, cfg.max_nodes + 1):
-            if n in measured and measured[n] > 0:
-                real = batch / measured[n]
-            elif measured:
-                m = min(measured, key=lambda k: (abs(k - n), k))
-                real = batch / measured[m] * n / m
-            else:
-                real = batch / cfg.prior_step_real_s * n
-            table.append(real / cfg.time_scale)
-        return tuple(table)
-
-    def efficiency_table(self) -> tuple[float, ...]:
-        """Given, or 1.0 everywhere (the executor keeps the global batch fixed)."""
-        cfg = self.config
-        return cfg.statistical_efficiency or (1.0,) * (cfg.max_nodes + 1)
-
-    def rescale_cost_s(self) -> float:
-        """Given, or the median measured planned pause (prior before any)."""
-        cfg = self.config
-        if cfg.rescale_cost_trace_s is not None:
-            return cfg.rescale_cost_trace_s
-        pauses = self._pauses_real_s
-        real = statistics.median(pauses) if pauses else cfg.rescale_cost_prior_real_s
-        return real * self.scale
-
-    def resume_cost_s(self) -> float | None:
-        """The median measured start from no nodes (None before one was measured)."""
-        if self.config.rescale_cost_trace_s is not None:
-            return None
-        resumes = self._resumes_real_s
-        return statistics.median(resumes) * self.scale if resumes else None
-
-    def step_s(self) -> float:
-        """The typical measured step now (prior before any)."""
-        real = self.group.typical_step_s() or self.config.prior_step_real_s
-        return real * self.scale
-
-    def checkpoint_write_s(self) -> float:
-        """The median measured checkpoint write (prior before any)."""
-        writes = self._writes_real_s
-        real = statistics.median(writes) if writes else self.config.checkpoint_write_prior_real_s
-        return real * self.scale

@@ -82,7 +82,7 @@ from .records import (
 )
 from .restart import RestartChanges
 from .settings import GroupSettings
-from .workertable import NodeKind, Worker, WorkerStatus
+from .workertable import NodeKind, Worker, WorkerStatus, newest
 
 __all__ = [
     "ExecutorError",
@@ -203,9 +203,7 @@ class ProcessWorkerGroup:
         cur = list(pool.members)
         cur_spot = [w for w in cur if pool.workers[w].kind is NodeKind.SPOT]
         cur_od = [w for w in cur if pool.workers[w].kind is NodeKind.ON_DEMAND]
-        # victims of a scale-down: the newest first (deterministic)
-        drop = set(sorted(cur_spot)[spot:] if len(cur_spot) > spot else [])
-        drop |= set(sorted(cur_od)[on_demand:] if len(cur_od) > on_demand else [])
+        drop = {*newest(cur_spot, len(cur_spot) - spot), *newest(cur_od, len(cur_od) - on_demand)}
         add_spot = max(spot - len(cur_spot), 0)
         add_od = max(on_demand - len(cur_od), 0)
         if not drop and not add_spot and not add_od:
@@ -236,8 +234,7 @@ class ProcessWorkerGroup:
     def _preempt(self, count: int, *, graceful: bool) -> list[GroupEvent]:
         pool = self.pool
         pool.pump()
-        spot_members = sorted(w for w in pool.members if pool.workers[w].kind is NodeKind.SPOT)
-        victims = spot_members[len(spot_members) - min(count, len(spot_members)) :]
+        victims = newest((w for w in pool.members if pool.workers[w].kind is NodeKind.SPOT), count)
         if not victims or pool.reports.done:
             return []
         begin = self._now()

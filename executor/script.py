@@ -88,7 +88,7 @@ from .records import (
 )
 from .report import STEP_FILE_ENV
 from .settings import GroupSettings
-from .workertable import NodeKind, Worker, WorkerStatus, WorkerTable, wait_until
+from .workertable import NodeKind, Worker, WorkerStatus, WorkerTable, newest, wait_until
 
 __all__ = ["ScriptFailed", "ScriptSpec", "ScriptWorkerGroup"]
 
@@ -398,8 +398,7 @@ class ScriptWorkerGroup:
         and the survivors SIGTERMed (then SIGKILLed after ``stop_grace_s``).
         """
         self._pump()
-        spot = sorted(w for w in self._members if self.workers[w].kind is NodeKind.SPOT)
-        victims = spot[len(spot) - min(count, len(spot)) :]
+        victims = newest((w for w in self._members if self.workers[w].kind is NodeKind.SPOT), count)
         if not victims or self._done:
             return []
         survivors = [w for w in self._members if w not in victims]

@@ -21,13 +21,13 @@ import contextlib
 import enum
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .launchers import Launcher, ProcessHandle
 from .records import WorkerStart
 
-__all__ = ["NodeKind", "Worker", "WorkerStatus", "WorkerTable", "wait_until"]
+__all__ = ["NodeKind", "Worker", "WorkerStatus", "WorkerTable", "newest", "wait_until"]
 
 
 class NodeKind(str, enum.Enum):
@@ -177,6 +177,17 @@ class WorkerTable:
             )
             for w in sorted(self._workers.values(), key=lambda w: w.wid)
         )
+
+
+def newest(ids: Iterable[int], count: int) -> list[int]:
+    """The ``count`` newest of ``ids`` (highest ids, so highest ranks), in id order.
+
+    The group's victim choice, for a scale-down and a preemption alike: the newest
+    workers go first, deterministically, so that the oldest (rank 0, which writes the
+    checkpoints) stays.
+    """
+    ordered = sorted(ids)
+    return ordered[len(ordered) - min(max(count, 0), len(ordered)) :]
 
 
 def wait_until(

@@ -1,9 +1,10 @@
 """The fluid model of one elastic job: the simulator's actuator (standard library only).
 
-It is an :class:`~elasim.jobmodel.actuator.Actuator`, like the executor's real worker
-group, so the same :class:`~elasim.jobmodel.loop.JobLoop` drives both.  Because it
-needs no SimPy, the executor's controller can drive it too, on a fake clock: that is
-how the parity test shows that the two shells run the same job model.
+It is an :class:`~elasim.jobmodel.actuator.Actuator` (and its own meter and estimates:
+the model is all three roles), like the executor's real worker group, so the same
+:class:`~elasim.jobmodel.loop.JobLoop` drives both.  Because it needs no SimPy, the
+executor's controller can drive it too, on a fake clock: that is how the parity test
+shows that the two shells run the same job model.
 
 Model assumptions (also in the README):
 
@@ -35,6 +36,7 @@ from typing import Any
 from elasim.policies import EventKind, EventRecord, JobState, PauseComponents
 
 from .accounting import Accounting, Activity, JobStateMachine
+from .actions import members_lost
 from .options import JobRules, RescaleMode
 
 __all__ = ["FluidJob", "pause_for"]
@@ -130,6 +132,9 @@ class FluidJob:
         self.training = False
         self.now = 0.0
         self._last_s = 0.0
+        # the model is its own meter and estimates (elasim.jobmodel.actuator's roles)
+        self.meter = self
+        self.estimates = self
         # holdings: nodes paid for; group: nodes training; booting: [ready, spot, od, asked]
         self.spot_held = 0
         self.od_held = 0
@@ -513,14 +518,17 @@ class FluidJob:
         ``drop_s`` is unused: a modelled leave takes exactly the time it is given.
         """
         self.now = now_s
+        lost_members = members_lost(victims, self.spot_held, self.group_spot)
         self.spot_held -= victims
+        starting = victims - lost_members  # the booting nodes taken, newest first
         for batch in reversed(self.booting):
-            take = min(int(batch[1]), victims)
+            take = min(int(batch[1]), starting)
             batch[1] -= take
-            victims -= take
+            starting -= take
         self.booting = [b for b in self.booting if b[1] or b[2]]
-        if victims <= 0:
+        if lost_members <= 0:
             return []
+        victims = lost_members
         before = self.group
         self.group_spot -= victims
         after = self.group

@@ -46,10 +46,23 @@ from elasim.policies import (
     clamp,
 )
 
+from .actions import (
+    Action,
+    Cap,
+    Hold,
+    PlanLeave,
+    Preempt,
+    Warn,
+    caps_in_force,
+    hold,
+    on_capacity,
+    on_leave,
+    on_notice,
+)
 from .actuator import Actuator
 from .options import JobRules
 from .replay import CapacityReplay, ReplayItem
-from .rules import CheckpointSchedule, leave_lead_s
+from .rules import CheckpointSchedule
 
 __all__ = ["JobLoop", "PolicyError", "TimelineRow"]
 
@@ -146,6 +159,8 @@ class JobLoop:
     ) -> None:
         self.policy = policy
         self.actuator = actuator
+        self.meter = actuator.meter
+        self.estimates = actuator.estimates
         self.rules = rules
         self.replay = replay
         self.available, self.price = replay.initial if replay is not None else initial
@@ -157,8 +172,8 @@ class JobLoop:
         self.events: list[EventRecord] = []
         self._rows: list[tuple[Any, ...]] = []  # TimelineRow fields, as plain tuples
         self._recent: list[ObservedEvent] = []
-        self._leaves: list[tuple[float, float, int]] = []  # (leave at, drop at, available)
-        self._caps: list[tuple[float, int]] = []  # (drop at, available): no taking back
+        self._leaves: list[PlanLeave] = []  # in leave-time order
+        self._caps: list[Cap] = []  # capacity given up under a notice: no taking back
         self.target = Decision(0, 0)
         self.decision_due = True
         self._fresh = True
@@ -170,7 +185,7 @@ class JobLoop:
         self._horizon_s = rules.horizon_s
         self._since_checkpoint_s = 0.0
         self.checkpoint_interval_s = self.schedule.current_interval_s(
-            actuator.checkpoint_write_s(), 0.0, 0
+            self.estimates.checkpoint_write_s(), 0.0, 0
         )
         self.turns = 0
         #: what the policy saw at the start (the summary's ``deadline_feasible``)
@@ -191,7 +206,7 @@ class JobLoop:
         self.turns += 1
         if self.finished:
             return math.inf
-        actuator = self.actuator
+        actuator, meter = self.actuator, self.meter
         if self._leaves or now_s >= self._replay_due_s:
             if self._inputs(now_s):
                 return math.inf
@@ -206,10 +221,10 @@ class JobLoop:
             settled = actuator.settle(now_s)
             if settled:  # (progress moves only with time: done is checked on advancing)
                 self._record(settled)
-                if actuator.finished(now_s):
+                if meter.finished(now_s):
                     self._done(now_s)
                     return math.inf
-            if actuator.training and self._since_checkpoint_s >= self.checkpoint_interval_s - 1e-6:
+            if meter.training and self._since_checkpoint_s >= self.checkpoint_interval_s - 1e-6:
                 self._checkpoint(now_s)
             admitted = actuator.admit(now_s)
             if admitted:
@@ -231,10 +246,10 @@ class JobLoop:
                 self._set_replay_next(self.replay.next_time_s())
             if self._replay_next_s < best:
                 best = self._replay_next_s
-        if self._leaves and self._leaves[0][0] < best:
-            best = self._leaves[0][0]
+        if self._leaves and self._leaves[0].leave_s < best:
+            best = self._leaves[0].leave_s
         interval = self.checkpoint_interval_s
-        if actuator.training and interval < math.inf:
+        if meter.training and interval < math.inf:
             due = now_s + max(interval - self._since_checkpoint_s, 0.0)
             if due < best:
                 best = due
@@ -276,13 +291,13 @@ class JobLoop:
         if dt <= 0:
             return self.done_s is not None
         self._last_s = t
-        actuator = self.actuator
-        spot, od = actuator.paid()
+        meter = self.meter
+        spot, od = meter.paid()
         self.books.bill(dt, spot, od, self.price, self._od_price)
-        if actuator.training:
+        if meter.training:
             self._since_checkpoint_s += dt
-        actuator.advance(t, self.books)
-        if actuator.finished(t):
+        self.actuator.advance(t, self.books)
+        if meter.finished(t):
             self._done(t)
             return True
         return False
@@ -290,7 +305,7 @@ class JobLoop:
     def _check_done(self, t: float) -> bool:
         if self.done_s is not None:
             return True
-        if not self.actuator.finished(t):
+        if not self.meter.finished(t):
             return False
         self._done(t)
         return True
@@ -299,7 +314,7 @@ class JobLoop:
         """The target was reached at ``t``: the last event, and no more turns."""
         if self.done_s is not None:
             return
-        spot, od = self.actuator.members()
+        spot, od = self.meter.members()
         self.finished = True
         self.done_s = t
         self._record([EventRecord(t, EventKind.DONE, spot + od, spot + od)])
@@ -307,61 +322,72 @@ class JobLoop:
     # -- trace items ----------------------------------------------------------------------
 
     def _on_notice(self, item: ReplayItem, t: float) -> None:
-        """A drop to ``item.available`` at ``item.drop_s``: plan a graceful leave if possible.
-
-        The leave is planned even when the job holds none of the doomed nodes yet: it
-        may acquire them before the drop, and it was warned all the same.
-        """
-        actuator = self.actuator
-        paid_spot = actuator.paid()[0]
-        group_spot, group_od = actuator.members()
-        before = group_spot + group_od
-        # starting nodes are taken first (both actuators do so): members lose only
-        # what the starting ones cannot cover
-        after = before - min(group_spot, max(group_spot - item.available, 0))
-        drop_s = float(item.drop_s if item.drop_s is not None else t)
-        if item.available < paid_spot:
-            self._record([EventRecord(t, EventKind.PREEMPT_NOTICE, before, after)], drop_s)
-            self.decision_due = True
-        lead_s = leave_lead_s(
-            step_s=actuator.step_s(),
-            checkpoint_write_s=actuator.checkpoint_write_s(),
-            survivors=after,
+        """A drop to ``item.available`` at ``item.drop_s`` (:func:`~.actions.on_notice`)."""
+        member_spot, member_od = self.meter.members()
+        actions = on_notice(
+            time_s=t,
+            drop_s=float(item.drop_s if item.drop_s is not None else t),
+            available=item.available,
+            paid_spot=self.meter.paid()[0],
+            member_spot=member_spot,
+            member_on_demand=member_od,
+            step_s=self.estimates.step_s(),
+            checkpoint_write_s=self.estimates.checkpoint_write_s(),
             mode=self.rules.rescale,
-            margin_s=actuator.leave_margin_s,
+            margin_s=self.estimates.leave_margin_s,
         )
-        if drop_s - t >= lead_s - _EPS:
-            self._leaves.append((max(drop_s - lead_s, t), drop_s, item.available))
-            self._leaves.sort()
+        self._apply(actions)
 
     def _leaves_due(self, t: float) -> bool:
         """Warned victims leave gracefully at their leave time; True if the job finished."""
-        while self._leaves and self._leaves[0][0] <= t + _EPS:
-            leave_s, drop_s, available = self._leaves.pop(0)
-            leave_s = max(leave_s, self._last_s)
+        while self._leaves and self._leaves[0].leave_s <= t + _EPS:
+            leave = self._leaves.pop(0)
+            leave_s = max(leave.leave_s, self._last_s)
             if self._advance_to(leave_s):
                 return True
-            self._caps.append((drop_s, available))
-            paid_spot = self.actuator.paid()[0]
-            if paid_spot > available:
-                victims = paid_spot - available
-                self._record(self.actuator.preempt(victims, True, leave_s, drop_s))
+            self._apply(on_leave(leave, leave_s, self.meter.paid()[0]))
         return False
 
     def _on_capacity(self, item: ReplayItem, t: float) -> None:
         self.available, self.price = item.available, item.price_per_hour
         self.decision_due = self._fresh = True
-        paid_spot = self.actuator.paid()[0]
-        if paid_spot > item.available:
-            self._record(self.actuator.preempt(paid_spot - item.available, False, t))
+        self._apply(on_capacity(item.available, self.meter.paid()[0], t))
         self._snapshot(t)
+
+    def _apply(self, actions: tuple[Action, ...]) -> None:
+        """Carry out actions in order (:meth:`_carry_out`)."""
+        for action in actions:
+            self._carry_out(action)
+
+    def _carry_out(self, action: Action) -> None:
+        """The one place where the loop's choices (:mod:`.actions`) take effect."""
+        kind = type(action)
+        if kind is Hold:  # every turn: first
+            events = self.actuator.apply(*action)
+        elif kind is Preempt:
+            events = self.actuator.preempt(*action)
+        elif kind is Warn:
+            self._record([action.event], action.drop_s)
+            self.decision_due = True
+            return
+        elif kind is PlanLeave:
+            self._leaves.append(action)
+            self._leaves.sort()
+            return
+        elif kind is Cap:
+            self._caps.append(action)
+            return
+        else:
+            raise TypeError(f"not an action: {action!r}")
+        if events:
+            self._record(events)
 
     # -- deciding and applying ------------------------------------------------------------
 
     def observe(self, now_s: float) -> Observation:
         """The immutable snapshot the policy sees."""
-        actuator = self.actuator
-        spot, od = actuator.paid()
+        meter, estimates = self.meter, self.estimates
+        spot, od = meter.paid()
         rules = self.rules
         return Observation(
             now_s=now_s,
@@ -370,19 +396,19 @@ class JobLoop:
             on_demand_held=od,
             spot_price_per_hour=self.price,
             on_demand_price_per_hour=self._od_price,
-            progress=actuator.progress(),
-            remaining_samples=actuator.remaining_samples(),
-            throughput_samples_per_s=actuator.throughput_table(),
-            statistical_efficiency=actuator.efficiency_table(),
-            rescale_cost_s=actuator.rescale_cost_s(),
-            resume_cost_s=actuator.resume_cost_s(),
+            progress=meter.progress(),
+            remaining_samples=meter.remaining_samples(),
+            throughput_samples_per_s=estimates.throughput_table(),
+            statistical_efficiency=estimates.efficiency_table(),
+            rescale_cost_s=estimates.rescale_cost_s(),
+            resume_cost_s=estimates.resume_cost_s(),
             deadline_s=rules.deadline_s,
             min_nodes=rules.min_nodes,
             max_nodes=rules.max_nodes,
             recent_events=tuple(self._recent),
             spent_usd=self.books.spot_cost_usd + self.books.on_demand_cost_usd,
             checkpoint_interval_s=self.checkpoint_interval_s,
-            checkpoint_write_s=actuator.checkpoint_write_s(),
+            checkpoint_write_s=estimates.checkpoint_write_s(),
         )
 
     def _decide(self, now_s: float) -> None:
@@ -414,21 +440,11 @@ class JobLoop:
         self.decision_due = False
         self._fresh = True
 
-    def _cap(self, now_s: float) -> float:
-        """Spot nodes usable now: capacity given up under a notice is not taken back."""
-        if self._caps:
-            self._caps = [(d, a) for d, a in self._caps if d > now_s + _EPS]
-        return min((a for _, a in self._caps), default=math.inf)
-
     def _reconcile(self, now_s: float) -> None:
-        target = self.target
-        spot = min(target.spot_nodes, self.available)
         if self._caps:
-            spot = int(min(spot, self._cap(now_s)))
+            self._caps = caps_in_force(self._caps, now_s)
         fresh, self._fresh = self._fresh, False
-        applied = self.actuator.apply(spot, target.on_demand_nodes, now_s, fresh)
-        if applied:
-            self._record(applied)
+        self._carry_out(hold(self.target, self.available, self._caps, now_s, fresh))
 
     def _checkpoint(self, now_s: float) -> None:
         """A periodic checkpoint is due (the timer restarts even if none was written)."""
@@ -449,13 +465,13 @@ class JobLoop:
                 self._since_checkpoint_s = 0.0
             if kind is EventKind.CHECKPOINT or kind is EventKind.PREEMPT:
                 self.checkpoint_interval_s = self.schedule.current_interval_s(
-                    self.actuator.checkpoint_write_s(), event.time_s, self.books.preemptions
+                    self.estimates.checkpoint_write_s(), event.time_s, self.books.preemptions
                 )
 
     def _snapshot(self, t: float, every: bool = False) -> None:
         if not self._record_timeline:
             return
-        spot, od, group, progress, state, step = self.actuator.view()
+        spot, od, group, progress, state, step = self.meter.view()
         row = (t, self.available, spot, od, group, self.price, progress, state, step)
         rows = self._rows
         if every and self._timeline_every_s > 0 and rows:
@@ -488,4 +504,4 @@ class JobLoop:
     @property
     def state(self) -> JobState:
         """The job's state (the actuator's)."""
-        return self.actuator.state
+        return self.meter.state
