@@ -45,7 +45,7 @@ from typing import Any
 
 import pandas as pd
 
-from elasim import sweep
+from elasim import sweep, tasks
 from elasim.policies import policy_names
 from elasim.sweep import SweepSpec, run_sweep
 
@@ -108,12 +108,12 @@ def unbatched(run: Callable[[], Any]) -> Callable[[], Any]:
     """``run`` with one task per grid point (batching off)."""
 
     def wrapped() -> Any:
-        saved = sweep._MAX_BATCH
-        sweep._MAX_BATCH = 1
+        saved = tasks.MAX_BATCH
+        tasks.MAX_BATCH = 1
         try:
             return run()
         finally:
-            sweep._MAX_BATCH = saved
+            tasks.MAX_BATCH = saved
 
     return wrapped
 

@@ -2,7 +2,7 @@
 
 Each grid point is one deterministic cluster simulation
 (:func:`elasim.sim.cluster.simulate_cluster`), so the grid runs on the same machinery
-as ``elasim sweep`` (:func:`elasim.sweep.run_tasks`): batches, a process pool or Ray
+as ``elasim sweep`` (:func:`elasim.tasks.run_tasks`): batches, a process pool or Ray
 tasks, results in grid order whatever the order of completion.
 """
 
@@ -107,7 +107,7 @@ class ClusterSweepSpec:
         from elasim.policies.registry import CLUSTER_KIND, make_policy
         from elasim.sweep import _options_for
         from elasim.traces.cluster import bundled_application_names
-        from elasim.traces.philly_workload import load_workload_spec
+        from elasim.traces.workloads import load_workload
 
         if self.num_nodes < 1 or self.gpus_per_node < 1:
             raise ValueError("--nodes and --gpus-per-node must be >= 1")
@@ -126,7 +126,7 @@ class ClusterSweepSpec:
             raise ValueError(f"--set {unused[0]}: none of the cluster policies has that option")
         known = None if self.applications else set(bundled_application_names())
         for workload in self.workloads:
-            apps = {job.application for job in load_workload_spec(workload, known)}
+            apps = {job.application for job in load_workload(workload, known)}
             load_applications(apps, self.applications)
             pause_jobs(self.pause_job, sorted(apps))
 
@@ -146,13 +146,13 @@ def run_cluster_sweep(
     backend: str = "local",
     address: str | None = None,
 ) -> list[tuple[ClusterSetup, ClusterResult]]:
-    """Run the grid; (setup, result) per point in grid order (see :func:`elasim.sweep.run_tasks`).
+    """Run the grid; (setup, result) per point in grid order (see :func:`elasim.tasks.run_tasks`).
 
     Raises:
         ValueError: a bad backend; a failing point's own exception as it is (a policy
             that raises is a :class:`~elasim.jobmodel.PolicyError` naming it).
     """
-    from elasim.sweep import run_tasks
+    from elasim.tasks import run_tasks
 
     setups = spec.setups()
     results = run_tasks(

@@ -2,36 +2,25 @@
 
 Each grid point is an independent, deterministic simulation, so the grid is
 embarrassingly parallel: results are collected in grid order whatever the order of
-completion, and the table is the same with 1 or N processes, and with either backend.
-
-Two backends:
-
-* ``"local"``: a :class:`~concurrent.futures.ProcessPoolExecutor` on this machine.
-* ``"ray"`` (the ``ray`` extra): Ray tasks on a local Ray instance or on an existing
-  cluster.  Ray is what this field's users already run their training and tuning on,
-  so a sweep can borrow the same cluster.  ``ray`` is imported only when this
-  backend is used; importing this module never imports it.
+completion, and the table is the same with 1 or N processes, and with either backend
+(:mod:`elasim.tasks` runs them; this module says what a point is and makes its row).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import logging
-import math
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from elasim.jobmodel import JobSpec, RescaleMode
-from elasim.ray_connect import connected
 from elasim.sim.driver import DEFAULT_JOB
+from elasim.tasks import BACKENDS, check_backend, ray_connection, ray_in_flight, run_local
 
 __all__ = [
     "BACKENDS",
@@ -39,18 +28,11 @@ __all__ = [
     "YARDSTICK_COLUMNS",
     "SweepPoint",
     "SweepSpec",
-    "plot_pareto",
     "run_point",
     "run_sweep",
-    "run_tasks",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: Names accepted by ``run_sweep(backend=...)``.
-BACKENDS = ("local", "ray")
-
-_RAY_MISSING = "the ray backend needs the 'ray' extra: pip install 'elasim[ray]'"
 
 #: The ``policy`` of a grid point that computes the yardstick of its group, not a run.
 YARDSTICK = "@yardstick"
@@ -64,11 +46,6 @@ YARDSTICK_COLUMNS = (
 )
 #: What a row and its yardstick have in common.
 _GROUP = ("trace", "seed", "notice_s", "rescale")
-
-#: Batches per worker slot: enough that the last batches still balance the load.
-_BATCHES_PER_SLOT = 8
-#: Most points in one batch, so that progress stays fine-grained on big grids.
-_MAX_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -363,40 +340,14 @@ def run_sweep(
 
     ``backend="local"`` runs a process pool on this machine; ``workers=1`` runs in
     this process (no pool), which is also the easiest to debug.  Both backends send
-    small batches of consecutive points as one task (see :func:`_batches`): a
+    small batches of consecutive points as one task (see :func:`elasim.tasks.batches`): a
     simulation is often as short as the cost of dispatching it.
 
     ``backend="ray"`` runs Ray tasks of 1 CPU each.  Traces and the job are
     loaded once here and shipped through Ray's object store, so a trace file that
     exists only on this machine still works on a cluster; policies are built on the
-    workers from their spec strings.
-
-    * ``address=None`` starts a private local Ray instance with ``workers`` CPUs
-      (default: every core), without the dashboard and without forwarding worker
-      logs, and shuts it down afterwards.  Ray's own servers listen on the machine's
-      network address (Ray resolves 127.0.0.1 to it and has no loopback-only
-      option); recent Ray versions protect a local instance with token
-      authentication.
-    * ``address="auto"``, ``"HOST:6379"`` or ``"ray://HOST:10001"`` (Ray Client,
-      needs ``ray[client]``) connects to an existing cluster, which is left running.
-      ``workers``, if given, caps the tasks in flight, so at most that many
-      simulations run at once.
-    * If this process has already called ``ray.init``, that connection is used as
-      it is (``address`` is ignored) and left open.
-
-    On a real cluster every node must be able to import ``elasim`` (and any policy
-    plugin or ``file.py:Class`` policy the grid names), at the same version as here:
-    tasks refer to ``elasim.sweep`` functions by name.  Either install it in the
-    cluster's image, or connect first with a Ray runtime environment and then call
-    this function, which reuses that connection, e.g.::
-
-        ray.init(address="auto", runtime_env={"pip": ["elasim==0.1.0"]})
-        frame = run_sweep(spec, backend="ray")
-
-    (or ``runtime_env={"py_modules": ["dist/elasim-0.1.0-py3-none-any.whl"]}`` to
-    upload a wheel built here).  Shipping the source folder with ``py_modules`` does
-    not work from an editable checkout: ``elasim.policies`` and ``elasim.traces`` live
-    in separate top-level folders there, not inside ``elasim/``.
+    workers from their spec strings.  Which Ray instance is used, and what a
+    cluster's nodes need installed, is :mod:`elasim.tasks`'s to say.
 
     Args:
         spec: The grid.
@@ -414,23 +365,15 @@ def run_sweep(
             missing ``ray`` package, or bad input in a grid point (the simulation's
             own exception, re-raised as it is).
     """
-    _check_backend(workers, backend, address)
+    check_backend(workers, backend, address)
     points = [*spec.points(), *spec.reference_points()]
     if backend == "ray":
         rows = _run_ray(spec, points, workers=workers or None, on_done=on_done, address=address)
     else:
-        rows = _run_local(points, workers=workers or os.cpu_count() or 1, on_done=on_done)
+        rows = run_local(
+            points, workers=workers or os.cpu_count() or 1, on_done=on_done, task=run_point
+        )
     return _table(spec, rows)
-
-
-def _check_backend(workers: int | None, backend: str, address: str | None) -> None:
-    """The backend settings :func:`run_sweep` and :func:`run_tasks` both take, checked."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown sweep backend {backend!r} (known: {', '.join(BACKENDS)})")
-    if address is not None and backend != "ray":
-        raise ValueError(f"a cluster address is only used by the ray backend, not {backend!r}")
-    if workers is not None and workers < 0:
-        raise ValueError(f"workers must be >= 0 (0: one per core), got {workers}")
 
 
 def _table(spec: SweepSpec, rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -440,87 +383,9 @@ def _table(spec: SweepSpec, rows: list[dict[str, Any]]) -> pd.DataFrame:
     return _with_yardstick(frame, rows[grid:]) if spec.yardstick else frame
 
 
-def _batches(points: list[Any], slots: int) -> list[tuple[int, ...]]:
-    """Group grid indices into batches of consecutive points on the same trace.
-
-    A bundled-trace simulation takes a few milliseconds, about what it costs to hand a
-    task to a pool process or a Ray worker, so one task per point spends much of the
-    sweep on dispatch.  A batch is one task.  Batches stay small enough (``slots *
-    _BATCHES_PER_SLOT`` of them, at most ``_MAX_BATCH`` points each) that the workers
-    finish together, and never span two traces, so a Ray task needs one trace only.
-    """
-    size = max(1, min(_MAX_BATCH, len(points) // (max(slots, 1) * _BATCHES_PER_SLOT)))
-    batches: list[tuple[int, ...]] = []
-    current: list[int] = []
-    for i, point in enumerate(points):
-        trace = getattr(point, "trace", None)
-        if current and (
-            len(current) == size or getattr(points[current[0]], "trace", None) != trace
-        ):
-            batches.append(tuple(current))
-            current = []
-        current.append(i)
-    if current:
-        batches.append(tuple(current))
-    return batches
-
-
-def _run_batch(points: list[Any], task: Callable[[Any], Any] = run_point) -> list[Any]:
-    """One pool task: several points (or items of :func:`run_tasks`), in order."""
-    return [task(point) for point in points]
-
-
 def _simulate_batch(points: list[SweepPoint], trace: Any, job: Any) -> list[dict[str, Any]]:
     """One Ray task: several points on one already loaded trace, in order."""
     return [_simulate_point(point, trace, job) for point in points]
-
-
-def _run_local(
-    points: list[Any],
-    *,
-    workers: int,
-    on_done: Callable[[], None] | None,
-    task: Callable[[Any], Any] = run_point,
-) -> list[Any]:
-    """Run the points in this process (1 worker) or in a process pool.
-
-    ``task`` runs one point; it must be a module-level function (pool processes
-    import it by name).  Points without a ``trace`` batch as if on one trace.
-    """
-    rows: list[Any] = [None] * len(points)
-    if workers <= 1 or len(points) <= 1:
-        for i, point in enumerate(points):
-            rows[i] = task(point)
-            if on_done:
-                on_done()
-        return _complete(rows)
-    workers = min(workers, len(points))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures: dict[Future[list[Any]], tuple[int, ...]] = {
-            pool.submit(_run_batch, [points[i] for i in batch], task): batch
-            for batch in _batches(points, workers)
-        }
-        try:
-            for future in as_completed(futures):
-                _store(rows, futures[future], future.result(), on_done)
-        except BaseException:
-            # don't run the rest of a grid that has already failed (or was interrupted)
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-    return _complete(rows)
-
-
-def _store(
-    rows: list[dict[str, Any] | None],
-    batch: tuple[int, ...],
-    results: list[dict[str, Any]],
-    on_done: Callable[[], None] | None,
-) -> None:
-    """Put a finished batch's rows at their grid indices; one progress tick per point."""
-    for i, row in zip(batch, results, strict=True):
-        rows[i] = row
-        if on_done:
-            on_done()
 
 
 def _run_ray(
@@ -532,33 +397,8 @@ def _run_ray(
     address: str | None,
 ) -> list[dict[str, Any]]:
     """Run the points as Ray tasks; see :func:`run_sweep` for the instance rules."""
-    with _ray_connection(workers, address) as (ray, slots, cap):
+    with ray_connection(workers, address) as (ray, slots, cap):
         return _gather_ray(ray, spec, points, slots=slots, max_in_flight=cap, on_done=on_done)
-
-
-@contextlib.contextmanager
-def _ray_connection(
-    workers: int | None, address: str | None
-) -> Iterator[tuple[Any, int, int | None]]:
-    """Ray, connected by the rules of :func:`run_sweep`: (ray, task slots, in-flight cap).
-
-    Shared by the policy grid and :func:`run_tasks`; the connection rules are
-    :func:`elasim.ray_connect.connected`'s (shared with ``elasim run --launcher ray``).
-    """
-    with connected(
-        address,
-        missing=_RAY_MISSING,
-        flag="--backend ray",
-        num_cpus=workers or os.cpu_count() or 1,
-        # Ray logs through its own "ray" logger; keep it to errors unless elasim is
-        # being debugged, so a sweep prints nothing but the caller's progress.
-        verbose=logger.isEnabledFor(logging.DEBUG),
-    ) as connection:
-        ray = connection.ray
-        # a private instance already has exactly `workers` CPUs; on a shared cluster
-        # (or a connection the caller made), `workers` caps the tasks in flight
-        cap = None if connection.private else workers
-        yield ray, cap or int(ray.cluster_resources().get("CPU", 1)), cap
 
 
 def _gather_ray(
@@ -579,87 +419,7 @@ def _gather_ray(
         trace = traces[points[batch[0]].trace]
         return remote.remote([points[i] for i in batch], trace, job)
 
-    return _ray_in_flight(ray, points, launch, slots, max_in_flight, on_done)
-
-
-def _ray_in_flight(
-    ray: Any,
-    points: list[Any],
-    launch: Callable[[tuple[int, ...]], Any],
-    slots: int,
-    max_in_flight: int | None,
-    on_done: Callable[[], None] | None,
-) -> list[Any]:
-    """Launch batches as Ray tasks, at most ``max_in_flight`` at once; rows by index."""
-    batches = _batches(points, slots)
-    limit = max_in_flight or len(batches)
-    rows: list[Any] = [None] * len(points)
-    in_flight: dict[Any, tuple[int, ...]] = {}
-    todo = iter(batches)
-
-    def submit(count: int) -> None:
-        for batch in itertools.islice(todo, count):
-            in_flight[launch(batch)] = batch
-
-    submit(limit)
-    try:
-        while in_flight:
-            refs = list(in_flight)
-            ray.wait(refs, num_returns=1)  # block until one is done...
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)  # ...take all done
-            for ref in ready:
-                _store(rows, in_flight.pop(ref), ray.get(ref), on_done)
-            submit(limit - len(in_flight))
-    except ray.exceptions.RayTaskError as error:
-        _cancel(ray, in_flight)
-        logger.debug("a sweep task failed on a Ray worker:\n%s", error)
-        cause = getattr(error, "cause", None)
-        if isinstance(cause, Exception):
-            # the simulation's own error (e.g. a bad policy option), as the local backend raises it
-            raise cause from None
-        raise
-    except BaseException:
-        _cancel(ray, in_flight)
-        raise
-    return _complete(rows)
-
-
-def run_tasks(
-    task: Callable[[Any], Any],
-    items: list[Any],
-    *,
-    workers: int | None = None,
-    on_done: Callable[[], None] | None = None,
-    backend: str = "local",
-    address: str | None = None,
-) -> list[Any]:
-    """``[task(item) for item in items]`` on a sweep backend, results in item order.
-
-    The machinery of :func:`run_sweep` (batches, process pool or Ray, progress, the
-    first failure re-raised as it is) for grids that are not policy x trace x seed
-    ones, such as ``elasim cluster sweep``.  ``task`` must be a module-level function
-    and ``items`` picklable: pool processes and Ray workers import the one and
-    receive the other.
-
-    Raises:
-        ValueError: as :func:`run_sweep`; a failing item's own exception as it is.
-    """
-    _check_backend(workers, backend, address)
-    if backend == "local":
-        return _run_local(items, workers=workers or os.cpu_count() or 1, on_done=on_done, task=task)
-    with _ray_connection(workers or None, address) as (ray, slots, cap):
-        remote = _ray_batch_task(ray)
-
-        def launch(batch: tuple[int, ...]) -> Any:
-            return remote.remote([items[i] for i in batch], task)
-
-        return _ray_in_flight(ray, items, launch, slots, cap, on_done)
-
-
-@functools.lru_cache(maxsize=1)
-def _ray_batch_task(ray: Any) -> Any:
-    """The Ray remote version of :func:`_run_batch` (see :func:`_ray_task`)."""
-    return ray.remote(num_cpus=1)(_run_batch)
+    return ray_in_flight(ray, points, launch, slots, max_in_flight, on_done)
 
 
 @functools.lru_cache(maxsize=1)
@@ -673,18 +433,6 @@ def _ray_task(ray: Any) -> Any:
     return ray.remote(num_cpus=1)(_simulate_batch)
 
 
-def _cancel(ray: Any, pending: dict[Any, tuple[int, ...]]) -> None:
-    for ref in pending:
-        ray.cancel(ref)
-
-
-def _complete(rows: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
-    missing = [i for i, row in enumerate(rows) if row is None]
-    if missing:  # pragma: no cover - every path above fills every row or raises
-        raise RuntimeError(f"sweep lost {len(missing)} grid points")
-    return [row for row in rows if row is not None]
-
-
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The tidy table; fixed dtypes so tables from any backend compare equal."""
     frame = pd.DataFrame(rows)
@@ -694,78 +442,3 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
                 "float64" if column == "completion_time_h" else "object"
             )
     return frame
-
-
-def pareto_front(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows not dominated in (completion time, cost), sorted by completion time."""
-    done = frame.dropna(subset=["completion_time_h"]).sort_values(["completion_time_h", "cost_usd"])
-    best_cost = math.inf
-    keep = []
-    for index, row in done.iterrows():
-        if row["cost_usd"] < best_cost:
-            keep.append(index)
-            best_cost = row["cost_usd"]
-    return done.loc[keep]
-
-
-def plot_pareto(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Cost vs completion time: one colour per policy, one marker per trace, medians and front.
-
-    A policy's runs and its median (the large, black-edged marker) share its colour,
-    the same in every plot (:func:`elasim.analysis.plots.policy_colors`); each trace
-    has its own marker, so the runs of two traces are told apart.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    from elasim.analysis.plots import policy_colors
-    from elasim.output import atomic_write
-
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
-    done = frame.dropna(subset=["completion_time_h"])
-    colors = policy_colors(sorted(done["policy"].unique()))
-    traces = sorted(done["trace"].unique())
-    markers = dict(zip(traces, itertools.cycle("os^vPXDph*"), strict=False))
-    for (policy, trace), rows in done.groupby(["policy", "trace"], sort=True):
-        ax.scatter(
-            rows["completion_time_h"],
-            rows["cost_usd"],
-            s=18,
-            alpha=0.45,
-            color=colors[str(policy)],
-            marker=markers[trace],
-        )
-    for policy, rows in done.groupby("policy", sort=True):
-        ax.scatter(
-            rows["completion_time_h"].median(),
-            rows["cost_usd"].median(),
-            s=110,
-            marker="*",
-            color=colors[str(policy)],
-            edgecolor="black",
-            zorder=3,
-        )
-    medians = done.groupby("policy")[["completion_time_h", "cost_usd"]].median().reset_index()
-    if len(medians):
-        front = pareto_front(medians)
-        ax.plot(front["completion_time_h"], front["cost_usd"], "k--", lw=1)
-    handles = [
-        Line2D([], [], ls="", marker="s", color=colors[str(p)], label=str(p))
-        for p in sorted(done["policy"].unique())
-    ]
-    handles += [
-        Line2D([], [], ls="", marker=markers[t], color="grey", label=str(t)) for t in traces
-    ]
-    handles.append(Line2D([], [], ls="--", color="black", label="Pareto front of the medians"))
-    ax.set_xlabel("completion time (h)")
-    ax.set_ylabel("cost (USD)")
-    ax.set_title("cost vs completion time (stars: medians per policy)")
-    ax.legend(handles=handles, fontsize=7, ncol=2)
-    fig.tight_layout()
-    try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
-    finally:
-        plt.close(fig)

@@ -55,7 +55,9 @@ NAMES_BEFORE_THE_SPLIT = """
 def test_every_name_of_the_old_module_is_still_importable():
     missing = [name for name in NAMES_BEFORE_THE_SPLIT if not hasattr(analysis, name)]
     assert not missing
-    assert set(analysis.__all__) <= set(NAMES_BEFORE_THE_SPLIT)
+    # the Pareto front and its sweep figure came from elasim.sweep (a grid runner that
+    # imported the analysis back: an import cycle)
+    assert set(analysis.__all__) <= {*NAMES_BEFORE_THE_SPLIT, "pareto_front", "plot_pareto"}
     assert all(hasattr(analysis, name) for name in analysis.__all__)
 
 

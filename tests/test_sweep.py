@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elasim import sweep
+from elasim import sweep, tasks
 from elasim.jobmodel import JobSpec
 from elasim.sweep import SweepSpec, run_sweep
 
@@ -79,9 +79,9 @@ def test_batches_cover_the_grid_in_order_one_trace_each(counts: list[int], slots
         for trace, count in zip(traces, counts, strict=True)
         for seed in range(count)
     ]
-    batches = sweep._batches(points, slots)
+    batches = tasks.batches(points, slots)
     assert [i for batch in batches for i in batch] == list(range(len(points)))
-    size = max(1, min(sweep._MAX_BATCH, len(points) // (slots * sweep._BATCHES_PER_SLOT)))
+    size = max(1, min(tasks.MAX_BATCH, len(points) // (slots * tasks.BATCHES_PER_SLOT)))
     for batch in batches:
         assert 1 <= len(batch) <= size
         assert len({points[i].trace for i in batch}) == 1
@@ -96,8 +96,8 @@ def test_batched_pool_equals_one_process(monkeypatch: pytest.MonkeyPatch):
     grid = SweepSpec(
         traces=("spot_us_east.csv", "spot_p3_bamboo.csv"), policies=("greedy",), seeds=(0, 1, 2)
     )
-    monkeypatch.setattr(sweep, "_BATCHES_PER_SLOT", 1)  # 6 points, 2 workers: batches of 3
-    assert [len(b) for b in sweep._batches(list(grid.points()), 2)] == [3, 3]
+    monkeypatch.setattr(tasks, "BATCHES_PER_SLOT", 1)  # 6 points, 2 workers: batches of 3
+    assert [len(b) for b in tasks.batches(list(grid.points()), 2)] == [3, 3]
     ticks: list[None] = []
     two = run_sweep(grid, workers=2, on_done=lambda: ticks.append(None))
     assert len(ticks) == grid.size

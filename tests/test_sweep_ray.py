@@ -7,7 +7,7 @@ import logging
 import pandas as pd
 import pytest
 
-from elasim import sweep
+from elasim import tasks
 from elasim.jobmodel import JobSpec
 from elasim.sweep import SweepSpec, run_sweep
 
@@ -49,8 +49,8 @@ def test_an_existing_ray_connection_is_used_and_left_open(monkeypatch: pytest.Mo
         seeds=(0, 1, 2),
     )
     # multi-point tasks, cut at the trace boundary: 12 points, 1 slot -> 4, 2, 4, 2
-    monkeypatch.setattr(sweep, "_BATCHES_PER_SLOT", 3)
-    assert [len(b) for b in sweep._batches(list(small.points()), 1)] == [4, 2, 4, 2]
+    monkeypatch.setattr(tasks, "BATCHES_PER_SLOT", 3)
+    assert [len(b) for b in tasks.batches(list(small.points()), 1)] == [4, 2, 4, 2]
     far = JobSpec(job="resnet50_v100", start_offset_s=1e9)  # fails in the simulation
     bad = SweepSpec(traces=("spot_p3_bamboo.csv",), policies=("greedy",), base=far)
     ray.init(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from elasim.sweep import run_tasks
+from elasim.tasks import run_tasks
 
 
 @pytest.mark.timeout(120)

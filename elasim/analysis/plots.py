@@ -8,8 +8,10 @@ policy (:func:`policy_colors`) so one policy looks the same in every figure.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,13 +23,14 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 from .checkpoint import YoungDaly, best_interval_s, interval_curve
 from .grids import WASTE_COMPONENTS
-from .tables import _cost_axis, pareto_table
+from .tables import _cost_axis, pareto_front, pareto_table
 
 __all__ = [
     "plot_checkpoint_sweep",
     "plot_convergence_cost",
     "plot_deadline_hit_rate",
     "plot_notice_and_mechanism",
+    "plot_pareto",
     "plot_pareto_ax",
     "plot_pareto_panels",
     "plot_waste",
@@ -298,3 +301,65 @@ def plot_checkpoint_sweep(
     if title:
         fig.suptitle(title)
     return fig
+
+
+def plot_pareto(frame: pd.DataFrame, path: str | Path) -> Path:
+    """Cost vs completion time: one colour per policy, one marker per trace, medians and front.
+
+    A policy's runs and its median (the large, black-edged marker) share its colour,
+    the same in every plot (:func:`elasim.analysis.plots.policy_colors`); each trace
+    has its own marker, so the runs of two traces are told apart.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from elasim.output import atomic_write
+
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
+    done = frame.dropna(subset=["completion_time_h"])
+    colors = policy_colors(sorted(done["policy"].unique()))
+    traces = sorted(done["trace"].unique())
+    markers = dict(zip(traces, itertools.cycle("os^vPXDph*"), strict=False))
+    for (policy, trace), rows in done.groupby(["policy", "trace"], sort=True):
+        ax.scatter(
+            rows["completion_time_h"],
+            rows["cost_usd"],
+            s=18,
+            alpha=0.45,
+            color=colors[str(policy)],
+            marker=markers[trace],
+        )
+    for policy, rows in done.groupby("policy", sort=True):
+        ax.scatter(
+            rows["completion_time_h"].median(),
+            rows["cost_usd"].median(),
+            s=110,
+            marker="*",
+            color=colors[str(policy)],
+            edgecolor="black",
+            zorder=3,
+        )
+    medians = done.groupby("policy")[["completion_time_h", "cost_usd"]].median().reset_index()
+    if len(medians):
+        front = pareto_front(medians)
+        ax.plot(front["completion_time_h"], front["cost_usd"], "k--", lw=1)
+    handles = [
+        Line2D([], [], ls="", marker="s", color=colors[str(p)], label=str(p))
+        for p in sorted(done["policy"].unique())
+    ]
+    handles += [
+        Line2D([], [], ls="", marker=markers[t], color="grey", label=str(t)) for t in traces
+    ]
+    handles.append(Line2D([], [], ls="--", color="black", label="Pareto front of the medians"))
+    ax.set_xlabel("completion time (h)")
+    ax.set_ylabel("cost (USD)")
+    ax.set_title("cost vs completion time (stars: medians per policy)")
+    ax.legend(handles=handles, fontsize=7, ncol=2)
+    fig.tight_layout()
+    try:
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
+    finally:
+        plt.close(fig)

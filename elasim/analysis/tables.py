@@ -20,6 +20,7 @@ __all__ = [
     "deadline_hit_rate",
     "median_table",
     "paired_effect",
+    "pareto_front",
     "pareto_table",
     "waste_breakdown",
     "yardstick_table",
@@ -181,10 +182,8 @@ def pareto_table(frame: pd.DataFrame) -> pd.DataFrame:
     The cost is ``cost_usd`` on priced traces and ``node_hours`` on the others (whose
     dollar cost is 0 by construction); ``cost_metric`` says which.  A policy is on the
     front when no other policy's medians are at least as fast *and* strictly cheaper
-    (:func:`elasim.sweep.pareto_front`).
+    (:func:`pareto_front`).
     """
-    from elasim.sweep import pareto_front
-
     tables = []
     for trace, rows in frame.groupby("trace", sort=True):
         cost, _ = _cost_axis(rows)
@@ -241,3 +240,15 @@ def check_quoted(
             wrong.append(f"{key}: quoted {expected:g}, now {actual:.4g}")
     if wrong:
         raise AssertionError("prose is stale: " + "; ".join(wrong))
+
+
+def pareto_front(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows not dominated in (completion time, cost), sorted by completion time."""
+    done = frame.dropna(subset=["completion_time_h"]).sort_values(["completion_time_h", "cost_usd"])
+    best_cost = math.inf
+    keep = []
+    for index, row in done.iterrows():
+        if row["cost_usd"] < best_cost:
+            keep.append(index)
+            best_cost = row["cost_usd"]
+    return done.loc[keep]

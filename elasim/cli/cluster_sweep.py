@@ -144,7 +144,7 @@ def _sweep(
 ) -> None:
 
     from elasim.cluster_sweep import run_cluster_sweep
-    from elasim.sweep import BACKENDS
+    from elasim.tasks import BACKENDS
 
     if workers < 0:
         raise _fail(f"--workers must be >= 0, got {workers}")

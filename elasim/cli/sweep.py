@@ -131,8 +131,9 @@ def _sweep(
     *, workers: int, backend: str, address: str | None, out: Path, as_json: bool, **flags: Any
 ) -> None:
     """The body of ``sweep``: check everything, run the grid, write and print."""
+    from elasim.analysis.plots import plot_pareto
     from elasim.output import write_parquet
-    from elasim.sweep import BACKENDS, plot_pareto, run_sweep
+    from elasim.sweep import BACKENDS, run_sweep
 
     if workers < 0:
         raise _fail(f"--workers must be >= 0, got {workers}")
