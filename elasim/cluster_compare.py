@@ -98,7 +98,7 @@ def simulate_like(
     SimPy.  Returns the :class:`~elasim.cluster.ClusterResult`.
     """
     from elasim.cluster import ClusterSetup, build_loop
-    from elasim.traces.cluster import load_workload
+    from elasim.traces.workloads import load_workload
 
     names = sorted({job.application for job in load_workload(workload)})
     setup = ClusterSetup(

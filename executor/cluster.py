@@ -372,7 +372,7 @@ def run_cluster(
     """
     from elasim.cluster import ClusterSetup, build_loop
     from elasim.cluster_compare import measured_pause_job
-    from elasim.traces.cluster import load_workload
+    from elasim.traces.workloads import load_workload
 
     clock = clock or RealClock()
     names = sorted({job.application for job in load_workload(config.workload)})

@@ -167,10 +167,10 @@ def build_cluster(src: Path, out: Path) -> list[Path]:
 
     Byte copies, not a derived form: the files are small (about 620 KiB in all) and
     byte identity is what makes their provenance checkable against the upstream
-    blobs.  Every file is parsed on the way (``elasim.cluster.load_workload`` /
+    blobs.  Every file is parsed on the way (``elasim.traces.cluster.read_workload_csv`` /
     ``load_application``), so a damaged source fails the build, not a later run.
     """
-    from elasim.traces.cluster import load_application, load_workload
+    from elasim.traces.cluster import load_application, read_workload_csv
 
     root = src / "pollux-philly"
     written = []
@@ -179,7 +179,7 @@ def build_cluster(src: Path, out: Path) -> list[Path]:
     for i in CLUSTER_WORKLOADS:
         target = work_dir / f"pollux-workload-{i}.csv"
         target.write_bytes((root / "workloads" / f"workload-{i}.csv").read_bytes())
-        load_workload(target)
+        read_workload_csv(target)
         written.append(target)
     for app in CLUSTER_APPLICATIONS:
         app_dir = out / "cluster" / "applications" / app

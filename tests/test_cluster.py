@@ -17,9 +17,9 @@ from elasim.traces.cluster import (
     bundled_application_names,
     bundled_workload_names,
     load_application,
-    load_workload,
     resolve_workload,
 )
+from elasim.traces.workloads import load_workload
 
 runner = CliRunner()
 

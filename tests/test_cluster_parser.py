@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elasim.traces import TraceError
-from elasim.traces.cluster import WORKLOAD_COLUMNS, load_application, load_workload
+from elasim.traces.cluster import WORKLOAD_COLUMNS, load_application
+from elasim.traces.workloads import load_workload
 
 SETTINGS = settings(
     max_examples=60,

@@ -14,10 +14,10 @@ from elasim.traces.model import JobTrace
 from elasim.traces.philly_workload import (
     PhillyMapping,
     application_configurations,
-    load_workload_spec,
     map_job_trace,
     parse_philly_spec,
 )
+from elasim.traces.workloads import load_workload
 
 RAW_PHILLY = Path(__file__).resolve().parents[2] / "shared/traces-real/pollux-philly/philly.csv"
 H = 3600.0
@@ -87,15 +87,15 @@ def test_spec_parsing_and_its_one_line_errors():
 
 
 def test_the_bundled_week_maps_deterministically():
-    jobs = load_workload_spec("philly")
+    jobs = load_workload("philly")
     assert len(jobs) == 3314  # 3,370 jobs, 56 under 60 s
-    assert jobs == load_workload_spec("philly:seed=0")
+    assert jobs == load_workload("philly:seed=0")
     assert len({j.name for j in jobs}) == len(jobs)
 
 
 @pytest.mark.skipif(not RAW_PHILLY.is_file(), reason="needs ../shared/traces-real/pollux-philly")
 def test_the_full_raw_philly_table_maps_to_pollux_filtered_job_count():
-    jobs = load_workload_spec(f"philly:{RAW_PHILLY}")
+    jobs = load_workload(f"philly:{RAW_PHILLY}")
     assert len(jobs) == 74428  # SOURCE.md: what Pollux's filter keeps
 
 

@@ -8,6 +8,7 @@ in ``policies/`` is ``elasim.sim`` and is caught.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "elasim.policies",
         "elasim.job",
         "elasim.traces.cluster",
+        # the workload entry point: NumPy only behind a philly[...] spec
+        "elasim.traces.workloads",
     ),
 }
 
@@ -100,3 +103,67 @@ def test_only_the_command_line_imports_it() -> None:
                 if within(name, "elasim.cli")
             ]
     assert not bad, "; ".join(bad)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every module of the four folders -> the project modules it imports.
+
+    Every import statement counts, inside functions too: a function-level import
+    delays a cycle to the first call, it does not remove it.  ``from a import b``
+    is an edge to ``a.b`` when that is a module, else to ``a``.
+    """
+    files = {module_name(p)[0]: p for folder in PACKAGE_DIRS for p in python_files(folder)}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        for _, imported in imports_of(path):
+            target = imported if imported in files else imported.rpartition(".")[0]
+            if target in files and target != name:
+                graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles_function_level_imports_included() -> None:
+    found = cycles(module_graph())
+    assert found == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_check_can_fail() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

@@ -30,6 +30,7 @@ from .cells import CellError, iter_lines, parse_float, parse_int, read_text, spl
 from .errors import TraceError
 
 __all__ = [
+    "PHILLY_PREFIX",
     "WORKLOAD_COLUMNS",
     "ApplicationProfile",
     "StepRow",
@@ -38,9 +39,12 @@ __all__ = [
     "bundled_application_names",
     "bundled_workload_names",
     "load_application",
-    "load_workload",
+    "read_workload_csv",
     "resolve_workload",
 ]
+
+#: The spec of a job trace mapped to a workload: ``philly[:TRACE][:key=value...]``.
+PHILLY_PREFIX = "philly"
 
 WORKLOAD_COLUMNS: tuple[str, ...] = ("name", "time", "application", "num_replicas", "batch_size")
 _PLACEMENT_COLUMNS = ("placement", "local_bsz", "step_time", "sync_time")
@@ -191,13 +195,13 @@ def _header_columns(path: Path, display: str, columns: tuple[str, ...]) -> list[
     return list(range(1, len(columns) + 1))
 
 
-def load_workload(
+def read_workload_csv(
     name_or_path: str | Path, applications: set[str] | None = None
 ) -> list[WorkloadJob]:
     """Parse a workload CSV (a bundled name such as ``pollux-workload-6``, or a path).
 
-    A spec ``philly[:TRACE][:key=value...]`` is a job trace mapped to applications
-    instead (:func:`elasim.traces.philly_workload.load_workload_spec`).
+    Commands take a workload through :func:`elasim.traces.workloads.load_workload`,
+    which also maps a job trace (``philly[...]``) to jobs.
 
     Args:
         name_or_path: the workload.
@@ -210,11 +214,6 @@ def load_workload(
         TraceError: with file, line and column.
         ValueError: a bad ``philly`` spec.
     """
-    text = os.fspath(name_or_path)
-    if text == "philly" or text.startswith("philly:"):
-        from .philly_workload import load_workload_spec  # NumPy, only when asked
-
-        return load_workload_spec(text, applications)
     path = resolve_workload(name_or_path)
     display = os.fspath(name_or_path)
     rows = _rows(path, display, WORKLOAD_COLUMNS)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster import WorkloadJob, bundled_workload_names, load_workload
+from .cluster import PHILLY_PREFIX, WorkloadJob, bundled_workload_names, read_workload_csv
 from .errors import TraceError
 from .from_philly import POLLUX_MAX_GPU_TIME_S, POLLUX_MIN_DURATION_S
 from .model import JobTrace
@@ -49,13 +49,12 @@ __all__ = [
     "PHILLY_PREFIX",
     "PhillyMapping",
     "application_configurations",
-    "load_workload_spec",
+    "load_philly_workload",
     "map_job_trace",
     "parse_philly_spec",
 ]
 
 #: A workload spec that starts with this is a job trace mapped to applications.
-PHILLY_PREFIX = "philly"
 #: The job trace ``philly`` maps when the spec names none (bundled, one week).
 DEFAULT_PHILLY_TRACE = "philly_jobs.csv"
 _RAW_PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster"
@@ -110,7 +109,7 @@ def application_configurations() -> dict[str, tuple[tuple[int, int], ...]]:
     for name in bundled_workload_names():
         if not name.startswith("pollux-workload-"):
             continue
-        for job in load_workload(name):
+        for job in read_workload_csv(name):
             pairs.setdefault(job.application, set()).add(
                 (job.requested_gpus, job.requested_batch_size)
             )
@@ -234,19 +233,17 @@ def _load_job_trace(name_or_path: str) -> JobTrace:
     return trace
 
 
-def load_workload_spec(spec: str, applications: set[str] | None = None) -> list[WorkloadJob]:
-    """A workload by spec: ``philly[...]`` (see :func:`parse_philly_spec`), else a CSV.
+def load_philly_workload(spec: str, applications: set[str] | None = None) -> list[WorkloadJob]:
+    """The workload of a ``philly[...]`` spec (see :func:`parse_philly_spec`).
 
-    The one entry point the cluster setup uses, so every command that takes a
-    workload takes a mapped job trace too.
+    Commands reach it through :func:`elasim.traces.workloads.load_workload`, which
+    takes a workload CSV too.
 
     Raises:
-        TraceError: a bad workload file or job trace (file, line, column).
+        TraceError: a bad job trace (file, line, column).
         ValueError: a bad ``philly`` spec, or a mapped application that is not in
             ``applications``.
     """
-    if spec != PHILLY_PREFIX and not spec.startswith(PHILLY_PREFIX + ":"):
-        return load_workload(spec, applications)
     trace, mapping = parse_philly_spec(spec)
     jobs = map_job_trace(_load_job_trace(trace), mapping)
     used = {job.application for job in jobs}

@@ -18,12 +18,8 @@ from elasim.job import TrainingJob, load_job
 from elasim.jobmodel import RescaleMode
 from elasim.policies.cluster import Placement
 from elasim.policies.registry import CLUSTER_KIND, make_policy
-from elasim.traces.cluster import (
-    WorkloadJob,
-    bundled_application_names,
-    load_application,
-    load_workload,
-)
+from elasim.traces.cluster import WorkloadJob, bundled_application_names, load_application
+from elasim.traces.workloads import load_workload
 
 from .application import Application
 from .loop import ClusterLoop
