@@ -157,7 +157,7 @@ class ClusterRunConfig:
         expect_agents: wait for this many agents before starting.
         pause_job: job preset of the pause model the loop's estimate uses; the
             measured ``pauses.json`` of the applications replace its figures where
-            they have the transition (:func:`elasim.cluster_compare.measured_pause_job`).
+            they have the transition (:func:`elasim.cluster.compare.measured_pause_job`).
         log_dir: worker stderr logs (None: discarded).
     """
 
@@ -371,7 +371,7 @@ def run_cluster(
         ExecutorError: workers could not be kept running.
     """
     from elasim.cluster import ClusterSetup, build_loop
-    from elasim.cluster_compare import measured_pause_job
+    from elasim.cluster.compare import measured_pause_job
     from elasim.traces.workloads import load_workload
 
     clock = clock or RealClock()

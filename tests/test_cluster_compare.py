@@ -8,8 +8,8 @@ import math
 import pytest
 
 from elasim.cluster import ClusterSetup, build_loop
+from elasim.cluster.compare import compare_jobs, jct_errors, measured_pause_job, simulate_like
 from elasim.cluster.results import JobResult
-from elasim.cluster_compare import compare_jobs, jct_errors, measured_pause_job, simulate_like
 from elasim.jobmodel import RescaleMode
 from elasim.sim.cluster import run_cluster_loop
 

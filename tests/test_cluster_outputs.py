@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from elasim.cli import app
-from elasim.cluster_output import ALLOCATION_COLUMNS, JOB_COLUMNS
+from elasim.cluster.output import ALLOCATION_COLUMNS, JOB_COLUMNS
 
 runner = CliRunner()
 SMALL = "philly:max_jobs=14"  # 14 jobs of the bundled Philly week: a run takes ~1 s

@@ -94,7 +94,7 @@ def _run(flags: dict[str, Any]) -> None:
 
 def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float]]:
     """The same workload simulated with the measured profiles and pauses; per-job JCTs."""
-    from elasim.cluster_compare import compare_jobs, jct_errors, simulate_like
+    from elasim.cluster.compare import compare_jobs, jct_errors, simulate_like
 
     sim = simulate_like(
         workload=config.workload,

@@ -43,7 +43,7 @@ __all__ = ["register", "write_simulate_outputs"]
 
 def write_simulate_outputs(out: Path, setup: Any, result: Any) -> None:
     """``simulate --out``: jobs, allocations, summary and both plots of one run."""
-    from elasim.cluster_output import write_cluster_outputs
+    from elasim.cluster.output import write_cluster_outputs
 
     summary = {
         "inputs": {
@@ -110,7 +110,7 @@ def _spec(
     capacity: str | None,
 ) -> Any:
     import elasim.policies.cluster  # noqa: F401 - registers the built-ins
-    from elasim.cluster_sweep import ClusterSweepSpec
+    from elasim.cluster.sweep import ClusterSweepSpec
     from elasim.policies.registry import CLUSTER_KIND, policy_names
 
     check_shape(nodes, gpus_per_node)
@@ -143,7 +143,7 @@ def _sweep(
     **flags: Any,
 ) -> None:
 
-    from elasim.cluster_sweep import run_cluster_sweep
+    from elasim.cluster.sweep import run_cluster_sweep
     from elasim.tasks import BACKENDS
 
     if workers < 0:
@@ -168,8 +168,8 @@ def _sweep(
 
 def _report(runs: list[Any], spec: Any, out: Path | None, as_json: bool) -> None:
     """Write the files (all computed first), then print the table or JSON lines."""
-    from elasim.cluster_output import write_cluster_outputs
-    from elasim.cluster_sweep import sweep_frame
+    from elasim.cluster.output import write_cluster_outputs
+    from elasim.cluster.sweep import sweep_frame
     from elasim.output import write_parquet
 
     frame = sweep_frame(runs)
@@ -196,7 +196,7 @@ def _cell(value: float, digits: int = 0) -> str:
 
 def _print_table(frame: Any, spec: Any) -> None:
     """Policies as rows: avg JCT per workload, then means over the workloads."""
-    from elasim.cluster_sweep import policy_means
+    from elasim.cluster.sweep import policy_means
 
     title = (
         f"{len(spec.policies)} cluster policies x {len(spec.workloads)} workloads "

@@ -10,6 +10,13 @@ Standard library only (no SimPy, no torch), so the simulator's shell
 * :mod:`.loop`: :class:`ClusterLoop`, arrivals -> decide -> reallocate.
 * :mod:`.setup`: building a loop from a workload name and options.
 * :mod:`.results`: per-job rows and the summary.
+
+Above both shells, and not imported by this package (they use pandas, NumPy,
+matplotlib or the simulator, none of which a loop needs):
+
+* :mod:`.sweep`: workloads x policies, simulated on the sweep backends.
+* :mod:`.output`: a run's tables and figures (``jobs.parquet``, JCT CDF, ...).
+* :mod:`.compare`: a real run against its simulation, job by job.
 """
 
 from __future__ import annotations
