@@ -16,11 +16,13 @@ from .cluster_options import (
     applications_option,
     capacity_option,
     check_shape,
+    cluster_policy_option,
     gpus_per_node_option,
     nodes_option,
     pause_job_option,
     rescale_mode,
     rescale_option,
+    workload_option,
 )
 from .cluster_sweep import write_simulate_outputs
 from .tools import ensure_writable_dir, out_console, parse_sets, sets_option
@@ -84,12 +86,8 @@ def _simulate(
 
 @cluster_app.command("simulate")
 def simulate(
-    workload: str = typer.Option(
-        ..., "--workload", "-w", help="Bundled workload (pollux-workload-1..8) or a CSV path."
-    ),
-    policy: str = typer.Option(
-        "pollux", "--policy", "-p", help="Cluster policy name, file.py:Class or module:Class."
-    ),
+    workload: str = workload_option(),
+    policy: str = cluster_policy_option(),
     nodes: int = nodes_option(),
     gpus_per_node: int = gpus_per_node_option(),
     sets: list[str] | None = sets_option(),

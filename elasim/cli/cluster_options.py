@@ -19,12 +19,53 @@ __all__ = [
     "applications_option",
     "capacity_option",
     "check_shape",
+    "cluster_policy_option",
     "gpus_per_node_option",
+    "job_set_option",
     "nodes_option",
     "pause_job_option",
     "rescale_mode",
     "rescale_option",
+    "sample_delay_option",
+    "trained_job_option",
+    "workload_option",
 ]
+
+
+def workload_option() -> Any:
+    """``--workload`` (simulate and run take the same workloads)."""
+    return typer.Option(
+        ...,
+        "--workload",
+        "-w",
+        help="Bundled workload (pollux-workload-1..8), a CSV path or philly[:TRACE][:k=v...].",
+    )
+
+
+def cluster_policy_option(default: str = "pollux") -> Any:
+    """``--policy`` (a real run defaults to fifo: it needs no fitted speed model)."""
+    return typer.Option(
+        default, "--policy", "-p", help="Cluster policy name, file.py:Class or module:Class."
+    )
+
+
+def trained_job_option() -> Any:
+    """``--job`` of the real commands: what the workers train."""
+    return typer.Option(
+        "elasim.executor.synthetic:synthetic_job", "--job", help="ElasticJob import spec."
+    )
+
+
+def job_set_option() -> Any:
+    """``--job-set`` (repeatable): options of ``--job``'s factory."""
+    return typer.Option(None, "--job-set", help="Job factory option key=value (repeatable).")
+
+
+def sample_delay_option() -> Any:
+    """``--sample-delay-s``: the emulated accelerator of the synthetic job."""
+    return typer.Option(
+        0.0, "--sample-delay-s", help="Emulated accelerator: sleep per local sample (real s)."
+    )
 
 
 def nodes_option() -> Any:

@@ -16,7 +16,17 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .cluster_options import rescale_mode, rescale_option
+from .cluster_options import (
+    applications_option,
+    cluster_policy_option,
+    job_set_option,
+    pause_job_option,
+    rescale_mode,
+    rescale_option,
+    sample_delay_option,
+    trained_job_option,
+    workload_option,
+)
 from .spec_options import parse_job_options
 from .tools import UsageError, out_console, parse_sets, run_guarded, sets_option
 from .tools import fmt as _fmt
@@ -174,22 +184,18 @@ def _print(payload: dict[str, Any], run: Any, rows: list[Any] | None) -> None:
 
 
 def run_command(
-    workload: str = typer.Option(..., "--workload", "-w", help="Workload CSV or bundled name."),
-    policy: str = typer.Option("fifo", "--policy", "-p", help="Cluster policy or file.py:Class."),
+    workload: str = workload_option(),
+    policy: str = cluster_policy_option("fifo"),
     sets: list[str] | None = sets_option(),
     slots: int = typer.Option(4, "--slots", help="Worker slots on this host (node 0)."),
-    applications: Path | None = typer.Option(
-        None, "--applications", help="Folder of application profiles measured for --job."
+    applications: Path | None = applications_option(
+        "Folder of application profiles measured for --job (cluster calibrate)."
     ),
     time_scale: float = typer.Option(1.0, "--time-scale", help="Workload s per real s."),
     rescale: str = rescale_option("inplace"),
-    job: str = typer.Option(
-        "elasim.executor.synthetic:synthetic_job", "--job", help="ElasticJob import spec."
-    ),
-    job_sets: list[str] | None = typer.Option(None, "--job-set", help="Job option key=value."),
-    sample_delay_s: float = typer.Option(
-        0.0, "--sample-delay-s", help="Emulated accelerator: sleep per local sample (real s)."
-    ),
+    job: str = trained_job_option(),
+    job_sets: list[str] | None = job_set_option(),
+    sample_delay_s: float = sample_delay_option(),
     seed: int = typer.Option(0, "--seed", help="Seed of every job's model and sampler."),
     collective_timeout_s: float = typer.Option(
         5.0, "--collective-timeout-s", help="Workers' process-group timeout (real s)."
@@ -198,9 +204,7 @@ def run_command(
     bind: str = typer.Option("127.0.0.1", "--bind", help="Address for the stores and agents."),
     agent_port: int | None = typer.Option(None, "--agent-port", help="Listen for agents here."),
     agents: int = typer.Option(0, "--agents", help="Wait for this many agents (one node each)."),
-    pause_job: str = typer.Option(
-        "resnet50_v100", "--pause-job", help="Job preset of the loop's pause estimate."
-    ),
+    pause_job: str = pause_job_option(),
     log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
     compare: bool = typer.Option(
         False, "--compare", help="Also simulate it with the measured profiles; per-job JCTs."
@@ -223,13 +227,9 @@ def calibrate_command(
         "160", "--steps", help="Job lengths in steps, comma-separated: one application each."
     ),
     epochs: int = typer.Option(4, "--epochs", help="Validation rows of the measuring run."),
-    job: str = typer.Option(
-        "elasim.executor.synthetic:synthetic_job", "--job", help="ElasticJob import spec."
-    ),
-    job_sets: list[str] | None = typer.Option(None, "--job-set", help="Job option key=value."),
-    sample_delay_s: float = typer.Option(
-        0.0, "--sample-delay-s", help="Emulated accelerator: sleep per local sample (real s)."
-    ),
+    job: str = trained_job_option(),
+    job_sets: list[str] | None = job_set_option(),
+    sample_delay_s: float = sample_delay_option(),
     name: str = typer.Option("synth", "--name", help="Applications are NAME-STEPS."),
 ) -> None:
     """Measure --job on 1..--slots workers as application profiles (Pollux's format)."""
