@@ -61,6 +61,32 @@ STALL_DECISIONS = 1000
 VIEW_CHUNK = 256
 
 
+def _jobs_of(
+    workload: Sequence[WorkloadJob],
+    applications: dict[str, Application],
+    pause_job: Any,
+    mode: RescaleMode,
+    gpus_per_node: int,
+    job_factory: Callable[..., ClusterJob],
+) -> list[ClusterJob]:
+    """The workload's jobs in arrival order (ties by name), each built by ``job_factory``.
+
+    Each job gets its application model and the pause figures of its application
+    (``pause_job`` is one job spec for all, or a mapping by application name).  The
+    arrival order is the loop's order everywhere: admissions, views and ranks.
+    """
+    return [
+        job_factory(
+            spec,
+            applications[spec.application],
+            pause_job[spec.application] if isinstance(pause_job, dict) else pause_job,
+            mode,
+            gpus_per_node,
+        )
+        for spec in sorted(workload, key=lambda j: (j.arrival_s, j.name))
+    ]
+
+
 class ClusterLoop:
     """The jobs of one workload on ``num_nodes`` x ``gpus_per_node`` GPUs.
 
@@ -114,25 +140,36 @@ class ClusterLoop:
         self.gpus_per_node = gpus_per_node
         self.mode = mode
         self._pause_job = pause_job
-        self.jobs = [
-            job_factory(
-                spec,
-                applications[spec.application],
-                pause_job[spec.application] if isinstance(pause_job, dict) else pause_job,
-                mode,
-                gpus_per_node,
-            )
-            for spec in sorted(workload, key=lambda j: (j.arrival_s, j.name))
-        ]
+        self.jobs = _jobs_of(workload, applications, pause_job, mode, gpus_per_node, job_factory)
         self._by_name = {job.name: job for job in self.jobs}
         self._rank = {job.name: i for i, job in enumerate(self.jobs)}
         self._polls = any(getattr(job, "polls", False) for job in self.jobs)
         self._next_arrival = 0
         #: the arrived, unfinished jobs, in arrival order (their order in ``jobs``)
         self.active: list[ClusterJob] = []
-        # What keeps a decision O(jobs that hold or change GPUs), not O(active jobs), on
-        # an overloaded cluster whose queue holds tens of thousands of waiting jobs: a
-        # job without GPUs neither moves nor changes its view until a decision names it.
+        self._init_incremental_state()
+        self.decisions: list[ClusterDecisionRecord] = []
+        #: (time_s, job, gpus, nodes, batch_size) at every change of a job's allocation
+        self.timeline: list[tuple[float, str, int, int, int]] = []
+        self._record_timeline = record_timeline
+        self._on_change = on_change
+        self.decision_due = False
+        self.wake_at_s = math.inf
+        self.now_s = 0.0
+        self.turns = 0
+        self._rescale_estimate_s = self._estimate_rescale_s()
+        self._init_capacity(capacity, capacity_period_s)
+        self._stalled = 0
+        #: the loop gave up on a policy that leaves every job waiting (see STALL_DECISIONS)
+        self.stalled = False
+
+    def _init_incremental_state(self) -> None:
+        """The caches and queues that keep a turn's work proportional to what changed.
+
+        What keeps a decision O(jobs that hold or change GPUs), not O(active jobs), on
+        an overloaded cluster whose queue holds tens of thousands of waiting jobs: a
+        job without GPUs neither moves nor changes its view until a decision names it.
+        """
         # each active job's last view, in chunks of VIEW_CHUNK arrival ranks (see
         # JobViews): chunk -> its active jobs' views in order, the tuple last built of
         # it, chunks to rebuild
@@ -145,27 +182,23 @@ class ClusterLoop:
         self._events: list[tuple[float, int, str]] = []  # (due, seq, job): lazy heap
         self._seq = 0
         self._queued: dict[str, float] = {}  # the due time last pushed, per job
-        self.decisions: list[ClusterDecisionRecord] = []
-        #: (time_s, job, gpus, nodes, batch_size) at every change of a job's allocation
-        self.timeline: list[tuple[float, str, int, int, int]] = []
-        self._record_timeline = record_timeline
-        self._on_change = on_change
-        self.decision_due = False
-        self.wake_at_s = math.inf
-        self.now_s = 0.0
-        self.turns = 0
-        self._rescale_estimate_s = self._estimate_rescale_s()
+
+    def _init_capacity(
+        self, capacity: Sequence[tuple[float, int]] | None, period_s: float | None
+    ) -> None:
+        """The spot-capacity replay: its rows, where it stands, and what it preempted.
+
+        Raises:
+            ValueError: the capacity rows do not start at time 0.
+        """
         self._capacity = tuple(capacity or ())
         if self._capacity and self._capacity[0][0] > 0:
             raise ValueError("a capacity trace starts at time 0")
-        self._cap_period_s = capacity_period_s
+        self._cap_period_s = period_s
         self._cap_index = 0
         self._cap_cycle = 0
         self.available_nodes: int | None = None
         self.preemptions = 0
-        self._stalled = 0
-        #: the loop gave up on a policy that leaves every job waiting (see STALL_DECISIONS)
-        self.stalled = False
 
     def _estimate_rescale_s(self) -> float:
         if not self.jobs:

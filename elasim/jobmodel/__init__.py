@@ -13,7 +13,9 @@ between them, run it unchanged.
 * :mod:`.rules`: the checkpoint schedule (Young/Daly ``auto``) and the leave rule.
 * :mod:`.accounting`: cost, node-time and time books; the enforced ``JobState``.
 * :mod:`.actuator`: what the loop drives (:class:`Actuator`).
+* :mod:`.pause`: :func:`pause_for`, the pause of one group re-formation.
 * :mod:`.fluid`: the simulator's actuator, the fluid progress model.
+* :mod:`.durability`: the fluid job's rollbacks and final checkpoints.
 * :mod:`.loop`: :class:`JobLoop`, observe -> decide -> apply.
 * :mod:`.summary`: :class:`RunSummary`, the one summary schema.
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 from .accounting import Accounting, Activity, JobStateMachine
 from .actuator import Actuator
 from .build import build_job_loop, job_rules
-from .fluid import FluidJob, pause_for
+from .fluid import FluidJob
 from .loop import JobLoop, PolicyError, TimelineRow
 from .options import (
     CHECKPOINT_AUTO,
@@ -33,6 +35,7 @@ from .options import (
     describe_checkpoint_interval,
     parse_checkpoint_interval,
 )
+from .pause import pause_for
 from .replay import CapacityReplay, ReplayItem
 from .rules import (
     LEAVE_STEPS,

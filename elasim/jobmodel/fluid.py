@@ -16,7 +16,8 @@ Model assumptions (also in the README):
   for from the request on; they join with a group re-formation.  Released and
   preempted nodes stop being paid for at once.
 * A re-formation pauses training for ``detect + acquire + rendezvous + state +
-  warmup`` (:class:`elasim.policies.PauseComponents`); see :func:`pause_for`.
+  warmup`` (:class:`elasim.policies.PauseComponents`); see
+  :func:`~elasim.jobmodel.pause.pause_for`.
 * Preemption without (enough) notice: in-place survivors lose the step in flight;
   restart mode, or losing every node, rolls back to the last checkpoint.  A graceful
   leave (the loop's :func:`~elasim.jobmodel.rules.leave_lead_s` rule) loses nothing;
@@ -25,11 +26,13 @@ Model assumptions (also in the README):
   state).
 * Periodic checkpoints (the loop's schedule) pause training for the checkpoint cost;
   a preemption during a write voids it.
+
+What survives a loss of nodes (rollbacks, final checkpoints) is
+:class:`~elasim.jobmodel.durability.FluidDurability`, which :class:`FluidJob` mixes in.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -37,72 +40,16 @@ from elasim.policies import EventKind, EventRecord, JobState, PauseComponents
 
 from .accounting import Accounting, Activity, JobStateMachine
 from .actions import members_lost
+from .durability import FluidDurability
 from .options import JobRules, RescaleMode
+from .pause import pause_for
 
-__all__ = ["FluidJob", "pause_for"]
+__all__ = ["FluidJob"]
 
 _EPS = 1e-9
 
 
-def pause_for(
-    job: Any,
-    mode: RescaleMode,
-    *,
-    nodes_after: int,
-    nodes_before: int | None = None,
-    survivors: int,
-    newcomers: int,
-    failure: bool,
-    has_checkpoint: bool,
-    waited_boot: bool,
-    checkpoint_write_s: float = 0.0,
-    acquire_s: float | None = None,
-) -> PauseComponents:
-    """Pause components of one group re-formation (shared with calibration).
-
-    Args:
-        job: the :class:`elasim.job.TrainingJob` with the ``[rescale]`` and ``[checkpoint]``
-            figures.
-        mode: in-place or restart.
-        nodes_after: group size after the change.
-        nodes_before: group size before; with a measured pause table (a profile), the
-            measured components of this exact transition are used when present.
-        survivors: members that keep their process and state (in-place only).
-        newcomers: members that join.
-        failure: the change follows a failure nobody was warned of (adds detection).
-        has_checkpoint: a checkpoint exists to restore from.
-        waited_boot: nobody was training while the nodes booted (adds ``acquire_s``).
-        checkpoint_write_s: a checkpoint written as part of this change (restart mode,
-            planned change); reported inside ``state_s``.
-        acquire_s: the acquisition actually waited for (a cold start can take longer
-            than ``boot_s``); None means ``boot_s``.
-    """
-    waited_s = job.rescale.boot_s if acquire_s is None else acquire_s
-    if job.pause_table and nodes_before is not None:
-        measured = job.measured_pause(mode.value, nodes_before, nodes_after, failure)
-        if measured is not None:
-            if waited_boot and waited_s > measured.acquire_s:
-                return dataclasses.replace(measured, acquire_s=waited_s)
-            return measured
-    spec = job.rescale
-    detect = spec.detect_s if failure else 0.0
-    acquire = waited_s if waited_boot else 0.0
-    rendezvous = spec.rendezvous_s(nodes_after)
-    if mode is RescaleMode.INPLACE and survivors > 0:
-        state = job.checkpoint.size_bytes / spec.state_bandwidth_bytes_per_s if newcomers else 0.0
-    else:
-        state = job.checkpoint.read_s if has_checkpoint else 0.0
-        state += checkpoint_write_s
-    return PauseComponents(
-        detect_s=detect,
-        acquire_s=acquire,
-        rendezvous_s=rendezvous,
-        state_s=state,
-        warmup_s=spec.warmup_s,
-    )
-
-
-class FluidJob:
+class FluidJob(FluidDurability):
     """The modelled job: holdings, booting nodes, pauses and fluid progress.
 
     Attributes:
@@ -575,114 +522,6 @@ class FluidJob:
         if self._shared_host:
             self._starting.extend(now + o for o in offsets)
 
-    def _lost_to_preemption(self, graceful: bool, before: int, after: int) -> tuple[float, float]:
-        """Work a preemption throws away: (effective samples, running seconds)."""
-        if graceful or self._sm.state is JobState.WAITING:
-            return 0.0, 0.0
-        if self.mode is RescaleMode.INPLACE and after > 0:
-            # the step in flight on the old group
-            step_eff = self.job.global_batch(before) * self._eff[before]
-            lost = min(step_eff, self.progress_samples - self.ckpt_progress)
-            lost_s = lost / self._good[before] if lost > 0 else 0.0
-            self.unsaved_run_s = max(self.unsaved_run_s - lost_s, 0.0)
-            return lost, lost_s
-        return self._rollback()
-
-    def _rollback(self) -> tuple[float, float]:
-        """Everything since the last durable checkpoint is lost: (samples, run seconds)."""
-        lost = max(self.progress_samples - self.ckpt_progress, 0.0)
-        lost_s = self.unsaved_run_s if lost > 0 else 0.0
-        self.unsaved_run_s = 0.0
-        self._ckpt_pending_run_s = 0.0
-        return lost, lost_s
-
-    def _final_checkpoint(self, nodes: int) -> bool:
-        """Checkpoint that ends right now, before the last nodes leave on purpose.
-
-        The job spent its last ``ckpt_cost_s`` writing instead of training, so that
-        much progress is taken back and booked as checkpoint time.  A write needs a
-        running job and a running period at least as long as the write, or a group
-        re-forming in place (:meth:`_final_checkpoint_in_pause`); otherwise the
-        unsaved progress cannot be saved and the caller rolls it back.
-
-        Returns:
-            Whether everything done so far is durable.
-        """
-        if self.progress_samples <= self.ckpt_progress:
-            self.unsaved_run_s = 0.0
-            return True  # nothing unsaved
-        state = self._sm.state
-        if state is JobState.CHECKPOINTING and self.progress_samples <= self.ckpt_pending_progress:
-            # warned in time, the job lets the write in progress be its final checkpoint
-            self.ckpt_progress = self.ckpt_pending_progress
-            self.has_checkpoint = True
-            self.unsaved_run_s = 0.0
-            self._ckpt_pending_run_s = 0.0
-            return True
-        if state is JobState.RESCALING:
-            return self._final_checkpoint_in_pause(nodes)
-        if state is not JobState.RUNNING:
-            return False
-        cost = self.ckpt_cost_s
-        if cost <= 0:
-            self.ckpt_progress, self.has_checkpoint = self.progress_samples, True
-            self.unsaved_run_s = 0.0
-            return True
-        if self.now - self.running_since_s < cost - _EPS:
-            return False
-        books = self.books
-        undo = min(self._good[nodes] * cost, self.progress_samples - self.ckpt_progress)
-        self.progress_samples -= undo
-        books.running_s -= cost  # those seconds were spent writing, not training
-        self.unsaved_run_s = 0.0
-        books.raw_samples -= min(books.raw_samples, self._thr[nodes] * cost)
-        books.convergence_s -= min(books.convergence_s, (1 - self._eff[nodes]) * cost)
-        books.checkpoint_s += cost
-        self.ckpt_progress = self.progress_samples
-        self.has_checkpoint = True
-        state_pause = PauseComponents(state_s=cost)
-        self._event(EventKind.CHECKPOINT, nodes, nodes, state_pause, time_s=self.now - cost)
-        return True
-
-    def _final_checkpoint_in_pause(self, nodes: int) -> bool:
-        """Final checkpoint when every node is released while the group re-forms.
-
-        Unsaved work during a re-formation exists only in place, where the survivors
-        keep their processes and the full state in memory (a restart, a resume and a
-        restore all start from a checkpoint).  So they can write it, as the executor's
-        group does when it stops after a re-formation.  As for a release while
-        training, the write is placed just before the release: over the pause so far
-        (booked as checkpoint instead of rescale time, no work to take back) and, for
-        what the pause was too short to hold, over the training before the pause,
-        whose work is taken back.  Without enough of either, nothing can be saved.
-        """
-        cost = self.ckpt_cost_s
-        now = self.now
-        in_pause = min(cost, max(now - self.pause_start_s, 0.0))
-        rest = cost - in_pause
-        trained = max(self.pause_start_s - self.running_since_s, 0.0)
-        if rest > _EPS and trained < rest - _EPS:
-            return False
-        books = self.books
-        books.rescale_s -= in_pause
-        books.checkpoint_s += cost
-        if rest > _EPS:
-            before = self._pause_from_nodes
-            undo = min(self._good[before] * rest, self.progress_samples - self.ckpt_progress)
-            self.progress_samples -= undo
-            books.running_s -= rest
-            books.raw_samples -= min(books.raw_samples, self._thr[before] * rest)
-            books.convergence_s -= min(books.convergence_s, (1 - self._eff[before]) * rest)
-        else:
-            books.checkpoint_s -= rest
-        self.ckpt_progress = self.progress_samples
-        self.has_checkpoint = True
-        self.unsaved_run_s = 0.0
-        self._ckpt_pending_run_s = 0.0
-        state_pause = PauseComponents(state_s=cost)
-        self._event(EventKind.CHECKPOINT, nodes, nodes, state_pause, time_s=now - cost)
-        return True
-
     def _begin_rescale(
         self,
         kind: EventKind,
@@ -706,18 +545,8 @@ class FluidJob:
             return
         survivors = after - newcomers if before > 0 else 0
         write_s = 0.0
-        if (
-            self.mode is RescaleMode.RESTART
-            and checkpoint_first
-            and survivors > 0
-            and not failure
-            and self._sm.state is JobState.RUNNING
-        ):
-            write_s = self.ckpt_cost_s  # planned restart: checkpoint, then restart
-            self.ckpt_progress = self.progress_samples
-            self.has_checkpoint = True
-            self.unsaved_run_s = 0.0
-            self._event(EventKind.CHECKPOINT, before, before, PauseComponents(state_s=write_s))
+        if checkpoint_first and survivors > 0 and not failure:
+            write_s = self._checkpoint_before_restart(before)
         pause = pause_for(
             self.job,
             self.mode,
@@ -747,13 +576,22 @@ class FluidJob:
         self.pause_ckpt_until_s = now + write_s if write_s else -math.inf
         self._event(kind, before, after, pause)
 
-    def _stop_all(self, before: int, failure: bool) -> None:
-        """The group released every node: save what can be saved, then wait."""
-        if self._sm.state is not JobState.WAITING:
-            lost, lost_s = 0.0, 0.0
-            if not failure and not self._final_checkpoint(before):
-                lost, lost_s = self._rollback()  # released too soon to save
-            self.progress_samples -= lost
-            self._to(JobState.WAITING)
-            self._event(EventKind.PAUSE, before, 0, lost_samples=lost, lost_s=lost_s)
-        self.pause_end_s = math.inf
+    def _checkpoint_before_restart(self, before: int) -> float:
+        """A planned restart's checkpoint, written before the group restarts from it.
+
+        In restart mode every member loses its state at a re-formation, so a planned
+        change (not a failure, with survivors to restart) first writes a checkpoint of
+        a running job; the write is part of the re-formation's pause.  In place the
+        survivors keep the state and nothing is written.
+
+        Returns:
+            The seconds the write adds to the pause (0 when none is written).
+        """
+        if self.mode is not RescaleMode.RESTART or self._sm.state is not JobState.RUNNING:
+            return 0.0
+        write_s = self.ckpt_cost_s  # planned restart: checkpoint, then restart
+        self.ckpt_progress = self.progress_samples
+        self.has_checkpoint = True
+        self.unsaved_run_s = 0.0
+        self._event(EventKind.CHECKPOINT, before, before, PauseComponents(state_s=write_s))
+        return write_s

@@ -87,13 +87,7 @@ def plan_optimal(
         raise ValueError("the offline optimum 'optimal' needs a deadline (--deadline-h)")
     if not isinstance(trace, CapacityTrace):
         raise ValueError("the offline optimum 'optimal' needs a capacity (spot) trace")
-    replay = CapacityReplay.from_trace(
-        trace,
-        start_offset_s=start_offset_of(trace, spec.start_offset_s, spec.seed),
-        notice_s=spec.notice_s,
-        cap_nodes=spec.max_nodes or job.nodes.max,
-        default_price_per_hour=spec.spot_price_per_hour or 0.0,
-    )
+    replay = _replay_of(trace, job, spec)
     od_price = on_demand_price_of(trace, spec.on_demand_price_per_hour)
     horizon = spec.deadline_s - safety_margin_s
     hurry = (job.nodes.max, job.nodes.max if math.isfinite(od_price) else 0)
@@ -126,6 +120,21 @@ def plan_optimal(
     if not solution.feasible:
         return Plan((0.0,), (hurry[0],), (hurry[1],)), report
     return _plan_of(problem, solution, hurry), report
+
+
+def _replay_of(trace: CapacityTrace, job: Any, spec: JobSpec) -> CapacityReplay:
+    """The capacity the plan is made for, exactly as the run will replay it.
+
+    The plan is only optimal for the run if it sees the same window (start offset and
+    seed), notices, node cap and spot prices as the replay of the run itself.
+    """
+    return CapacityReplay.from_trace(
+        trace,
+        start_offset_s=start_offset_of(trace, spec.start_offset_s, spec.seed),
+        notice_s=spec.notice_s,
+        cap_nodes=spec.max_nodes or job.nodes.max,
+        default_price_per_hour=spec.spot_price_per_hour or 0.0,
+    )
 
 
 def _plan_of(problem: PlanningProblem, solution: Solution, hurry: tuple[int, int]) -> Plan:

@@ -292,6 +292,39 @@ def _forced(
     return tuple(forced)
 
 
+def _planned_losses(losses: _Losses, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+    """Work lost to every planned change of configuration: ``(loss, first_loss)``.
+
+    ``loss[i, j]`` is the loss of changing from configuration ``i`` to ``j`` while
+    running; ``first_loss[j]`` that of starting in ``j`` from nothing.  Tabulated once
+    so that the solver's forward pass only looks them up.
+    """
+    size = len(pairs)
+    loss = np.zeros((size, size))
+    for i, a in enumerate(pairs):
+        for j, b in enumerate(pairs):
+            loss[i, j] = losses.planned(a, b, first=False)
+    first_loss = np.asarray([losses.planned((0, 0), b, first=True) for b in pairs])
+    return loss, first_loss
+
+
+def _transitions(configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which changes of configuration restart the group, and which add nodes.
+
+    A change restarts (pays a start from nothing) when it leads to a running
+    configuration from none, or keeps no node of either market; it adds nodes when
+    the target has more nodes than the two keep in common.  ``[i, j]`` is the change
+    from ``i`` to ``j``.
+    """
+    totals = configs.sum(axis=1)
+    kept = np.minimum.outer(configs[:, 0], configs[:, 0]) + np.minimum.outer(
+        configs[:, 1], configs[:, 1]
+    )
+    restarts = (totals[None, :] > 0) & ((totals[:, None] == 0) | (kept == 0))
+    adds = totals[None, :] > kept
+    return restarts, adds
+
+
 def build_problem(
     replay: Any,
     job: Any,
@@ -322,19 +355,9 @@ def build_problem(
     pairs = [(int(s), int(o)) for s, o in configs]
     longest = max(schedule.current_interval_s(write_s, horizon_s, 0), interval)
     losses = _Losses(job, mode, good, write_s, interval, longest)
-    size = len(pairs)
-    loss = np.zeros((size, size))
-    for i, a in enumerate(pairs):
-        for j, b in enumerate(pairs):
-            loss[i, j] = losses.planned(a, b, first=False)
-    first_loss = np.asarray([losses.planned((0, 0), b, first=True) for b in pairs])
+    loss, first_loss = _planned_losses(losses, pairs)
     forced = _forced(pairs, configs, available, lengths, losses, notice_s, n_min)
-    totals = configs.sum(axis=1)
-    kept = np.minimum.outer(configs[:, 0], configs[:, 0]) + np.minimum.outer(
-        configs[:, 1], configs[:, 1]
-    )
-    restarts = (totals[None, :] > 0) & ((totals[:, None] == 0) | (kept == 0))
-    adds = totals[None, :] > kept
+    restarts, adds = _transitions(configs)
     return PlanningProblem(
         start_s=starts,
         length_s=lengths,

@@ -104,10 +104,7 @@ def _forward(
     size = len(problem.configs)
     count = problem.segments
     lam = lams[:, None]
-    value = np.full((len(lams), 2 * size), _NEG)
-    value[:, _OLD * size] = 0.0  # nothing held
-    work = np.zeros_like(value)
-    cost = np.zeros_like(value)
+    value, work, cost = _start_states(len(lams), size)
     spot = problem.configs[:, 0]
     goodput = problem.goodput
     choices: list[np.ndarray] = []
@@ -116,6 +113,7 @@ def _forward(
     first = problem.loss.copy()
     first[0] = problem.first_loss  # the very first start loads no checkpoint
     bar_old, fresh_from, fresh_bar = _change_tables(problem)
+    fresh = (fresh_from, fresh_bar)
     # lam x loss of the old (non-restarting) changes, the same in most segments
     priced_old = lam[:, :, None] * (problem.loss + bar_old)[None, :, :]
     for k in range(count):
@@ -126,12 +124,7 @@ def _forward(
         loss = first if k == 0 else problem.loss
         if problem.length_s[k] < problem.min_add_s:
             loss = np.where(problem.adds, np.inf, loss)  # too short to boot nodes in
-        # a planned change costs the same from either age: start from the better one
-        older = value[:, size:] >= value[:, :size]
-        best_value = np.where(older, value[:, size:], value[:, :size])
-        best_work = np.where(older, work[:, size:], work[:, :size])
-        best_cost = np.where(older, cost[:, size:], cost[:, :size])
-        state = np.where(older, size + cols, cols)
+        best_value, best_work, best_cost, state = _better_age(value, work, cost, cols)
         if k == 0 or problem.length_s[k] < problem.min_add_s:
             table = best_value[:, :, None] - lam[:, :, None] * (loss + bar_old)[None, :, :]
         else:
@@ -141,18 +134,8 @@ def _forward(
         paid = problem.hold_usd_per_s(k) * length
         tie = 1.0 + 1e-9 * (count - k) / count
         feasible = spot <= problem.available[k]
-        fresh = (
-            best_value[:, fresh_from]
-            - lam[:, :, None] * loss[fresh_from, cols[:, None]][None]
-            - fresh_bar[None]
-        )
-        slot = fresh.argmax(axis=2)
-        fresh_arg = fresh_from[cols, slot]
-        fresh_best = np.take_along_axis(fresh, slot[:, :, None], axis=2)[:, :, 0]
-        old_arg = table.argmax(axis=1)
-        old_best = np.take_along_axis(table, old_arg[:, None, :], axis=1)[:, 0, :]
         parts = []
-        for arg, best in ((fresh_arg, fresh_best), (old_arg, old_best)):
+        for arg, best in _best_changes(best_value, table, loss, lam, fresh, cols):
             parts.append(
                 (
                     np.where(feasible, best + lam * gain * tie - paid, _NEG),
@@ -168,6 +151,65 @@ def _forward(
             choices.append(np.stack([parts[0][3][0], parts[1][3][0]]).astype(np.int32))
             sources.append(source)
     return value, work, cost, choices, sources
+
+
+def _start_states(values: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Value, work and cost of every state before the first segment, for ``values`` lams.
+
+    The job holds nothing yet: only the old-age state of the empty configuration
+    (index 0) is reachable, at value, work and cost 0; every other state is barred.
+    """
+    value = np.full((values, 2 * size), _NEG)
+    value[:, _OLD * size] = 0.0  # nothing held
+    work = np.zeros_like(value)
+    cost = np.zeros_like(value)
+    return value, work, cost
+
+
+def _better_age(
+    value: np.ndarray, work: np.ndarray, cost: np.ndarray, cols: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each configuration at the better of its two ages, with the flat state it is.
+
+    A planned change costs the same from either age, so it can start from the better
+    one; the age matters only to what a forced preemption loses.
+    """
+    size = len(cols)
+    older = value[:, size:] >= value[:, :size]
+    best_value = np.where(older, value[:, size:], value[:, :size])
+    best_work = np.where(older, work[:, size:], work[:, :size])
+    best_cost = np.where(older, cost[:, size:], cost[:, :size])
+    state = np.where(older, size + cols, cols)
+    return best_value, best_work, best_cost, state
+
+
+def _best_changes(
+    best_value: np.ndarray,
+    table: np.ndarray,
+    loss: np.ndarray,
+    lam: np.ndarray,
+    fresh: tuple[np.ndarray, np.ndarray],
+    cols: np.ndarray,
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The best planned change into each configuration: ``(fresh, old)``, each ``(arg, best)``.
+
+    Fresh changes (restarts) are gathered per target from their few sources
+    (:func:`_change_tables`); old ones are the argmax over the priced ``table`` of
+    every source.  ``arg`` is the source configuration, ``best`` its value after the
+    change's priced loss.
+    """
+    fresh_from, fresh_bar = fresh
+    values = (
+        best_value[:, fresh_from]
+        - lam[:, :, None] * loss[fresh_from, cols[:, None]][None]
+        - fresh_bar[None]
+    )
+    slot = values.argmax(axis=2)
+    fresh_arg = fresh_from[cols, slot]
+    fresh_best = np.take_along_axis(values, slot[:, :, None], axis=2)[:, :, 0]
+    old_arg = table.argmax(axis=1)
+    old_best = np.take_along_axis(table, old_arg[:, None, :], axis=1)[:, 0, :]
+    return (fresh_arg, fresh_best), (old_arg, old_best)
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,18 @@ class SimShell:
         loop.close(env.now)
         self.done_event.succeed()
 
+    @classmethod
+    def run(cls, loop: JobLoop) -> float:
+        """Run ``loop`` to its end on a fresh SimPy clock; returns the end time (s).
+
+        The one place the simulator touches SimPy: everything else is the job loop.
+        """
+        env = simpy.Environment()
+        shell = cls(env, loop)
+        env.process(shell.process())
+        env.run(until=shell.done_event)
+        return env.now
+
 
 DEFAULT_JOB = "resnet50_v100"
 
@@ -257,25 +269,31 @@ def simulate(
         capacity=cluster,
         record_timeline=config.record_timeline,
     )
-    env = simpy.Environment()
-    shell = SimShell(env, loop)
-    env.process(shell.process())
-    env.run(until=shell.done_event)
+    end_s = SimShell.run(loop)
     details = _simulator_details(trace, policy, job, config, recorded, made[0].ckpt_cost_s)
     if cluster is not None:
         details["skipped_background_jobs"] = cluster.skipped_jobs
     if oracle_report is not None:
         details["oracle_plan"] = oracle_report.as_dict()
-    result = SimResult(
-        **summarize(loop, env.now),
+    result = _result_of(loop, end_s, recorded, details)
+    log.debug("simulated %s in %.3f s", recorded.trace, time.perf_counter() - start)
+    return result
+
+
+def _result_of(loop: JobLoop, end_s: float, spec: JobSpec, details: dict[str, Any]) -> SimResult:
+    """The finished loop's books, events, decisions and timeline as a :class:`SimResult`.
+
+    ``spec`` is the run as the caller asked for it (before any time compression), so
+    the result records what was asked; ``details`` is the ``simulator`` section.
+    """
+    return SimResult(
+        **summarize(loop, end_s),
         events=tuple(loop.events),
         decisions=tuple(loop.decisions),
         timeline=Timeline(*loop.timeline_columns()[:8]),
-        spec=recorded,
+        spec=spec,
         simulator=tuple(details.items()),
     )
-    log.debug("simulated %s in %.3f s", recorded.trace, time.perf_counter() - start)
-    return result
 
 
 def fastest_finish_h(job: TrainingJob, spec: JobSpec) -> float:

@@ -1,67 +1,35 @@
-"""Training jobs: what the elastic job trains, and how fast it runs on ``n`` nodes.
+"""A training job's figures and what follows from them: step time, batch, efficiency.
 
-A :class:`TrainingJob` is a TOML file (presets ship in ``elasim/jobs/``; see its README
-for the citations behind every number), named with ``--job``.  It says what is
-trained; :class:`elasim.jobmodel.JobSpec` says how one run of it goes (trace, policy,
-nodes, notice, checkpoints, deadline, prices).  It is deliberately an *analytical* model that a
-measured profile can replace:
-
-* **Throughput.** One step on ``n`` nodes takes ``compute_s(n) + (1 - overlap) *
-  allreduce_s(n)``, where compute is the per-node batch divided by the per-node
-  compute-only throughput and the all-reduce follows the alpha-beta ring model
-  ``2 (n - 1) alpha + 2 (n - 1) / n * bytes / bandwidth`` (Thakur et al. 2005).  An
-  optional measured ``[compute.table]`` of ``n = samples_per_s`` overrides this.
-* **Global batch.** ``scaled`` keeps the per-node batch, so the global batch grows with
-  ``n``; ``fixed`` keeps the global batch (accumulation / smaller per-node batches).
-* **Statistical efficiency.** Under ``scaled``, a sample at global batch ``B`` is worth
-  ``(B_noise + B0) / (B_noise + B)`` reference samples (McCandlish et al. 2018, the
-  gradient-noise-scale model Pollux uses).  Under ``fixed`` it is 1.
-* **Pause components** of a rescale (boot, rendezvous, state transfer, warm-up) and
-  checkpoint costs come from the ``[rescale]`` and ``[checkpoint]`` tables.
-
-This module is pure (no simpy, no torch): the executor imports it too.
+:class:`TrainingJob` and its sections (compute, network, batch, nodes, checkpoint,
+rescale) are the analytical model described in :mod:`elasim.job`; :func:`validate`
+holds a job to the ranges its formulas need.  The validation lives with the model
+(not with the TOML loader, :mod:`.load`) because a job derived in code,
+:meth:`TrainingJob.with_nodes`, is checked again without any file.  Pure (no simpy,
+no torch): the executor imports it too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import math
-import re
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
-from typing import Any
 
 from elasim.policies import PauseComponents
 
+from .errors import TrainingJobError, locate_key
+
 __all__ = [
     "BatchSemantics",
+    "BatchSpec",
+    "CheckpointSpec",
+    "ComputeSpec",
+    "NetworkSpec",
+    "NodesSpec",
+    "RescaleSpec",
     "TrainingJob",
-    "TrainingJobError",
-    "job_presets",
-    "load_job",
+    "validate",
 ]
-
-
-class TrainingJobError(ValueError):
-    """A training job file that cannot be used; ``str()`` is one line naming file, line, column."""
-
-    def __init__(
-        self, path: str | Path, message: str, line: int | None = None, column: int | None = None
-    ):
-        self.path = str(path)
-        self.line = line
-        self.column = column
-        self.message = message
-        where = self.path
-        if line is not None:
-            where += f":{line}"
-            if column is not None:
-                where += f":{column}"
-        super().__init__(f"{where}: {message}")
 
 
 class BatchSemantics(str, enum.Enum):
@@ -366,210 +334,47 @@ class TrainingJob:
             max=self.nodes.max if max_nodes is None else max_nodes,
         )
         spec = dataclasses.replace(self, nodes=nodes)
-        _validate(spec, {})
+        validate(spec, {})
         return spec
 
 
-# -- loading --------------------------------------------------------------------------
+# -- validation -----------------------------------------------------------------------
 
-_SECTIONS: dict[str, dict[str, type]] = {
-    "work": {"target_samples": float},
-    "compute": {"per_node_samples_per_s": float, "per_node_batch": int},
-    "network": {
-        "gradient_bytes": float,
-        "latency_s": float,
-        "bandwidth_bytes_per_s": float,
-        "overlap_fraction": float,
-    },
-    "batch": {"semantics": str, "reference_batch": int, "gradient_noise_scale": float},
-    "nodes": {"min": int, "max": int, "gpus_per_node": int},
-    "checkpoint": {
-        "size_bytes": float,
-        "write_bandwidth_bytes_per_s": float,
-        "read_bandwidth_bytes_per_s": float,
-    },
-    "rescale": {
-        "detect_s": float,
-        "boot_s": float,
-        "rendezvous_base_s": float,
-        "rendezvous_per_node_s": float,
-        "state_bandwidth_bytes_per_s": float,
-        "warmup_s": float,
-    },
-}
-_OPTIONAL = {("network", "overlap_fraction"), ("nodes", "gpus_per_node")}
-_TOP_LEVEL = {"name", "description", "sources", *_SECTIONS}
-_TOML_POSITION = re.compile(r"^(?P<msg>.*?)\s*\(at line (?P<line>\d+), column (?P<col>\d+)\)\s*$")
+#: ``check(ok, section, key, message)``: raise the job's error at ``[section].key``
+Check = Callable[[bool, str, str, str], None]
 
 
-def job_presets() -> dict[str, str]:
-    """Bundled preset names mapped to their one-line descriptions."""
-    out: dict[str, str] = {}
-    for entry in sorted(resources.files("elasim.jobs").iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".toml"):
-            data = tomllib.loads(entry.read_text(encoding="utf-8"))
-            out[entry.name[: -len(".toml")]] = str(data.get("description", ""))
-    return out
+def validate(spec: TrainingJob, ctx: Mapping[str, str]) -> None:
+    """Range checks that TOML types cannot express.
 
-
-def _locate(text: str, section: str | None, key: str) -> tuple[int | None, int | None]:
-    """Best-effort 1-based (line, column) of ``key`` inside ``[section]`` for messages."""
-    current: str | None = None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        stripped = raw.strip()
-        if stripped.startswith("[") and stripped.endswith("]"):
-            current = stripped.strip("[]").strip()
-            if section is not None and key == "" and current == section:
-                return number, raw.index("[") + 1
-            continue
-        if current == section and re.match(rf"{re.escape(key)}\s*=", stripped):
-            return number, raw.index(key) + 1
-    return None, None
-
-
-def load_job(name_or_path: str | Path) -> TrainingJob:
-    """Load a training job from a preset name (``resnet50_v100``) or a TOML path.
+    Args:
+        spec: the job, parsed or derived (:meth:`TrainingJob.with_nodes`).
+        ctx: ``{"text": ...}``, the TOML it came from, to point at the offending line.
 
     Raises:
-        TrainingJobError: with file, line and column, for any malformed or invalid spec.
+        TrainingJobError: for the first figure out of range, in the file's order.
     """
-    raw = str(name_or_path)
-    path = Path(raw)
-    if path.suffix != ".toml" and "/" not in raw and "\\" not in raw:
-        entry = resources.files("elasim.jobs") / f"{raw}.toml"
-        if not entry.is_file():
-            names = ", ".join(job_presets())
-            raise TrainingJobError(raw, f"no such job preset or file (presets: {names})")
-        text = entry.read_text(encoding="utf-8")
-        display = f"{raw}.toml"
-    else:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise TrainingJobError(raw, f"cannot read job file: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise TrainingJobError(raw, "job file is not UTF-8 text") from None
-        display = raw
-    return parse_job(text, display)
-
-
-def _toml(text: str, path: str) -> dict[str, Any]:
-    """The TOML document, or one line naming the file, line and column."""
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        match = _TOML_POSITION.match(str(exc))
-        if match:
-            line, col = int(match["line"]), int(match["col"])
-            raise TrainingJobError(path, match["msg"], line, col) from None
-        raise TrainingJobError(path, str(exc)) from None
-
-
-def _section_values(
-    data: dict[str, Any], fail: Callable[..., TrainingJobError]
-) -> dict[str, dict[str, Any]]:
-    """Every section's keys, each present (or optional), known, typed and finite."""
-    values: dict[str, dict[str, Any]] = {}
-    for section, fields in _SECTIONS.items():
-        table = data.get(section)
-        if not isinstance(table, dict):
-            raise fail(f"missing table [{section}]")
-        values[section] = {}
-        for key in table:
-            if key not in fields and not (section == "compute" and key == "table"):
-                raise fail(f"unknown key {key!r} in [{section}]", section, key)
-        for key, kind in fields.items():
-            if key not in table:
-                if (section, key) in _OPTIONAL:
-                    continue
-                raise fail(f"missing key {key!r} in [{section}]", section, "")
-            values[section][key] = _typed(table[key], kind, section, key, fail)
-    return values
-
-
-def _typed(
-    value: Any, kind: type, section: str, key: str, fail: Callable[..., TrainingJobError]
-) -> Any:
-    """``value`` as ``kind`` (str, int or float), or the one line saying why not."""
-    ok = (
-        isinstance(value, str)
-        if kind is str
-        else isinstance(value, int | float) and not isinstance(value, bool)
-    )
-    if kind is int and isinstance(value, float):
-        ok = value.is_integer()
-    if not ok:
-        raise fail(f"[{section}].{key} must be a {kind.__name__}, got {value!r}", section, key)
-    if kind is not str and not math.isfinite(float(value)):
-        raise fail(f"[{section}].{key} must be finite, got {value!r}", section, key)
-    return kind(value)
-
-
-def _measured_table(
-    data: dict[str, Any], fail: Callable[..., TrainingJobError]
-) -> tuple[tuple[int, float], ...]:
-    """``[compute.table]``: measured samples per second by node count."""
-    table_raw = data["compute"].get("table", {})
-    if not isinstance(table_raw, dict):
-        raise fail("[compute].table must be a table of n = samples_per_s", "compute", "table")
-    measured: list[tuple[int, float]] = []
-    for key, value in table_raw.items():
-        if not key.isdigit() or not isinstance(value, int | float) or value <= 0:
-            raise fail(f"[compute.table] entry {key} = {value!r} must be n = samples_per_s > 0")
-        measured.append((int(key), float(value)))
-    return tuple(sorted(measured))
-
-
-def parse_job(text: str, path: str = "<job>") -> TrainingJob:
-    """Parse and validate TOML text as a training job (see :func:`load_job`)."""
-    data = _toml(text, path)
-
-    def fail(message: str, section: str | None = None, key: str = "") -> TrainingJobError:
-        line, col = _locate(text, section, key) if section or key else (None, None)
-        return TrainingJobError(path, message, line, col)
-
-    for key in data:
-        if key not in _TOP_LEVEL:
-            raise fail(f"unknown key {key!r} (known: {', '.join(sorted(_TOP_LEVEL))})", None, key)
-    values = _section_values(data, fail)
-    measured = _measured_table(data, fail)
-    try:
-        semantics = BatchSemantics(values["batch"]["semantics"])
-    except ValueError:
-        raise fail("[batch].semantics must be 'fixed' or 'scaled'", "batch", "semantics") from None
-    sources = data.get("sources", [])
-    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
-        raise fail("sources must be a list of strings", None, "sources")
-    spec = TrainingJob(
-        name=str(data.get("name", Path(path).stem)),
-        description=str(data.get("description", "")),
-        sources=tuple(sources),
-        target_samples=values["work"]["target_samples"],
-        compute=ComputeSpec(**values["compute"], table=measured),
-        network=NetworkSpec(**values["network"]),
-        batch=BatchSpec(
-            semantics=semantics,
-            reference_batch=values["batch"]["reference_batch"],
-            gradient_noise_scale=values["batch"]["gradient_noise_scale"],
-        ),
-        nodes=NodesSpec(**values["nodes"]),
-        checkpoint=CheckpointSpec(**values["checkpoint"]),
-        rescale=RescaleSpec(**values["rescale"]),
-        path=path,
-    )
-    _validate(spec, {"text": text})
-    return spec
-
-
-def _validate(spec: TrainingJob, ctx: Mapping[str, str]) -> None:
-    """Range checks that TOML types cannot express."""
     text = ctx.get("text", "")
 
     def check(ok: bool, section: str, key: str, message: str) -> None:
         if not ok:
-            line, col = _locate(text, section, key) if text else (None, None)
+            line, col = locate_key(text, section, key) if text else (None, None)
             raise TrainingJobError(spec.path or spec.name, message, line, col)
 
+    _check_speed(spec, check)
+    check(spec.nodes.min >= 1, "nodes", "min", "nodes.min must be >= 1")
+    check(spec.nodes.max >= spec.nodes.min, "nodes", "max", "nodes.max must be >= nodes.min")
+    check(spec.nodes.gpus_per_node >= 1, "nodes", "gpus_per_node", "gpus_per_node must be >= 1")
+    _check_batch(spec, check)
+    _check_costs(spec, check)
+
+
+def _check_speed(spec: TrainingJob, check: Check) -> None:
+    """The figures of the step-time model: work, compute and the all-reduce network.
+
+    Kept apart from the costs because these decide how fast the job trains (a zero
+    throughput or bandwidth would divide by zero in :meth:`TrainingJob.step_time_s`).
+    """
     check(spec.target_samples > 0, "work", "target_samples", "target_samples must be > 0")
     check(
         spec.compute.per_node_samples_per_s > 0,
@@ -596,9 +401,14 @@ def _validate(spec: TrainingJob, ctx: Mapping[str, str]) -> None:
         "overlap_fraction",
         "overlap_fraction must be within [0, 1]",
     )
-    check(spec.nodes.min >= 1, "nodes", "min", "nodes.min must be >= 1")
-    check(spec.nodes.max >= spec.nodes.min, "nodes", "max", "nodes.max must be >= nodes.min")
-    check(spec.nodes.gpus_per_node >= 1, "nodes", "gpus_per_node", "gpus_per_node must be >= 1")
+
+
+def _check_batch(spec: TrainingJob, check: Check) -> None:
+    """The batch semantics: statistical efficiency must stay within (0, 1].
+
+    Needs the node bounds checked first: under ``scaled`` the reference batch is held
+    against the global batch at ``nodes.min``.
+    """
     check(
         spec.batch.reference_batch >= 1, "batch", "reference_batch", "reference_batch must be >= 1"
     )
@@ -616,6 +426,10 @@ def _validate(spec: TrainingJob, ctx: Mapping[str, str]) -> None:
             "under 'scaled', reference_batch must not exceed the global batch at nodes.min "
             "(efficiency would exceed 1)",
         )
+
+
+def _check_costs(spec: TrainingJob, check: Check) -> None:
+    """The costs of checkpoints and re-formations: no negative pause, no zero bandwidth."""
     check(spec.checkpoint.size_bytes >= 0, "checkpoint", "size_bytes", "size_bytes must be >= 0")
     for key in ("write_bandwidth_bytes_per_s", "read_bandwidth_bytes_per_s"):
         check(getattr(spec.checkpoint, key) > 0, "checkpoint", key, f"{key} must be > 0")
