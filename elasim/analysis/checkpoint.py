@@ -8,6 +8,7 @@ and the simulator's ``auto`` land from its bottom.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from elasim.job import TrainingJob
     from elasim.sim import SimResult
     from elasim.traces import CapacityTrace
+
+from elasim.jobmodel import JobSpec
+from elasim.sim import SimConfig, simulate
 
 from .resolve import _capacity, _job, resolve_seeds
 from .trace_stats import mean_time_between_drops_s
@@ -135,8 +139,7 @@ def checkpoint_interval_sweep(
     Args:
         trace: a capacity trace, or its name or path.
         job: job preset, TOML path or spec.
-        intervals_s: periodic intervals in seconds; ``None`` is the simulator's
-            ``auto`` (Daly's interval, updated online).
+        intervals_s: periodic intervals; ``None`` is ``auto`` (Daly's, updated online).
         checkpoint_cost_s: ``None`` is the job's own ``size / write bandwidth``.
         policy: policy spec.
         policy_options: policy options.
@@ -144,44 +147,37 @@ def checkpoint_interval_sweep(
         rescale: mechanism.
         notice_s: preemption notice.
         max_nodes: overrides the job's ``max_nodes``.
-        start_offset_s: ``None`` draws each seed's start in the trace; a number
-            starts every run there.
+        start_offset_s: ``None`` draws each seed's start in the trace.
 
     Returns:
-        Columns ``interval_s`` (NaN for auto), ``auto``, ``seed``, ``start_offset_s``,
-        ``completed``, ``completion_time_h``, ``lost_work_h``,
-        ``checkpoint_overhead_h``, ``rescale_overhead_h``, ``idle_h``,
-        ``preemptions``, ``checkpoints``, ``exposed_h`` (completion time minus idle
-        time: the time the job held nodes and so could be hit) and
-        ``checkpoint_cost_s``.
+        Columns ``interval_s`` (NaN for auto), ``auto``, ``seed``, the run's summary
+        figures (:func:`_sweep_row`), ``exposed_h`` (completion time minus idle time:
+        the time the job held nodes and so could be hit) and ``checkpoint_cost_s``.
     """
-    from elasim.jobmodel import JobSpec
-    from elasim.sim import SimConfig, simulate
-
     loaded = _capacity(trace)
     training = _job(job, max_nodes)
     config = SimConfig(record_timeline=False)
-    rows: list[dict[str, Any]] = []
+    base = JobSpec(
+        trace=trace if isinstance(trace, str) else loaded.name,
+        policy=policy,
+        policy_options=policy_options or {},
+        rescale=rescale,
+        notice_s=notice_s,
+        checkpoint_cost_s=checkpoint_cost_s,
+        start_offset_s=start_offset_s,
+    )
+    rows = []
     for interval in intervals_s:
+        every_s = None if interval is None else float(interval)
         for seed in resolve_seeds(seeds):
-            spec = JobSpec(
-                trace=trace if isinstance(trace, str) else loaded.name,
-                policy=policy,
-                policy_options=policy_options or {},
-                rescale=rescale,
-                notice_s=notice_s,
-                checkpoint_interval_s=None if interval is None else float(interval),
-                checkpoint_cost_s=checkpoint_cost_s,
-                start_offset_s=start_offset_s,
-                seed=seed,
-            )
+            spec = dataclasses.replace(base, checkpoint_interval_s=every_s, seed=seed)
             result = simulate(spec, config, trace=loaded, job=training)
             rows.append(_sweep_row(interval, seed, result))
     return pd.DataFrame(rows)
 
 
 def _sweep_row(interval: float | None, seed: int, result: SimResult) -> dict[str, Any]:
-    """One row of :func:`checkpoint_interval_sweep` (its docstring lists the columns)."""
+    """One row of :func:`checkpoint_interval_sweep`: the run's figures, named as below."""
     details = dict(result.simulator)
     completion = result.completion_time_h
     return {

@@ -19,11 +19,15 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from elasim.job import TrainingJob
     from elasim.traces import CapacityTrace, JobTrace
 
+from elasim.jobmodel import JobSpec
+from elasim.sweep import SweepSpec, run_sweep
+
 from .resolve import _job, resolve_policies, resolve_seeds
 
 __all__ = [
     "GRID_KEYS",
     "WASTE_COMPONENTS",
+    "grid_spec",
     "run_grid",
     "subset",
     "uninterrupted_completion_h",
@@ -77,45 +81,68 @@ def run_grid(
 ) -> pd.DataFrame:
     """Simulate every trace x policy x seed x notice x mechanism; one tidy row each.
 
-    A thin layer over :class:`elasim.sweep.SweepSpec` and :func:`elasim.sweep.run_sweep`
-    (each seed draws a random start offset in the trace, the Can't Be Late
-    methodology), which adds the columns the notebooks need.
+    :func:`elasim.sweep.run_sweep` (each seed draws a start offset in the trace, as
+    Can't Be Late does) with the columns the notebooks need.
 
     Args:
         traces: trace names or paths; job traces need ``cluster_gpus``.
         policies: ``"all"``, a comma-separated string or a sequence of specs.
         seeds: a count (``5`` is seeds 0..4) or explicit seeds.
         job: job preset or TOML path.
-        notice_s: preemption notices to try (job traces are run at notice 0 only:
-            the shared cluster preempts without notice).
+        notice_s: notices to try (a job trace is run at notice 0 only).
         rescale: mechanisms to try (``inplace``, ``restart``).
         max_nodes: overrides the job's ``max_nodes``.
-        cluster_gpus: shared-cluster size for job traces.
-        deadline_h: deadline for every run (``None``: no deadline, and
-            ``deadline_met`` is missing).
         checkpoint_interval_s: ``None`` is *auto* (Young/Daly).
         checkpoint_cost_s: ``None`` is the job's own figure.
-        start_offset_s: ``None`` (the default) draws each run's start in the trace
-            from its seed; a number starts every run there.
+        start_offset_s: ``None`` draws each run's start from its seed.
+        cluster_gpus: shared-cluster size for job traces.
+        deadline_h: every run's deadline (``None``: none, no ``deadline_met``).
         workers: processes (``None``: one per CPU, ``1``: in this process).
-        yardstick: with a deadline, add ``cost_vs_on_demand``, ``gap_closed`` and the
-            reference costs (:data:`elasim.sweep.YARDSTICK_COLUMNS`); each trace x
-            seed x notice x mechanism then also runs the on-demand plan, greedy with
-            fallback and the offline optimum.
+        yardstick: with a deadline, add :data:`elasim.sweep.YARDSTICK_COLUMNS`: each
+            trace x seed x notice x mechanism also runs the on-demand plan, greedy
+            with fallback and the offline optimum.
 
     Returns:
-        The sweep's columns (summary keys per row) plus ``trace_kind`` (``capacity``
-        or ``jobs``), ``priced`` (whether ``cost_usd`` means anything: capacity
-        traces with a price column), ``node_hours`` (spot plus on-demand),
+        The sweep's columns plus ``trace_kind`` (``capacity`` or ``jobs``), ``priced``
+        (whether ``cost_usd`` means anything), ``node_hours`` (spot plus on-demand),
         ``waste_h`` (the sum of :data:`WASTE_COMPONENTS`) and ``deadline_h``.
 
     Raises:
-        ValueError: a job trace without ``cluster_gpus``, or bad names (before any
-            simulation starts).
+        ValueError: a job trace without ``cluster_gpus``, or a bad name (before any run).
     """
-    from elasim.jobmodel import JobSpec
-    from elasim.sweep import SweepSpec, run_sweep
+    base = JobSpec(
+        job=job,
+        max_nodes=max_nodes,
+        deadline_s=None if deadline_h is None else deadline_h * 3600.0,
+        checkpoint_interval_s=checkpoint_interval_s,
+        checkpoint_cost_s=checkpoint_cost_s,
+        start_offset_s=start_offset_s,
+    )
+    grid = (traces, policies, seeds, base, notice_s, rescale, cluster_gpus)
+    spec, loaded = grid_spec(*grid, yardstick=yardstick)
+    log.info("running %d simulations", spec.size)
+    return _with_grid_columns(run_sweep(spec, workers=workers), loaded, deadline_h)
 
+
+def grid_spec(
+    traces: Sequence[str],
+    policies: str | Sequence[str],
+    seeds: int | Sequence[int],
+    base: JobSpec,
+    notice_s: Sequence[float],
+    rescale: Sequence[str],
+    cluster_gpus: int | None,
+    *,
+    yardstick: bool = False,
+) -> tuple[SweepSpec, dict[str, CapacityTrace | JobTrace]]:
+    """The validated grid of :func:`run_grid` and its traces, loaded.
+
+    Why one builder: :func:`elasim.analysis.preemptions.preemption_losses` reruns the
+    grid's own points, so both must build the grid the same way.
+
+    Raises:
+        ValueError: a job trace without ``cluster_gpus``, or bad names.
+    """
     loaded = load_grid_traces(traces, cluster_gpus)
     spec = SweepSpec(
         traces=tuple(traces),
@@ -123,20 +150,12 @@ def run_grid(
         seeds=resolve_seeds(seeds),
         notice_s=tuple(float(n) for n in notice_s),
         rescale=tuple(rescale),
-        base=JobSpec(
-            job=job,
-            max_nodes=max_nodes,
-            deadline_s=None if deadline_h is None else deadline_h * 3600.0,
-            checkpoint_interval_s=checkpoint_interval_s,
-            checkpoint_cost_s=checkpoint_cost_s,
-            start_offset_s=start_offset_s,
-        ),
+        base=base,
         cluster_gpus=cluster_gpus,
         with_yardstick=yardstick,
     )
     spec.validate()
-    log.info("running %d simulations", spec.size)
-    return _with_grid_columns(run_sweep(spec, workers=workers), loaded, deadline_h)
+    return spec, loaded
 
 
 def load_grid_traces(

@@ -20,8 +20,7 @@ import pandas as pd
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from elasim.sim import SimResult
 
-from .grids import load_grid_traces
-from .resolve import resolve_seeds
+from .grids import grid_spec
 
 __all__ = ["LOSS_COLUMNS", "preemption_loss_table", "preemption_losses"]
 
@@ -55,24 +54,10 @@ def preemption_losses(
 ) -> pd.DataFrame:
     """Each run's lost work split by the kind of preemption that lost it, one row per run.
 
-    The runs are those of :func:`elasim.analysis.run_grid` with the same arguments:
-    the same :class:`~elasim.sweep.SweepSpec` points, simulated again through
+    The runs are those of :func:`elasim.analysis.run_grid` with the same arguments
+    (one ``policy`` with its ``policy_options``, one notice): the same grid points
+    (:func:`~elasim.analysis.grids.grid_spec`), simulated again through
     :func:`elasim.sweep.simulate_point` because a grid row keeps no events.
-
-    Args:
-        traces: trace names or paths; job traces need ``cluster_gpus``.
-        seeds: a count or explicit seeds; each draws a start offset.
-        job: job preset or TOML path.
-        policy: policy spec.
-        policy_options: policy options.
-        rescale: mechanisms to run, each on every seed.
-        notice_s: preemption notice.
-        cluster_gpus: shared-cluster size for job traces.
-        max_nodes: overrides the job's ``max_nodes``.
-        start_offset_s: ``None`` draws each seed's start in the trace; a number
-            starts every run there.
-        checkpoint_interval_s: periodic interval; ``None`` is the simulator's ``auto``.
-        checkpoint_cost_s: ``None`` is the job's own ``size / write bandwidth``.
 
     Returns:
         Columns ``trace``, ``seed``, ``rescale``, ``start_offset_s``, ``completed``,
@@ -85,27 +70,17 @@ def preemption_losses(
         ValueError: a job trace without ``cluster_gpus``.
     """
     from elasim.jobmodel import JobSpec
-    from elasim.sweep import SweepSpec, simulate_point
+    from elasim.sweep import simulate_point
 
-    load_grid_traces(traces, cluster_gpus)
-    spec = SweepSpec(
-        traces=tuple(traces),
-        policies=(policy,),
-        seeds=resolve_seeds(seeds),
-        notice_s=(float(notice_s),),
-        rescale=tuple(rescale),
-        base=JobSpec(
-            job=job,
-            max_nodes=max_nodes,
-            checkpoint_interval_s=checkpoint_interval_s,
-            checkpoint_cost_s=checkpoint_cost_s,
-            start_offset_s=start_offset_s,
-            policy_options={k: str(v) for k, v in (policy_options or {}).items()},
-        ),
-        cluster_gpus=cluster_gpus,
-        with_yardstick=False,
+    base = JobSpec(
+        job=job,
+        max_nodes=max_nodes,
+        checkpoint_interval_s=checkpoint_interval_s,
+        checkpoint_cost_s=checkpoint_cost_s,
+        start_offset_s=start_offset_s,
+        policy_options={k: str(v) for k, v in (policy_options or {}).items()},
     )
-    spec.validate()
+    spec, _ = grid_spec(traces, (policy,), seeds, base, (notice_s,), rescale, cluster_gpus)
     rows = [  # in the grid's order: trace, seed, mechanism
         {
             "trace": p.trace,
