@@ -22,6 +22,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 PUBLISHED_S = {"pollux": 2750.0, "tiresias": 4040.0, "optimus": 5680.0}
 WORKLOADS = [f"pollux-workload-{i}" for i in range(1, 9)]
@@ -39,6 +40,50 @@ def run_one(
     s = result.summary
     assert s.jobs_completed == s.jobs, (workload, policy, s)
     return workload, policy, s.avg_jct_s, s.wall_time_s
+
+
+def print_table(policies: list[str], workloads: list[str], results: list[Any]) -> dict[str, float]:
+    """One row per policy: each workload's average JCT, their mean and the published one."""
+    avg: dict[str, float] = {}
+    header = " ".join(f"{w[-1]:>7}" for w in workloads)
+    print(f"{'policy':10} {header}    mean  published  dev")
+    for policy in policies:
+        jcts = [r[2] for r in results if r[1] == policy]
+        avg[policy] = statistics.fmean(jcts)
+        pub = PUBLISHED_S.get(policy)
+        dev = f"{avg[policy] / pub - 1:+.0%}" if pub else "-"
+        pub_s = f"{pub:9.0f}" if pub else "        -"
+        cells = " ".join(f"{j:7.0f}" for j in jcts)
+        print(f"{policy:10} {cells} {avg[policy]:7.0f} {pub_s}  {dev}")
+    return avg
+
+
+def check_published(avg: dict[str, float]) -> bool:
+    """The ratios to pollux within 15 %, each mean within 20 %, and Pollux's ordering."""
+    ok = True
+    if "pollux" in avg:
+        for other in ("tiresias", "optimus"):
+            if other in avg:
+                ratio = avg[other] / avg["pollux"]
+                pub = PUBLISHED_S[other] / PUBLISHED_S["pollux"]
+                within = abs(ratio / pub - 1) <= 0.15
+                ok &= within
+                print(
+                    f"{other}/pollux = {ratio:.2f} (published {pub:.2f}, "
+                    f"{ratio / pub - 1:+.0%}, {'within' if within else 'NOT within'} 15 %)"
+                )
+    for policy, value in avg.items():
+        pub = PUBLISHED_S.get(policy)
+        if pub:
+            within = abs(value / pub - 1) <= 0.20
+            ok &= within
+            verdict = "within" if within else "NOT within"
+            print(f"{policy}: {value:.0f} s vs {pub:.0f} s ({verdict} 20 %)")
+    if all(p in avg for p in ("pollux", "tiresias", "optimus")):
+        order = avg["pollux"] < avg["tiresias"] < avg["optimus"]
+        ok &= order
+        print(f"ordering pollux < tiresias < optimus: {'holds' if order else 'DOES NOT hold'}")
+    return ok
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,40 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     wall_s = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = usage.ru_utime + usage.ru_stime
-    avg: dict[str, float] = {}
-    header = " ".join(f"{w[-1]:>7}" for w in workloads)
-    print(f"{'policy':10} {header}    mean  published  dev")
-    for policy in policies:
-        jcts = [r[2] for r in results if r[1] == policy]
-        avg[policy] = statistics.fmean(jcts)
-        pub = PUBLISHED_S.get(policy)
-        dev = f"{avg[policy] / pub - 1:+.0%}" if pub else "-"
-        pub_s = f"{pub:9.0f}" if pub else "        -"
-        cells = " ".join(f"{j:7.0f}" for j in jcts)
-        print(f"{policy:10} {cells} {avg[policy]:7.0f} {pub_s}  {dev}")
-    ok = True
-    if "pollux" in avg:
-        for other in ("tiresias", "optimus"):
-            if other in avg:
-                ratio = avg[other] / avg["pollux"]
-                pub = PUBLISHED_S[other] / PUBLISHED_S["pollux"]
-                within = abs(ratio / pub - 1) <= 0.15
-                ok &= within
-                print(
-                    f"{other}/pollux = {ratio:.2f} (published {pub:.2f}, "
-                    f"{ratio / pub - 1:+.0%}, {'within' if within else 'NOT within'} 15 %)"
-                )
-    for policy, value in avg.items():
-        pub = PUBLISHED_S.get(policy)
-        if pub:
-            within = abs(value / pub - 1) <= 0.20
-            ok &= within
-            verdict = "within" if within else "NOT within"
-            print(f"{policy}: {value:.0f} s vs {pub:.0f} s ({verdict} 20 %)")
-    if all(p in avg for p in ("pollux", "tiresias", "optimus")):
-        order = avg["pollux"] < avg["tiresias"] < avg["optimus"]
-        ok &= order
-        print(f"ordering pollux < tiresias < optimus: {'holds' if order else 'DOES NOT hold'}")
+    ok = check_published(print_table(policies, workloads, results))
     per_run = statistics.median(r[3] for r in results)
     print(
         f"wall time: {wall_s:.1f} s for {len(results)} runs on {args.workers} processes "

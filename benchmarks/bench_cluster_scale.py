@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 #: seconds of wall time between progress lines on stderr (a case can take many minutes)
@@ -90,6 +91,51 @@ def one_case(
     }
 
 
+def run_cases(args: argparse.Namespace, workload: str) -> list[dict[str, Any]] | None:
+    """Every cluster x policy in its own process (peak memory is per process); None: failed."""
+    rows = []
+    for cluster in args.clusters.split(","):
+        nodes, gpus = (int(x) for x in cluster.lower().split("x"))
+        for policy in args.policies.split(","):
+            cmd = [sys.executable, __file__, "--one", workload, policy, str(nodes), str(gpus)]
+            cmd.append(str(args.budget_s))
+            if args.view_chunk is not None:
+                cmd += ["--view-chunk", str(args.view_chunk)]
+            try:
+                # the child's progress lines and errors go straight to our stderr
+                done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+            except subprocess.CalledProcessError:
+                print(f"{cluster} {policy}: failed (its error is above)", file=sys.stderr)
+                return None
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def print_rows(workload: str, rows: list[dict[str, Any]]) -> None:
+    """The cases as one Markdown table."""
+    print(f"\nworkload: {workload}")
+    head = ("gpus", "policy", "finished", "sim days", "jobs done", "peak active", "avg JCT h")
+    head += ("turns", "wall s", "peak MiB")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        cells = (
+            r["gpus"],
+            r["policy"],
+            "yes" if r["finished"] else "no (budget)",
+            f"{r['sim_days']:.1f}",
+            f"{r['jobs_completed']:,} / {r['jobs']:,}",
+            f"{r['peak_active']:,}",
+            f"{r['avg_jct_h']:.2f}",
+            f"{r['turns']:,}",
+            f"{r['wall_s']:.0f}",
+            f"{r['peak_rss_mib']:.0f}",
+        )
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--philly", type=Path, default=DEFAULT_PHILLY)
@@ -123,42 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --philly {args.philly}: no such file", file=sys.stderr)
         return 2
     workload = f"philly:{args.philly}" + (f":max_jobs={args.max_jobs}" if args.max_jobs else "")
-    rows = []
-    for cluster in args.clusters.split(","):
-        nodes, gpus = (int(x) for x in cluster.lower().split("x"))
-        for policy in args.policies.split(","):
-            cmd = [sys.executable, __file__, "--one", workload, policy, str(nodes), str(gpus)]
-            cmd.append(str(args.budget_s))
-            if args.view_chunk is not None:
-                cmd += ["--view-chunk", str(args.view_chunk)]
-            try:
-                # the child's progress lines and errors go straight to our stderr
-                done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
-            except subprocess.CalledProcessError:
-                print(f"{cluster} {policy}: failed (its error is above)", file=sys.stderr)
-                return 1
-            row = json.loads(done.stdout.strip().splitlines()[-1])
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    print(f"\nworkload: {workload}")
-    head = ("gpus", "policy", "finished", "sim days", "jobs done", "peak active", "avg JCT h")
-    head += ("turns", "wall s", "peak MiB")
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for r in rows:
-        cells = (
-            r["gpus"],
-            r["policy"],
-            "yes" if r["finished"] else "no (budget)",
-            f"{r['sim_days']:.1f}",
-            f"{r['jobs_completed']:,} / {r['jobs']:,}",
-            f"{r['peak_active']:,}",
-            f"{r['avg_jct_h']:.2f}",
-            f"{r['turns']:,}",
-            f"{r['wall_s']:.0f}",
-            f"{r['peak_rss_mib']:.0f}",
-        )
-        print("| " + " | ".join(str(c) for c in cells) + " |")
+    rows = run_cases(args, workload)
+    if rows is None:
+        return 1
+    print_rows(workload, rows)
     return 0
 
 

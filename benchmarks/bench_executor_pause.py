@@ -164,55 +164,63 @@ def _stop_torchrun(proc: subprocess.Popen[bytes], out: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+def _launch_torchrun(world: int, out: Path) -> tuple[subprocess.Popen, Any]:
+    """A plain torchrun job of ``world`` workers writing its steps under ``out``."""
+    env = dict(os.environ, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1", OMP_NUM_THREADS="1")
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        f"--nproc-per-node={world}",
+        "--max-restarts=3",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{_free_port()}",
+        str(HERE / "bench_executor_torchrun_worker.py"),
+        "--out",
+        str(out),
+    ]
+    log = open(out / "torchrun.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
+    return proc, log
+
+
+def _kill_one_and_time(proc: subprocess.Popen, world: int, out: Path) -> float:
+    """Kill the last rank after 100 steps; seconds from the survivors' last step to the next."""
+    victim_rank = world - 1
+    deadline = time.monotonic() + 120
+    while len(_read_steps(out / f"steps-0-{victim_rank}.jsonl")) < 100:
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError(f"torchrun did not start (see {out / 'torchrun.log'})")
+        time.sleep(0.1)
+    pid = int((out / f"pid-0-{victim_rank}").read_text())
+    kill_wall = time.time()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 120
+    after: list[float] = []
+    while not after:
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError(f"torchrun did not restart (see {out / 'torchrun.log'})")
+        time.sleep(0.05)
+        after = [t for r in range(world) for t in _read_steps(out / f"steps-1-{r}.jsonl")]
+    survivors = [r for r in range(world) if r != victim_rank] or [victim_rank]
+    before = [
+        t for r in survivors for t in _read_steps(out / f"steps-0-{r}.jsonl") if t <= kill_wall
+    ]
+    return min(after) - max(before)
+
+
 def bench_torchrun(world: int, repeats: int, tmp: Path) -> list[dict]:
     """Kill one worker of a plain torchrun job; the pause until the restarted group steps."""
     rows: list[dict[str, Any]] = []
     for attempt in range(repeats):
         out = tmp / f"torchrun-{world}-{attempt}"
         out.mkdir(parents=True)
-        env = dict(os.environ, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1", OMP_NUM_THREADS="1")
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nnodes=1",
-            f"--nproc-per-node={world}",
-            "--max-restarts=3",
-            "--rdzv-backend=c10d",
-            f"--rdzv-endpoint=127.0.0.1:{_free_port()}",
-            str(HERE / "bench_executor_torchrun_worker.py"),
-            "--out",
-            str(out),
-        ]
-        log = open(out / "torchrun.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+        proc, log = _launch_torchrun(world, out)
         try:
-            victim_rank = world - 1
-            deadline = time.monotonic() + 120
-            while len(_read_steps(out / f"steps-0-{victim_rank}.jsonl")) < 100:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"torchrun did not start (see {out / 'torchrun.log'})")
-                time.sleep(0.1)
-            pid = int((out / f"pid-0-{victim_rank}").read_text())
-            kill_wall = time.time()
-            os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 120
-            after: list[float] = []
-            while not after:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"torchrun did not restart (see {out / 'torchrun.log'})")
-                time.sleep(0.05)
-                after = [t for r in range(world) for t in _read_steps(out / f"steps-1-{r}.jsonl")]
-            survivors = [r for r in range(world) if r != victim_rank] or [victim_rank]
-            before = [
-                t
-                for r in survivors
-                for t in _read_steps(out / f"steps-0-{r}.jsonl")
-                if t <= kill_wall
-            ]
-            interval = min(after) - max(before)
+            interval = _kill_one_and_time(proc, world, out)
             rows.append(
                 {
                     "mode": "torchrun",
@@ -240,25 +248,9 @@ def _fmt(value: float | None) -> str:
     return "     -" if value is None else f"{value:6.3f}"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
-    args = parser.parse_args()
-    repeats = 2 if args.quick else 5
-    restart_repeats = 1 if args.quick else 2
-    torchrun_repeats = 1 if args.quick else 3
-    rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-pause-") as tmp_name:
-        tmp = Path(tmp_name)
-        started = time.perf_counter()
-        rows += bench_group(RescaleMode.INPLACE, repeats, 25, tmp)
-        rows += bench_group(RescaleMode.RESTART, restart_repeats, 25, tmp)
-        for world in (1, 2, 4):
-            rows += bench_torchrun(world, torchrun_repeats, tmp)
-        elapsed = time.perf_counter() - started
-
-    print(f"survivors' pause in seconds (median), measured in {elapsed:.0f} s on this machine")
+def print_components(rows: list[dict[str, Any]], elapsed_s: float) -> None:
+    """One line per mode and transition: the median pause and its components."""
+    print(f"survivors' pause in seconds (median), measured in {elapsed_s:.0f} s on this machine")
     print(
         f"{'mode':14s} {'transition':10s} {'n':>3s} {'interval':>8s} {'pause_s':>8s} "
         f"{'detect':>7s} {'acquire':>7s} {'rdzv':>7s} {'state':>7s} {'warmup':>7s}"
@@ -275,6 +267,9 @@ def main() -> int:
             f"{_fmt(_median(sel, 'pause_s'))} " + " ".join(comps)
         )
 
+
+def print_ratios(rows: list[dict[str, Any]]) -> None:
+    """The targets: inplace at 4 workers, restart and torchrun against inplace."""
     inplace = _median(rows, mode="inplace")
     inplace4 = statistics.median(
         [r["interval_s"] for r in rows if r["mode"] == "inplace" and 4 in (r["before"], r["after"])]
@@ -305,6 +300,28 @@ def main() -> int:
             f"torchrun restart median {t_all:6.3f} s  ratio to inplace {ratio:6.1f}x  "
             f"(target >= 10x: {'met' if ratio >= 10 else 'NOT met'})"
         )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = parser.parse_args()
+    repeats = 2 if args.quick else 5
+    restart_repeats = 1 if args.quick else 2
+    torchrun_repeats = 1 if args.quick else 3
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-pause-") as tmp_name:
+        tmp = Path(tmp_name)
+        started = time.perf_counter()
+        rows += bench_group(RescaleMode.INPLACE, repeats, 25, tmp)
+        rows += bench_group(RescaleMode.RESTART, restart_repeats, 25, tmp)
+        for world in (1, 2, 4):
+            rows += bench_torchrun(world, torchrun_repeats, tmp)
+        elapsed_s = time.perf_counter() - started
+
+    print_components(rows, elapsed_s)
+    print_ratios(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

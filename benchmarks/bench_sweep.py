@@ -118,6 +118,86 @@ def unbatched(run: Callable[[], Any]) -> Callable[[], Any]:
     return wrapped
 
 
+LOCAL_1, LOCAL_2 = "local, 1 process", "local, 2 processes"
+CEIL_1, CEIL_2 = "CPU ceiling, 1 process", "CPU ceiling, 2 processes"
+
+
+def configs_for(spec: SweepSpec, with_ray: bool) -> dict[str, Callable[[], Any]]:
+    """Every backend set-up to time, named; the CPU ceilings run the same task count."""
+    size = spec.size
+    configs: dict[str, Callable[[], Any]] = {
+        LOCAL_1: lambda: run_sweep(spec, workers=1),
+        LOCAL_2: lambda: run_sweep(spec, workers=2),
+        "local, 2 processes, unbatched": unbatched(lambda: run_sweep(spec, workers=2)),
+        CEIL_1: lambda: ceiling(1, size),
+        CEIL_2: lambda: ceiling(2, size),
+    }
+    if with_ray:
+        configs["ray, 2 CPUs"] = lambda: run_sweep(spec, backend="ray")
+        configs["ray, 2 CPUs, unbatched"] = unbatched(lambda: run_sweep(spec, backend="ray"))
+    return configs
+
+
+def start_ray(spec: SweepSpec) -> float:
+    """Start a local 2-CPU Ray instance and warm its workers; the start-up's seconds."""
+    import ray
+
+    start = time.perf_counter()
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.ERROR,
+    )
+    ray_start_s = time.perf_counter() - start
+    run_sweep(spec, backend="ray")  # untimed: Ray's workers import elasim once
+    return ray_start_s
+
+
+def time_configs(
+    configs: dict[str, Callable[[], Any]], repeats: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU seconds of every set-up, interleaved; every table must be the same."""
+    times: dict[str, list[float]] = {name: [] for name in configs}
+    cpu: dict[str, list[float]] = {name: [] for name in configs}
+    reference = None
+    for _ in range(repeats):
+        for name, run in configs.items():
+            sweep._load_trace.cache_clear()
+            sweep._load_job.cache_clear()
+            cpu_before = tree_cpu_s()
+            start = time.perf_counter()
+            result = run()
+            times[name].append(time.perf_counter() - start)
+            cpu[name].append(tree_cpu_s() - cpu_before)
+            if isinstance(result, pd.DataFrame):
+                if reference is None:
+                    reference = result
+                else:  # any backend, any process count, batched or not: one table
+                    pd.testing.assert_frame_equal(result, reference)
+    return times, cpu
+
+
+def report(
+    size: int, times: dict[str, list[float]], cpu: dict[str, list[float]], ray_start_s: float
+) -> None:
+    """Medians per set-up, then the ratios measured in this run."""
+    rate = {name: size / statistics.median(values) for name, values in times.items()}
+    cpu_ms = {name: 1e3 * statistics.median(values) / size for name, values in cpu.items()}
+    print(f"  {'':32s} {'per second':>10s}  {'CPU ms each':>11s}  wall min-max")
+    for name, values in times.items():
+        spread = f"{min(values):.2f}-{max(values):.2f} s"
+        print(f"  {name:32s} {rate[name]:10.1f}  {cpu_ms[name]:11.2f}  {spread}")
+    print("(per second: simulations, or tasks for the CPU ceiling; medians)")
+    print(f"ratio local 2 processes / 1 process: {rate[LOCAL_2] / rate[LOCAL_1]:.2f}")
+    print(f"  machine ceiling, 2 / 1 process:    {rate[CEIL_2] / rate[CEIL_1]:.2f}")
+    print(f"  CPU per simulation, 2 / 1 process: {cpu_ms[LOCAL_2] / cpu_ms[LOCAL_1]:.2f}")
+    if "ray, 2 CPUs" in rate:
+        print(f"ratio ray (2 CPUs) / local 2 processes: {rate['ray, 2 CPUs'] / rate[LOCAL_2]:.2f}")
+        print(f"local Ray instance start-up (not in the rates above): {ray_start_s:.1f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -127,75 +207,22 @@ def main() -> None:
 
     spec = SweepSpec(traces=TRACES, policies=tuple(policy_names()), seeds=tuple(range(args.seeds)))
     spec.validate()
-    size = spec.size
-    local_1, local_2 = "local, 1 process", "local, 2 processes"
-    ceil_1, ceil_2 = "CPU ceiling, 1 process", "CPU ceiling, 2 processes"
-    configs: dict[str, Callable[[], Any]] = {
-        local_1: lambda: run_sweep(spec, workers=1),
-        local_2: lambda: run_sweep(spec, workers=2),
-        "local, 2 processes, unbatched": unbatched(lambda: run_sweep(spec, workers=2)),
-        ceil_1: lambda: ceiling(1, size),
-        ceil_2: lambda: ceiling(2, size),
-    }
     with_ray = not args.no_ray and importlib.util.find_spec("ray") is not None
-    ray_start_s = 0.0
-    if with_ray:
-        import ray
-
-        configs["ray, 2 CPUs"] = lambda: run_sweep(spec, backend="ray")
-        configs["ray, 2 CPUs, unbatched"] = unbatched(lambda: run_sweep(spec, backend="ray"))
-
-        start = time.perf_counter()
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.ERROR,
-        )
-        ray_start_s = time.perf_counter() - start
-        run_sweep(spec, backend="ray")  # untimed: Ray's workers import elasim once
-
+    configs = configs_for(spec, with_ray)
+    ray_start_s = start_ray(spec) if with_ray else 0.0
     print(
         f"grid: {len(spec.policies)} policies x {len(TRACES)} traces x {args.seeds} seeds"
-        f" = {size} simulations; {args.repeats} repeats; {os.cpu_count()} CPUs;"
+        f" = {spec.size} simulations; {args.repeats} repeats; {os.cpu_count()} CPUs;"
         f" Python {platform.python_version()}"
     )
-    times: dict[str, list[float]] = {name: [] for name in configs}
-    cpu: dict[str, list[float]] = {name: [] for name in configs}
-    reference = None
     try:
-        for _ in range(args.repeats):
-            for name, run in configs.items():
-                sweep._load_trace.cache_clear()
-                sweep._load_job.cache_clear()
-                cpu_before = tree_cpu_s()
-                start = time.perf_counter()
-                result = run()
-                times[name].append(time.perf_counter() - start)
-                cpu[name].append(tree_cpu_s() - cpu_before)
-                if isinstance(result, pd.DataFrame):
-                    if reference is None:
-                        reference = result
-                    else:  # any backend, any process count, batched or not: one table
-                        pd.testing.assert_frame_equal(result, reference)
+        times, cpu = time_configs(configs, args.repeats)
     finally:
         if with_ray:
-            ray.shutdown()
+            import ray
 
-    rate = {name: size / statistics.median(values) for name, values in times.items()}
-    cpu_ms = {name: 1e3 * statistics.median(values) / size for name, values in cpu.items()}
-    print(f"  {'':32s} {'per second':>10s}  {'CPU ms each':>11s}  wall min-max")
-    for name, values in times.items():
-        spread = f"{min(values):.2f}-{max(values):.2f} s"
-        print(f"  {name:32s} {rate[name]:10.1f}  {cpu_ms[name]:11.2f}  {spread}")
-    print("(per second: simulations, or tasks for the CPU ceiling; medians)")
-    print(f"ratio local 2 processes / 1 process: {rate[local_2] / rate[local_1]:.2f}")
-    print(f"  machine ceiling, 2 / 1 process:    {rate[ceil_2] / rate[ceil_1]:.2f}")
-    print(f"  CPU per simulation, 2 / 1 process: {cpu_ms[local_2] / cpu_ms[local_1]:.2f}")
-    if with_ray:
-        print(f"ratio ray (2 CPUs) / local 2 processes: {rate['ray, 2 CPUs'] / rate[local_2]:.2f}")
-        print(f"local Ray instance start-up (not in the rates above): {ray_start_s:.1f} s")
+            ray.shutdown()
+    report(spec.size, times, cpu, ray_start_s)
 
 
 if __name__ == "__main__":
