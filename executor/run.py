@@ -314,7 +314,6 @@ def run_trace(
         ScriptFailed: with ``config.script``, a process of the script exited non-zero
             on its own (an :class:`ExecutorError`).
     """
-    from elasim.policies import is_oracle, make_policy
     from elasim.traces import load_capacity_trace
 
     if resume is not None:
@@ -325,45 +324,80 @@ def run_trace(
     config = _resolved(config, trace)
     if journal_dir is not None and resume is None and config.script is None:
         save_run_config(journal_dir, config)
-    policy = make_policy(str(spec.policy), dict(spec.policy_options), seed=spec.seed)
-    if is_oracle(policy):
-        raise ValueError(
-            f"policy {spec.policy!r} is an oracle (it needs the whole trace in advance): "
-            "simulate it (elasim simulate, elasim sweep), it cannot run live"
-        )
+    policy = _live_policy(config)
     group, server, tmp = _start_group(config, None if resume is None else resume.checkpoint_step)
     journal = _journal(journal_dir, config, resume)
-    hook = _hooks(on_turn, journal)
     try:
-        group.start()
-        if on_group is not None:
-            on_group(group)
-        control = _controller_config(config, group.slots)
-        controller = Controller(
-            config.spec.replace(max_nodes=control.max_nodes),
-            trace,
-            policy,
-            RealClock(),
-            control,
-            group=group,
-            on_turn=hook,
+        result, steps, starts, t0 = _drive(
+            group, config, trace, policy, on_group, _hooks(on_turn, journal), journal
         )
-        result = controller.run()
-        if journal is not None:
-            journal(controller, force=True)
-        steps = group.step_records()
-        starts = group.worker_starts()
     finally:
         group.close()
         if server is not None:
             server.close()
         if tmp is not None:
             tmp.cleanup()
-    t0 = controller._t0  # noqa: SLF001 - the run's origin on the clock
     out = _run_result(config, trace.name, result, group, steps, starts, t0)
     if resume is None:
         return replace(out, summary={**out.summary, "segments": [segment_of(out.summary, 0.0, 0)]})
     return merge_segments(out, resume, resume.config.spec.as_inputs())
+
+
+def _live_policy(config: RunConfig) -> Any:
+    """The spec's policy, built with its options and seed; an oracle is refused.
+
+    Why: an oracle needs the whole trace in advance, which a live run does not
+    have; saying so before any worker starts beats a policy that cannot decide.
+
+    Raises:
+        ValueError: a bad policy or option, or an oracle (one line).
+    """
+    from elasim.policies import is_oracle, make_policy
+
+    spec = config.spec
+    policy = make_policy(str(spec.policy), dict(spec.policy_options), seed=spec.seed)
+    if is_oracle(policy):
+        raise ValueError(
+            f"policy {spec.policy!r} is an oracle (it needs the whole trace in advance): "
+            "simulate it (elasim simulate, elasim sweep), it cannot run live"
+        )
+    return policy
+
+
+def _drive(
+    group: Any,
+    config: RunConfig,
+    trace: Any,
+    policy: Any,
+    on_group: Callable[[ProcessWorkerGroup], None] | None,
+    hook: Callable[[Controller], None] | None,
+    journal: RunJournal | None,
+) -> tuple[ControllerResult, tuple[StepRecord, ...], tuple[WorkerStart, ...], float]:
+    """Start ``group`` and let a controller replay ``trace`` with ``policy`` on it.
+
+    Why apart from :func:`run_trace`: that function owns the group, its listener and
+    its folder and releases them whatever happens here.  Returns the controller's
+    result, the steps and worker starts the group recorded, and the run's origin on
+    the clock (``t0``, real s), read before the group closes.
+    """
+    group.start()
+    if on_group is not None:
+        on_group(group)
+    control = _controller_config(config, group.slots)
+    controller = Controller(
+        config.spec.replace(max_nodes=control.max_nodes),
+        trace,
+        policy,
+        RealClock(),
+        control,
+        group=group,
+        on_turn=hook,
+    )
+    result = controller.run()
+    if journal is not None:
+        journal(controller, force=True)
+    t0 = controller._t0  # noqa: SLF001 - the run's origin on the clock
+    return result, group.step_records(), group.worker_starts(), t0
 
 
 def _start_group(
