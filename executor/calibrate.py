@@ -44,7 +44,8 @@ from elasim.traces import CapacityTrace, TraceMetadata, write_capacity_trace
 
 from .config import DEFAULT_JOB, RunConfig
 from .group import RescaleMode
-from .run import run_trace, write_run
+from .run import run_trace
+from .run_output import write_run
 
 __all__ = [
     "INPLACE_SCHEDULE",

@@ -127,7 +127,7 @@ def _write_profile(result: Any, config: Any, out: Path | None, path: Path) -> No
     import tempfile
 
     from elasim.executor.calibrate import profile_of_runs
-    from elasim.executor.run import write_run
+    from elasim.executor.run_output import write_run
     from elasim.profile import save_profile
 
     with tempfile.TemporaryDirectory(prefix="elasim-run-") as tmp:
@@ -459,7 +459,8 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
         from elasim.executor import require_torch
 
         require_torch()
-        from elasim.executor.run import run_trace, write_run
+        from elasim.executor.run import run_trace
+        from elasim.executor.run_output import write_run
 
         point = None
         if resume is not None:
