@@ -45,7 +45,7 @@ import torch
 from elasim.executor.api import TrainState
 from elasim.executor.group import GroupSettings, LocalLauncher, ProcessWorkerGroup
 from elasim.executor.protocol import WorkerSettings
-from elasim.executor.run import steps_frame
+from elasim.executor.run_output import steps_frame
 from elasim.executor.synthetic import bayes_loss, synthetic_job
 from elasim.noise_scale import noise_scale_of_steps
 

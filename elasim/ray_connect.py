@@ -139,27 +139,9 @@ def connected(
     if address is not None and address != "auto":
         _reachable(address)
     empty = tempfile.mkdtemp(prefix="elasim-ray-job-")  # the job's working_dir, see above
-    options: dict[str, Any] = {
-        "log_to_driver": False,
-        "configure_logging": True,
-        "logging_level": logging.INFO if verbose else logging.ERROR,
-        "runtime_env": {"working_dir": empty},
-    }
-    if address is None:
-        options.update(
-            address="local",
-            num_cpus=num_cpus,
-            resources=dict(resources or {}),
-            include_dashboard=False,
-            dashboard_host="127.0.0.1",
-            # Ray runs its workers at niceness 15 by default; beside other work they
-            # then get a few percent of a core (two busy processes on the 2-core
-            # machine: no trainer started within 120 s).  A private instance's workers
-            # run at this process's niceness, as the local backend's do.
-            _system_config={"worker_niceness": max(0, os.getpriority(os.PRIO_PROCESS, 0))},
-        )
-    else:
-        options["address"] = address
+    options = _init_options(
+        address, working_dir=empty, num_cpus=num_cpus, resources=resources, verbose=verbose
+    )
     log.debug("ray: %s", "starting a local instance" if address is None else f"joining {address}")
     try:
         ray.init(**options)
@@ -176,3 +158,43 @@ def connected(
     finally:
         ray.shutdown()  # stops an instance started here; only disconnects from a cluster
         shutil.rmtree(empty, ignore_errors=True)
+
+
+def _init_options(
+    address: str | None,
+    *,
+    working_dir: str,
+    num_cpus: int | None,
+    resources: Mapping[str, float] | None,
+    verbose: bool,
+) -> dict[str, Any]:
+    """The ``ray.init`` arguments of a connection made by :func:`connected`.
+
+    Why apart: these are the project's rules as Ray options (the module docstring
+    says why each exists): Ray's logging kept to errors unless ``verbose``, the
+    job's empty ``working_dir``, and either a private local instance (``address``
+    None) without a dashboard whose workers run at this process's niceness, or the
+    given ``address``.
+    """
+    options: dict[str, Any] = {
+        "log_to_driver": False,
+        "configure_logging": True,
+        "logging_level": logging.INFO if verbose else logging.ERROR,
+        "runtime_env": {"working_dir": working_dir},
+    }
+    if address is None:
+        options.update(
+            address="local",
+            num_cpus=num_cpus,
+            resources=dict(resources or {}),
+            include_dashboard=False,
+            dashboard_host="127.0.0.1",
+            # Ray runs its workers at niceness 15 by default; beside other work they
+            # then get a few percent of a core (two busy processes on the 2-core
+            # machine: no trainer started within 120 s).  A private instance's workers
+            # run at this process's niceness, as the local backend's do.
+            _system_config={"worker_niceness": max(0, os.getpriority(os.PRIO_PROCESS, 0))},
+        )
+    else:
+        options["address"] = address
+    return options

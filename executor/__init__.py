@@ -24,8 +24,8 @@ Modules:
   (``elasim run --script``); :mod:`.report`: ``step_done()``, the one optional line
   such a script adds.
 * :mod:`.config`: :class:`RunConfig`, the job's spec and what a real run adds.
-* :mod:`.run`: ``run_trace`` and ``write_run`` (the ``run``/``agent`` commands are in
-  :mod:`elasim.cli.run`).
+* :mod:`.run`: ``run_trace``, and :mod:`.run_output`: ``write_run`` (the ``run``
+  and ``agent`` commands are in :mod:`elasim.cli.run` and :mod:`elasim.cli.agent`).
 
 Names are imported lazily, so ``import elasim.executor`` (and the CLI module) does not
 import torch until something that needs it is used.
@@ -80,7 +80,7 @@ _WHERE = {
     "RunConfig": ".config",
     "RunResult": ".run",
     "run_trace": ".run",
-    "write_run": ".run",
+    "write_run": ".run_output",
     "digits_job": ".digits",
     "load_checkpoint": ".checkpoint",
     "save_checkpoint": ".checkpoint",

@@ -44,7 +44,8 @@ from elasim.traces import CapacityTrace, TraceMetadata, write_capacity_trace
 
 from .config import DEFAULT_JOB, RunConfig
 from .group import RescaleMode
-from .run import run_trace, write_run
+from .run import run_trace
+from .run_output import write_run
 
 __all__ = [
     "INPLACE_SCHEDULE",
@@ -403,28 +404,7 @@ def calibrate(
             )
         )
         start_s = measure_worker_start_s(config.starts)
-        budgets = Budgets.of(start_s, config.max_nodes)
-        plan = _plan(config, start_s)
-        expected = [_expected_run_s(each, config, start_s) for each in plan]
-        run_dirs = []
-        checkpoint_bytes = 0
-        for index, each in enumerate(plan):
-            name, _, schedule, segment_s, steps = each
-            shape = "-".join(str(min(n, config.max_nodes)) for n in schedule)
-            length = f"{steps} steps" if steps else f"{len(schedule)} x {segment_s:g} s"
-            stage(
-                CalibrationStage(
-                    index + 2,
-                    total,
-                    f"{name}: {length} ({shape}); torch starts in {start_s:.1f} s, so "
-                    f"workers get {budgets.ready_s:.0f} s to start",
-                    expected[index],
-                    sum(expected[index:]),
-                )
-            )
-            out, size = _one_run(each, config, budgets, root)
-            run_dirs.append(out)
-            checkpoint_bytes = max(checkpoint_bytes, size)
+        run_dirs, checkpoint_bytes = _run_plan(config, start_s, root, stage)
         return profile_of_runs(
             run_dirs,
             job=config.job,
@@ -438,3 +418,45 @@ def calibrate(
     finally:
         if tmp is not None:
             tmp.cleanup()
+
+
+def _run_plan(
+    config: CalibrationConfig,
+    start_s: float,
+    root: Path,
+    stage: Callable[[CalibrationStage], None],
+) -> tuple[list[Path], int]:
+    """Every planned run in turn, each announced as a stage; their folders and checkpoint size.
+
+    Why apart from :func:`calibrate`: once the torch start is measured, the plan,
+    the budgets and the estimates of time left all follow from it; this runs them
+    (stages 2 onwards, after the start measurement) and keeps the largest
+    checkpoint seen.
+
+    Raises:
+        CalibrationError: a run failed (see :func:`_one_run`).
+    """
+    budgets = Budgets.of(start_s, config.max_nodes)
+    plan = _plan(config, start_s)
+    total = len(plan) + 1
+    expected = [_expected_run_s(each, config, start_s) for each in plan]
+    run_dirs = []
+    checkpoint_bytes = 0
+    for index, each in enumerate(plan):
+        name, _, schedule, segment_s, steps = each
+        shape = "-".join(str(min(n, config.max_nodes)) for n in schedule)
+        length = f"{steps} steps" if steps else f"{len(schedule)} x {segment_s:g} s"
+        stage(
+            CalibrationStage(
+                index + 2,
+                total,
+                f"{name}: {length} ({shape}); torch starts in {start_s:.1f} s, so "
+                f"workers get {budgets.ready_s:.0f} s to start",
+                expected[index],
+                sum(expected[index:]),
+            )
+        )
+        out, size = _one_run(each, config, budgets, root)
+        run_dirs.append(out)
+        checkpoint_bytes = max(checkpoint_bytes, size)
+    return run_dirs, checkpoint_bytes

@@ -410,6 +410,22 @@ def run_cluster(
         pool.close()
         if server is not None:
             server.close()
+    return _cluster_result(loop, setup, wall)
+
+
+def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:
+    """What a driven cluster loop leaves: results, decisions, events and steps per job.
+
+    Why apart from :func:`run_cluster`: that function owns the workers and must
+    release them whatever happens; reading the outcome needs none of them.  A job
+    whose policy asked for another batch size is logged here, as a real job keeps
+    its batch.
+
+    Args:
+        loop: the cluster loop (``elasim.cluster.build_loop``), driven to ``wall``.
+        setup: its ``ClusterSetup`` (the nodes it had).
+        wall: real seconds the run took.
+    """
     jobs: list[ClusterJob] = loop.jobs
     for job in jobs:
         if job.batch_ignored is not None:

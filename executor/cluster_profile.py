@@ -121,33 +121,17 @@ def measure_application(
     run = replace(worker, max_steps=10**9)  # stopped here once measured
     config = ControllerConfig(time_scale=1.0, max_steps=run.max_steps, max_nodes=slots)
     job = PooledJob("measure", pool, run, config, lambda: t0)
-    timed: dict[int, int] = {}
-    events: list[Any] = []
     try:
-        size = 1
-        while size <= slots or job.group.progress().step < steps:
-            if time.monotonic() - t0 > timeout_s:
-                raise ExecutorError(f"measuring did not finish in {timeout_s:g} s")
-            now = time.monotonic() - t0
-            events += job.apply(min(size, slots), 0, now, True)
-            events += job.poll(now)
-            held = sum(job.group.held())
-            records = job.group.step_records()
-            timed[held] = sum(1 for r in records if r.world_size == held)
-            if size <= slots and held == size and timed[held] > steps_per_size:
-                size += 1
-            time.sleep(0.02)
+        events = _step_through_sizes(
+            job, t0, slots=slots, steps=steps, steps_per_size=steps_per_size, timeout_s=timeout_s
+        )
         records = job.group.step_records()
         table = job.group.step_time_by_world(recent=10**6)
         batch = int(job.group.global_batch or 0)
     finally:
         job.close()
         pool.close()
-    lineage = [r for r in records if r.step <= steps]
-    losses = []
-    for e in range(1, epochs + 1):
-        upto = [r for r in lineage if r.step <= round(e * steps / epochs)]
-        losses.append(upto[-1].loss if upto else math.nan)
+    losses = _epoch_losses(records, steps, epochs)
     grad_sqr, grad_var = _noise(list(records))
     for n in range(1, slots + 1):  # each start from nothing (0 -> n), alone
         events += _start(run, config, n, launcher_slots=slots, timeout_s=timeout_s)
@@ -164,6 +148,51 @@ def measure_application(
         host={"machine": platform.machine(), "python": platform.python_version()},
         pauses=_pause_table(events),
     )
+
+
+def _step_through_sizes(
+    job: Any, t0: float, *, slots: int, steps: int, steps_per_size: int, timeout_s: float
+) -> list[Any]:
+    """Drive ``job`` through 1..``slots`` workers, then on until it has done ``steps``.
+
+    Why its own function: this is the measuring loop proper; each size is held until
+    more than ``steps_per_size`` steps were timed at it, so every row of
+    ``placements.csv`` has a median of enough steps.  Returns the group's events,
+    for the pauses they measured.
+
+    Raises:
+        ExecutorError: not done within ``timeout_s`` of ``t0`` (monotonic s).
+    """
+    timed: dict[int, int] = {}
+    events: list[Any] = []
+    size = 1
+    while size <= slots or job.group.progress().step < steps:
+        if time.monotonic() - t0 > timeout_s:
+            raise ExecutorError(f"measuring did not finish in {timeout_s:g} s")
+        now = time.monotonic() - t0
+        events += job.apply(min(size, slots), 0, now, True)
+        events += job.poll(now)
+        held = sum(job.group.held())
+        records = job.group.step_records()
+        timed[held] = sum(1 for r in records if r.world_size == held)
+        if size <= slots and held == size and timed[held] > steps_per_size:
+            size += 1
+        time.sleep(0.02)
+    return events
+
+
+def _epoch_losses(records: tuple[StepRecord, ...], steps: int, epochs: int) -> list[float]:
+    """The training loss at the end of each of ``epochs`` equal parts of ``steps``.
+
+    Only steps up to ``steps`` count (the job's own work; the measuring run goes on
+    past it); an epoch with no step yet is NaN.
+    """
+    lineage = [r for r in records if r.step <= steps]
+    losses = []
+    for e in range(1, epochs + 1):
+        upto = [r for r in lineage if r.step <= round(e * steps / epochs)]
+        losses.append(upto[-1].loss if upto else math.nan)
+    return losses
 
 
 def _start(

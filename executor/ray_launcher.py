@@ -126,6 +126,60 @@ def _as_worker(niceness: int) -> None:  # pragma: no cover - runs in the child
     _die_with_parent()
 
 
+def _route_address(store: str) -> str:  # pragma: no cover - runs in the actor
+    """The address of this node's interface that reaches the run's ``store`` (host:port).
+
+    Why: gloo listens on the interface the node reaches the store by, as an agent's
+    workers do; a UDP ``connect`` picks the route without sending a packet.  With no
+    route, ``0.0.0.0``.
+    """
+    import socket
+
+    from elasim.executor.authstore import parse_address
+
+    store_host = parse_address(store)[0]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((store_host, 9))  # no packet is sent: only picks the route
+            return probe.getsockname()[0]
+        except OSError:
+            return "0.0.0.0"
+
+
+def _spawn_worker(
+    argv: list[str], log: str | None, local: str, niceness: int
+) -> Any:  # pragma: no cover - runs in the actor
+    """Start a Ray slot's worker process, its stderr appended to ``log`` (if given).
+
+    Why apart from :meth:`_Slot.run`: how the child is started (no stdin or stdout,
+    the worker environment for the ``local`` interface, the controller's niceness,
+    death with the actor) is separate from the private files it is given.  The log
+    file's handle is closed here once the child holds its copy; a log that cannot
+    be opened is dropped rather than failing the worker.
+    """
+    import subprocess
+
+    from elasim.executor.launchers import worker_env
+
+    stderr: Any = subprocess.DEVNULL
+    if log is not None:
+        with contextlib.suppress(OSError):
+            Path(log).parent.mkdir(parents=True, exist_ok=True)
+            stderr = open(log, "ab")  # noqa: SIM115
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=worker_env(local),
+            preexec_fn=lambda: _as_worker(niceness),
+        )
+    finally:
+        if stderr is not subprocess.DEVNULL:
+            stderr.close()
+
+
 class _Slot:
     """The Ray actor of one worker slot: starts the worker as its child and reports its end.
 
@@ -161,25 +215,15 @@ class _Slot:
         thread) fires exactly when the actor is killed.
         """
         import shutil
-        import socket
-        import subprocess
         import sys
 
         from elasim.executor.auth import write_private
-        from elasim.executor.authstore import parse_address
-        from elasim.executor.launchers import WorkerLaunch, worker_argv, worker_env
+        from elasim.executor.launchers import WorkerLaunch, worker_argv
         from elasim.executor.runfiles import private_temp_dir
 
         spec = WorkerLaunch.from_message(launch)
-        store_host = parse_address(spec.store)[0]
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            try:
-                probe.connect((store_host, 9))  # no packet is sent: only picks the route
-                local = probe.getsockname()[0]
-            except OSError:
-                local = "0.0.0.0"
+        local = _route_address(spec.store)
         folder = private_temp_dir("elasim-ray-slot-")  # 0700; a killed actor's: removed later
-        stderr: Any = subprocess.DEVNULL
         try:
             argv = worker_argv(
                 sys.executable,
@@ -187,22 +231,7 @@ class _Slot:
                 settings_path=write_private(folder / "worker.json", settings),
                 secret_path=write_private(folder / "secret", secret),
             )
-            if log is not None:
-                with contextlib.suppress(OSError):
-                    Path(log).parent.mkdir(parents=True, exist_ok=True)
-                    stderr = open(log, "ab")  # noqa: SIM115
-            try:
-                self._proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=stderr,
-                    env=worker_env(local),
-                    preexec_fn=lambda: _as_worker(niceness),
-                )
-            finally:
-                if stderr is not subprocess.DEVNULL:
-                    stderr.close()
+            self._proc = _spawn_worker(argv, log, local, niceness)
             return int(self._proc.wait())
         finally:
             shutil.rmtree(folder, ignore_errors=True)

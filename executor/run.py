@@ -1,27 +1,8 @@
-"""``run_trace``: replay a trace on real workers and write it in the simulator's schema.
+"""``run_trace``: replay a trace on real workers, for the simulator's schema.
 
-Outputs (:func:`write_run`), the simulator's files plus what only a real run has:
-
-* ``summary.json``: the simulator's keys where they apply.  **Hour figures are in
-  trace time** (real seconds x ``time_scale`` / 3600), so they compare with a
-  simulation of the same trace; added are ``steps``, ``final_loss``,
-  ``final_accuracy``, ``wall_time_s`` (real) and the measured pause statistics.
-* ``events.parquet``: the shared columns (:data:`elasim.policies.EVENT_COLUMNS`).
-  ``time_s`` is trace seconds, but ``pause_s`` and its components (``detect_s``,
-  ``acquire_s``, ``rendezvous_s``, ``state_s``, ``warmup_s``) are **real seconds**
-  as measured, because a pause is a property of the machine, not of the trace (the
-  calibration compares them with the simulator's pause model in real seconds).
-  Extra columns: ``real_time_s`` (real seconds since the start) and ``interval_s``
-  (raw last-step-end-before to first-step-end-after, real seconds).
-* ``steps.parquet``: one row per committed step: ``time_s`` (real seconds since the
-  start), ``trace_time_s``, ``step``, ``world_size``, ``loss``, ``samples``, ``gen``,
-  ``epoch``, and the gradient noise scale (:func:`steps_frame`).  In ``restart``
-  mode, steps rolled back and redone appear twice.
-* ``workers.parquet``: one row per worker process: ``wid``, ``spawn_s`` and
-  ``ready_s`` (real seconds since the start; negative for standbys started before
-  it; NaN when it never became ready).  Profiles take the cold-start model from it.
-* ``timeline.parquet`` / ``timeline.png``: availability, nodes held and progress over
-  trace time, with preemptions and rescales marked.
+The run's result (:class:`RunResult`) is written to a folder by
+:func:`elasim.executor.run_output.write_run`, whose module docstring lists the files
+and how their columns differ from a simulation's.
 """
 
 from __future__ import annotations
@@ -57,7 +38,7 @@ from .resume import ResumePoint, merge_books, merge_segments, save_run_config, s
 from .runfiles import RunFiles
 from .script import ScriptWorkerGroup
 
-__all__ = ["DEFAULT_JOB", "RunConfig", "RunResult", "run_trace", "write_run"]
+__all__ = ["DEFAULT_JOB", "RunConfig", "RunResult", "run_trace"]
 
 log = logging.getLogger(__name__)
 
@@ -314,7 +295,6 @@ def run_trace(
         ScriptFailed: with ``config.script``, a process of the script exited non-zero
             on its own (an :class:`ExecutorError`).
     """
-    from elasim.policies import is_oracle, make_policy
     from elasim.traces import load_capacity_trace
 
     if resume is not None:
@@ -325,45 +305,80 @@ def run_trace(
     config = _resolved(config, trace)
     if journal_dir is not None and resume is None and config.script is None:
         save_run_config(journal_dir, config)
-    policy = make_policy(str(spec.policy), dict(spec.policy_options), seed=spec.seed)
-    if is_oracle(policy):
-        raise ValueError(
-            f"policy {spec.policy!r} is an oracle (it needs the whole trace in advance): "
-            "simulate it (elasim simulate, elasim sweep), it cannot run live"
-        )
+    policy = _live_policy(config)
     group, server, tmp = _start_group(config, None if resume is None else resume.checkpoint_step)
     journal = _journal(journal_dir, config, resume)
-    hook = _hooks(on_turn, journal)
     try:
-        group.start()
-        if on_group is not None:
-            on_group(group)
-        control = _controller_config(config, group.slots)
-        controller = Controller(
-            config.spec.replace(max_nodes=control.max_nodes),
-            trace,
-            policy,
-            RealClock(),
-            control,
-            group=group,
-            on_turn=hook,
+        result, steps, starts, t0 = _drive(
+            group, config, trace, policy, on_group, _hooks(on_turn, journal), journal
         )
-        result = controller.run()
-        if journal is not None:
-            journal(controller, force=True)
-        steps = group.step_records()
-        starts = group.worker_starts()
     finally:
         group.close()
         if server is not None:
             server.close()
         if tmp is not None:
             tmp.cleanup()
-    t0 = controller._t0  # noqa: SLF001 - the run's origin on the clock
     out = _run_result(config, trace.name, result, group, steps, starts, t0)
     if resume is None:
         return replace(out, summary={**out.summary, "segments": [segment_of(out.summary, 0.0, 0)]})
     return merge_segments(out, resume, resume.config.spec.as_inputs())
+
+
+def _live_policy(config: RunConfig) -> Any:
+    """The spec's policy, built with its options and seed; an oracle is refused.
+
+    Why: an oracle needs the whole trace in advance, which a live run does not
+    have; saying so before any worker starts beats a policy that cannot decide.
+
+    Raises:
+        ValueError: a bad policy or option, or an oracle (one line).
+    """
+    from elasim.policies import is_oracle, make_policy
+
+    spec = config.spec
+    policy = make_policy(str(spec.policy), dict(spec.policy_options), seed=spec.seed)
+    if is_oracle(policy):
+        raise ValueError(
+            f"policy {spec.policy!r} is an oracle (it needs the whole trace in advance): "
+            "simulate it (elasim simulate, elasim sweep), it cannot run live"
+        )
+    return policy
+
+
+def _drive(
+    group: Any,
+    config: RunConfig,
+    trace: Any,
+    policy: Any,
+    on_group: Callable[[ProcessWorkerGroup], None] | None,
+    hook: Callable[[Controller], None] | None,
+    journal: RunJournal | None,
+) -> tuple[ControllerResult, tuple[StepRecord, ...], tuple[WorkerStart, ...], float]:
+    """Start ``group`` and let a controller replay ``trace`` with ``policy`` on it.
+
+    Why apart from :func:`run_trace`: that function owns the group, its listener and
+    its folder and releases them whatever happens here.  Returns the controller's
+    result, the steps and worker starts the group recorded, and the run's origin on
+    the clock (``t0``, real s), read before the group closes.
+    """
+    group.start()
+    if on_group is not None:
+        on_group(group)
+    control = _controller_config(config, group.slots)
+    controller = Controller(
+        config.spec.replace(max_nodes=control.max_nodes),
+        trace,
+        policy,
+        RealClock(),
+        control,
+        group=group,
+        on_turn=hook,
+    )
+    result = controller.run()
+    if journal is not None:
+        journal(controller, force=True)
+    t0 = controller._t0  # noqa: SLF001 - the run's origin on the clock
+    return result, group.step_records(), group.worker_starts(), t0
 
 
 def _start_group(
@@ -490,91 +505,3 @@ def _run_result(
             for w in starts
         ),
     )
-
-
-def steps_frame(steps: tuple[StepRecord, ...], time_scale: float) -> Any:
-    """The ``steps.parquet`` table: one row per committed step.
-
-    Besides time, size, loss and batch, each row carries the gradient noise scale
-    measured in that step (:mod:`elasim.noise_scale`): the raw squared norms
-    ``grad_sq_local`` and ``grad_sq_global`` with ``local_batch``, the step's
-    unbiased estimates ``gns_grad_sq`` (``|G|^2``) and ``gns_noise_trace``
-    (``tr(Sigma)``), and ``gns_b_noise``, the smoothed ``B_noise`` (samples) as of
-    that step.  Steps on one worker have no estimate (NaN): there the local gradient
-    is the global one.
-    """
-    import pandas as pd
-
-    from elasim.noise_scale import smoothed_noise_scale, two_batch_estimates
-
-    estimates = [
-        two_batch_estimates(r.grad_sq_local, r.grad_sq_global, r.local_batch, r.samples)
-        for r in steps
-    ]
-    grad_sq = [g for g, _ in estimates]
-    noise_trace = [s for _, s in estimates]
-    frame = pd.DataFrame(
-        {
-            "time_s": [r.real_s for r in steps],
-            "trace_time_s": [r.real_s * time_scale for r in steps],
-            "step": [r.step for r in steps],
-            "world_size": [r.world_size for r in steps],
-            "loss": [r.loss for r in steps],
-            "samples": [r.samples for r in steps],
-            "gen": [r.gen for r in steps],
-            "epoch": [r.epoch for r in steps],
-            "grad_sq_local": [r.grad_sq_local for r in steps],
-            "grad_sq_global": [r.grad_sq_global for r in steps],
-            "local_batch": [r.local_batch for r in steps],
-            "gns_grad_sq": grad_sq,
-            "gns_noise_trace": noise_trace,
-            "gns_b_noise": smoothed_noise_scale(grad_sq, noise_trace),
-        }
-    )
-    ints = ("step", "world_size", "samples", "gen", "epoch")
-    return frame.astype({c: "int64" if c in ints else "float64" for c in frame.columns})
-
-
-def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> dict[str, Path]:
-    """Write the run's files: summary, events, steps, workers and timeline (see above).
-
-    Every file is written atomically (temporary file, fsync, rename).
-    """
-    import pandas as pd
-
-    from elasim.output import events_frame, plot_timeline, write_json, write_parquet
-
-    out = Path(out_dir)
-    events = events_frame(
-        result.events,
-        extra={
-            "real_time_s": list(result.event_real_s),
-            "interval_s": [math.nan if v is None else v for v in result.event_interval_s],
-        },
-    )
-    steps = steps_frame(result.steps, result.time_scale)
-    workers = pd.DataFrame(
-        {
-            "wid": [w.wid for w in result.worker_starts],
-            "spawn_s": [w.spawn_s for w in result.worker_starts],
-            "ready_s": [math.nan if w.ready_s is None else w.ready_s for w in result.worker_starts],
-        }
-    ).astype({"wid": "int64", "spawn_s": "float64", "ready_s": "float64"})
-    timeline = pd.DataFrame(list(result.timeline), columns=list(TimelineRow._fields))
-    timeline["nodes_held"] = timeline["spot_held"] + timeline["on_demand_held"]
-    paths = {
-        "summary": write_json(out / "summary.json", dict(result.summary)),
-        "events": write_parquet(out / "events.parquet", events),
-        "steps": write_parquet(out / "steps.parquet", steps),
-        "workers": write_parquet(out / "workers.parquet", workers),
-        "timeline": write_parquet(out / "timeline.parquet", timeline),
-    }
-    RunJournal(out).remove()  # the journal of a run that was not killed
-    if plot:
-        inputs = result.summary.get("inputs", {})
-        title = (
-            f"{inputs.get('policy', '')} on {inputs.get('trace', '')} "
-            f"(real run, {inputs.get('rescale', '')}, x{result.time_scale:g})"
-        )
-        paths["plot"] = plot_timeline(out / "timeline.png", timeline, events, title=title)
-    return paths

@@ -19,7 +19,10 @@ module turns such a string into a policy object, in one of four ways:
 
 :func:`make_policy` then builds the policy's ``Config`` from string options, as typed
 after ``--set key=value``: each string is parsed to the type annotated on the dataclass
-field (``int``, ``float``, ``bool``, ``str``, ``Literal[...]`` and ``X | None``).
+field (``int``, ``float``, ``bool``, ``str``, ``Literal[...]`` and ``X | None``) by
+:mod:`elasim.policies.options`, which also describes the fields for ``elasim policies``
+(:data:`REQUIRED` and :class:`OptionInfo` come from there and stay part of this
+module's API, as :func:`describe_policies` returns them).
 
 All errors are :class:`PolicyLoadError` or :class:`PolicyConfigError`, both
 ``ValueError`` subclasses with a one-line message, which the CLI prints as is.
@@ -45,6 +48,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .base import Policy
+from .options import (
+    REQUIRED,
+    OptionInfo,
+    config_type_hints,
+    describe_options,
+    parse_option,
+)
 
 __all__ = [
     "CLUSTER_ENTRY_POINT_GROUP",
@@ -89,34 +99,6 @@ class PolicyLoadError(ValueError):
 
 class PolicyConfigError(ValueError):
     """A policy option is unknown, cannot be parsed, or its ``Config`` rejects it."""
-
-
-class _Required:
-    """Type of :data:`REQUIRED`."""
-
-    def __repr__(self) -> str:
-        return "<required>"
-
-
-#: ``OptionInfo.default`` of a ``Config`` field that has no default.
-REQUIRED: Any = _Required()
-
-
-@dataclass(frozen=True)
-class OptionInfo:
-    """One field of a policy's ``Config``, as ``elasim policies`` shows it.
-
-    Attributes:
-        name: the field name, used as ``--set name=value``.
-        type_name: the annotated type, readable (``int | None``, ``{a,b}``).
-        default: the default value, or :data:`REQUIRED`.
-        doc: the field's text from the ``Attributes:`` section of the Config docstring.
-    """
-
-    name: str
-    type_name: str
-    default: Any
-    doc: str
 
 
 @dataclass(frozen=True)
@@ -500,11 +482,11 @@ def make_policy(
         raise PolicyConfigError(
             f"policy {name!r} has no option {unknown[0]!r}; its options are: {valid}"
         )
-    hints = _type_hints(config_cls)
+    hints = config_type_hints(config_cls)
     kwargs: dict[str, Any] = {}
     for key, raw in options.items():
         try:
-            kwargs[key] = _parse_value(raw, hints.get(key, fields[key].type))
+            kwargs[key] = parse_option(raw, hints.get(key, fields[key].type))
         except ValueError as exc:
             raise PolicyConfigError(f"policy {name!r}: option {key}: {exc}") from None
     if "seed" in fields and "seed" not in kwargs:
@@ -523,91 +505,6 @@ def _instantiate(cls: type, name: str, config: object | None) -> Policy:
     except (ValueError, TypeError) as exc:
         raise PolicyConfigError(f"policy {name!r}: {_one_line(exc)}") from None
     return typing.cast(Policy, policy)
-
-
-def _type_hints(config_cls: type) -> dict[str, Any]:
-    """Resolved field annotations; raw annotations if they cannot be resolved."""
-    try:
-        return typing.get_type_hints(config_cls)
-    except Exception:
-        return {f.name: f.type for f in dataclasses.fields(config_cls)}
-
-
-_TRUE = frozenset({"true", "yes", "on", "1"})
-_FALSE = frozenset({"false", "no", "off", "0"})
-_NONE = frozenset({"none", "null"})
-
-
-def _parse_value(raw: object, tp: Any) -> Any:
-    """Convert one option to the annotated type ``tp``.
-
-    Strings are parsed; other values are checked.  ``none``/``null`` (any case) mean
-    None for an optional field.
-
-    Raises:
-        ValueError: with a short message (the caller adds the option's name).
-    """
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) < len(args):  # Optional
-            if raw is None or (isinstance(raw, str) and raw.strip().lower() in _NONE):
-                return None
-        errors = []
-        for candidate in inner:
-            try:
-                return _parse_value(raw, candidate)
-            except ValueError as exc:
-                errors.append(str(exc))
-        if len(errors) == 1:
-            raise ValueError(errors[0])
-        raise ValueError(f"cannot parse {raw!r} as {_type_name(tp)}")
-    if origin is typing.Literal:
-        for choice in args:
-            try:
-                value = _parse_value(raw, type(choice))
-            except ValueError:
-                continue
-            if value == choice:
-                return choice
-        listed = ", ".join(str(c) for c in args)
-        raise ValueError(f"expected one of {listed}, got {raw!r}")
-    if tp is bool:
-        if isinstance(raw, bool):
-            return raw
-        if isinstance(raw, str):
-            text = raw.strip().lower()
-            if text in _TRUE:
-                return True
-            if text in _FALSE:
-                return False
-        raise ValueError(f"expected true or false, got {raw!r}")
-    if tp is int:
-        if isinstance(raw, int) and not isinstance(raw, bool):
-            return raw
-        if isinstance(raw, str):
-            try:
-                return int(raw.strip(), 10)
-            except ValueError:
-                pass
-        raise ValueError(f"expected an integer, got {raw!r}")
-    if tp is float:
-        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-            return float(raw)
-        if isinstance(raw, str):
-            try:
-                return float(raw.strip())
-            except ValueError:
-                pass
-        raise ValueError(f"expected a number, got {raw!r}")
-    if tp is str:
-        if isinstance(raw, str):
-            return raw
-        raise ValueError(f"expected a string, got {raw!r}")
-    if isinstance(raw, str):
-        raise ValueError(f"cannot parse a string into type {_type_name(tp)}")
-    return raw
 
 
 # ------------------------------------------------------------------------ describe
@@ -638,78 +535,10 @@ def _describe(name: str, cls: type) -> PolicyInfo:
     if is_oracle(cls) and not summary.startswith("Offline"):
         summary = f"(oracle, not live) {summary}"
     config_cls = getattr(cls, "Config", None)
-    options: list[OptionInfo] = []
+    options: tuple[OptionInfo, ...] = ()
     if config_cls is not None and dataclasses.is_dataclass(config_cls):
-        docs = parse_attributes_section(inspect.getdoc(config_cls) or "")
-        hints = _type_hints(config_cls)
-        for f in dataclasses.fields(config_cls):
-            if not f.init:
-                continue
-            if f.default is not dataclasses.MISSING:
-                default = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                default = f.default_factory()
-            else:
-                default = REQUIRED
-            tp = hints.get(f.name, f.type)
-            options.append(OptionInfo(f.name, _type_name(tp), default, docs.get(f.name, "")))
-    return PolicyInfo(name, summary, tuple(options))
-
-
-def _type_name(tp: Any) -> str:
-    """A short readable name of an annotation: ``int``, ``float | None``, ``{a,b}``."""
-    if isinstance(tp, str):
-        return tp
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        return " | ".join("None" if a is type(None) else _type_name(a) for a in args)
-    if origin is typing.Literal:
-        return "{" + ",".join(str(a) for a in args) + "}"
-    return getattr(tp, "__name__", str(tp))
-
-
-_SECTION_RE = re.compile(r"^(\s*)([A-Z][A-Za-z ]*):\s*$")
-_ENTRY_RE = re.compile(r"^(\w+)(?:\s*\([^)]*\))?\s*:\s*(.*)$")
-
-
-def parse_attributes_section(doc: str) -> dict[str, str]:
-    """Field docs from the Google-style ``Attributes:`` section of a docstring.
-
-    Entries are ``name: text`` or ``name (type): text`` at one indentation level;
-    deeper-indented lines continue the entry above.  The section ends at a line
-    indented no deeper than its header.  Whitespace is collapsed to single spaces.
-    """
-    lines = inspect.cleandoc(doc).splitlines()
-    result: dict[str, list[str]] = {}
-    in_section = False
-    header_indent = 0
-    entry_indent: int | None = None
-    current: str | None = None
-    for line in lines:
-        if not in_section:
-            match = _SECTION_RE.match(line)
-            if match and match.group(2) == "Attributes":
-                in_section = True
-                header_indent = len(match.group(1))
-            continue
-        if not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip())
-        if indent <= header_indent:
-            break
-        if entry_indent is None:
-            entry_indent = indent
-        text = line.strip()
-        if indent == entry_indent:
-            match = _ENTRY_RE.match(text)
-            if match:
-                current = match.group(1)
-                result[current] = [match.group(2)]
-                continue
-        if current is not None:
-            result[current].append(text)
-    return {name: " ".join(" ".join(parts).split()) for name, parts in result.items()}
+        options = describe_options(config_cls)
+    return PolicyInfo(name, summary, options)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -28,7 +28,8 @@ from elasim.executor.group import (  # noqa: E402
     RescaleMode,
 )
 from elasim.executor.protocol import FaultInjection, WorkerSettings  # noqa: E402
-from elasim.executor.run import RunConfig, run_trace, write_run  # noqa: E402
+from elasim.executor.run import RunConfig, run_trace  # noqa: E402
+from elasim.executor.run_output import write_run  # noqa: E402
 from elasim.executor.sampler import ElasticSampler  # noqa: E402
 from elasim.jobmodel import JobSpec  # noqa: E402
 from elasim.policies import EVENT_COLUMNS, EventKind  # noqa: E402

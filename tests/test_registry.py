@@ -22,6 +22,7 @@ from elasim.policies import (
     describe_policies,
     get_policy_class,
     make_policy,
+    options,
     policy_names,
     register,
     registry,
@@ -447,4 +448,4 @@ def test_parse_attributes_section_stops_at_next_section() -> None:
     Returns:
         c: not an attribute.
     """
-    assert registry.parse_attributes_section(doc) == {"a": "one.", "b": "two and more."}
+    assert options.parse_attributes_section(doc) == {"a": "one.", "b": "two and more."}

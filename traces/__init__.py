@@ -28,18 +28,20 @@ from .io import (
     BundledTraceInfo,
     bundled_trace_names,
     bundled_traces,
-    format_capacity_trace,
-    format_job_trace,
     load_capacity_trace,
     load_job_trace,
     load_trace,
     resolve_trace,
+)
+from .model import CapacityTrace, JobTrace, TraceMetadata
+from .plot import plot_trace, summarize
+from .writer import (
+    format_capacity_trace,
+    format_job_trace,
     write_capacity_trace,
     write_job_trace,
     write_trace,
 )
-from .model import CapacityTrace, JobTrace, TraceMetadata
-from .plot import plot_trace, summarize
 
 __all__ = [
     "BundledTraceInfo",

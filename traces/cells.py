@@ -3,7 +3,7 @@
 Every complaint must name the physical line and column of the value it is about, so
 the helpers here raise :class:`CellError` (the caller adds the path, line and column)
 or, for whole files, :class:`~.errors.TraceError`.  The rules for numbers are those
-of ``traces/io.py``'s docstring: plain decimal literals only; ``nan``, ``inf``,
+of ``traces/reader.py``'s docstring: plain decimal literals only; ``nan``, ``inf``,
 ``1_000``, hex and empty cells are errors, and counts must be integral.
 """
 
@@ -17,7 +17,15 @@ from pathlib import Path
 
 from .errors import TraceError
 
-__all__ = ["CellError", "iter_lines", "parse_float", "parse_int", "read_text", "split_csv_line"]
+__all__ = [
+    "CellError",
+    "format_float",
+    "iter_lines",
+    "parse_float",
+    "parse_int",
+    "read_text",
+    "split_csv_line",
+]
 
 _NUM_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
 _INT_RE = re.compile(r"[+-]?\d+\Z")
@@ -43,6 +51,19 @@ def parse_float(token: str) -> float:
     if not math.isfinite(value):
         raise CellError(f"{_short(tok)!r} is out of range")
     return value
+
+
+def format_float(value: float) -> str:
+    """Shortest text that parses back to exactly ``value``; integral values as ints.
+
+    The inverse of :func:`parse_float`: the trace writer stores numbers with it, so a
+    written trace loads back bit for bit, and the reader quotes earlier values with it
+    in its errors, as the file would show them.
+    """
+    v = float(value)
+    if v == math.floor(v) and abs(v) < 1e16:
+        return str(int(v))
+    return repr(v)
 
 
 def parse_int(token: str) -> int:

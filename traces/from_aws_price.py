@@ -165,11 +165,51 @@ def import_aws_price(
     records = _aws_records(files)
     if not records:
         raise TraceError("no price records in the input", files[0] if len(files) == 1 else None)
+    choice = _PriceChoice(zone, instance_type, start, product)
+    return _priced_trace(base_trace, records, choice, on_demand_price_per_hour, name, source)
+
+
+@dataclass(frozen=True)
+class _PriceChoice:
+    """Which price series of the input to splice, and where trace time 0 falls.
+
+    Attributes:
+        zone: the availability zone, or None if the input holds one.
+        instance_type: the instance type, or None for the base trace's (or the
+            input's only one).
+        start: the ISO 8601 wall-clock time of trace ``t = 0``, or None for the first
+            matching record.
+        product: the ``ProductDescription`` (``Linux/UNIX``).
+    """
+
+    zone: str | None
+    instance_type: str | None
+    start: str | None
+    product: str
+
+
+def _priced_trace(
+    base_trace: CapacityTrace,
+    records: list[_PriceRecord],
+    choice: _PriceChoice,
+    on_demand_price_per_hour: float | None,
+    name: str | None,
+    source: str | None,
+) -> CapacityTrace:
+    """``base_trace`` with the chosen price series of ``records`` as its price column.
+
+    Why apart from :func:`import_aws_price`: that function reads and checks the
+    inputs (files, the base trace); this one is the splice itself, on records already
+    in memory, following the choices documented there.
+    """
     itype, zone, selected = _select_records(
-        records, instance_type or base_trace.metadata.instance_type, product, zone
+        records,
+        choice.instance_type or base_trace.metadata.instance_type,
+        choice.product,
+        choice.zone,
     )
     rec_times, rec_prices = _price_steps(selected, itype, zone)
-    t0 = _trace_start(start, rec_times[0], itype, zone)
+    t0 = _trace_start(choice.start, rec_times[0], itype, zone)
     t, a, p = _splice(base_trace, rec_times, rec_prices, t0)
     if base_trace.price_per_hour is not None:
         logger.info("%s: replacing the base trace's price column", base_trace.name)
@@ -181,7 +221,7 @@ def import_aws_price(
         extra,
         zone=zone,
         itype=itype,
-        product=product,
+        product=choice.product,
         t0=t0,
         on_demand_price_per_hour=on_demand_price_per_hour,
         source=source,

@@ -236,45 +236,69 @@ def import_csv(
     table = _read_table(path, text, by_name if header is None else header)
     index = {field: _column_index(column, table, path) for field, column in mapping.items()}
     column = {field: _cells(table, i, path) for field, i in index.items()}
+    if "submit" in mapping:
+        return _jobs(path, mapping, index, column, time_unit, start, name, source)
+    if "time" not in mapping:
+        raise TraceError("csv option map: a capacity trace needs time=COL, a job trace submit=COL")
     meta = {
         "instance_type": instance_type,
         "region": region,
         "gpus_per_node": gpus_per_node,
         "on_demand_price_per_hour": on_demand_price_per_hour,
     }
-    if "submit" in mapping:
-        return _jobs(path, mapping, index, column, time_unit, start, name, source)
-    if "time" not in mapping:
-        raise TraceError("csv option map: a capacity trace needs time=COL, a job trace submit=COL")
-    raw, iso = _absolute_times(column["time"], index["time"], time_unit, path)
-    times = _relative(raw, iso, start, column["time"], index["time"], path)
-    if times[0] > 0:
-        raise TraceError(
-            "the start option is before the first row: nothing is known about that time",
-            path,
-            column["time"][0][0],
-            index["time"] + 1,
-        )
-    first = int(np.flatnonzero(times <= 0)[-1])  # the row in force at the start
-    times = np.maximum(times[first:], 0.0)
+    options = _CapacityOptions(time_unit, start, nodes, duration_s, name, source)
+    return _capacity(path, mapping, index, column, options, meta)
+
+
+@dataclass(frozen=True)
+class _CapacityOptions:
+    """The options of :func:`import_csv` that shape a capacity trace's rows.
+
+    Attributes:
+        time_unit: the unit of plain-number times (a key of ``_UNITS``).
+        start: trace time 0 (a number or timestamp like the column's), or None.
+        nodes: nodes obtainable when a ``fail`` flag is not 1 (None: 1).
+        duration_s: the trace's length, or None for last row plus the median gap.
+        name: the trace's name, or None for the file's stem.
+        source: the ``source`` metadata, or None to describe the file and mapping.
+    """
+
+    time_unit: str
+    start: Any
+    nodes: int | None
+    duration_s: float | None
+    name: str | None
+    source: str | None
+
+
+def _capacity(
+    path: Path,
+    mapping: dict[str, str],
+    index: dict[str, int],
+    column: dict[str, list[tuple[int, str]]],
+    options: _CapacityOptions,
+    meta: dict[str, Any],
+) -> CapacityTrace:
+    """The capacity-trace half of :func:`import_csv`."""
+    times, first = _capacity_times(path, index, column, options)
     if ("available" in mapping) == ("fail" in mapping):
         raise TraceError("csv option map: give exactly one of available=COL and fail=COL")
     if "available" in mapping:
         available = _counts(column["available"], index["available"], "available", path)
     else:
         flags = _numbers(column["fail"], index["fail"], "fail", path)
-        available = np.where(flags == 1, 0, 1 if nodes is None else nodes).astype(np.int64)
+        nodes = 1 if options.nodes is None else options.nodes
+        available = np.where(flags == 1, 0, nodes).astype(np.int64)
     available = available[first:]
     price = None
     if "price" in mapping:
         price = _numbers(column["price"], index["price"], "price", path)[first:]
-    length = _duration_s(times, duration_s)
+    length = _duration_s(times, options.duration_s)
     t, a, p = _compress(times, available, price)
-    described = ",".join(f"{k}={v}" for k, v in mapping.items())
-    metadata = _node_metadata(**meta, source=source or f"{path.name} (csv, map {described})")
+    metadata = _node_metadata(**meta, source=_source(path, mapping, options.source))
     try:
         return CapacityTrace(
-            name=name or path.stem,
+            name=options.name or path.stem,
             time_s=t,
             available=a,
             price_per_hour=p,
@@ -283,6 +307,37 @@ def import_csv(
         )
     except ValueError as exc:
         raise TraceError(str(exc), path) from None
+
+
+def _capacity_times(
+    path: Path,
+    index: dict[str, int],
+    column: dict[str, list[tuple[int, str]]],
+    options: _CapacityOptions,
+) -> tuple[np.ndarray, int]:
+    """Row times from trace time 0, and the index of the first row kept.
+
+    Why its own step: a ``start`` inside the file drops the rows before it, except
+    the one in force at the start, which moves to time 0; every other column is cut
+    at the same row.
+    """
+    raw, iso = _absolute_times(column["time"], index["time"], options.time_unit, path)
+    times = _relative(raw, iso, options.start, column["time"], index["time"], path)
+    if times[0] > 0:
+        raise TraceError(
+            "the start option is before the first row: nothing is known about that time",
+            path,
+            column["time"][0][0],
+            index["time"] + 1,
+        )
+    first = int(np.flatnonzero(times <= 0)[-1])  # the row in force at the start
+    return np.maximum(times[first:], 0.0), first
+
+
+def _source(path: Path, mapping: dict[str, str], source: str | None) -> str:
+    """The ``source`` metadata: as given, or the file and the mapping it was read with."""
+    described = ",".join(f"{k}={v}" for k, v in mapping.items())
+    return source or f"{path.name} (csv, map {described})"
 
 
 def _jobs(
@@ -298,14 +353,7 @@ def _jobs(
     """The job-trace half of :func:`import_csv`."""
     if ("duration" in mapping) == ("end" in mapping) or "gpus" not in mapping:
         raise TraceError("csv option map: a job trace needs submit, gpus and one of duration, end")
-    raw, iso = _absolute_times(column["submit"], index["submit"], time_unit, path)
-    submit = _relative(raw, iso, start, column["submit"], index["submit"], path)
-    if "duration" in mapping:
-        duration = _numbers(column["duration"], index["duration"], "duration", path)
-        duration = duration * _UNITS[time_unit]
-    else:
-        ends, _ = _absolute_times(column["end"], index["end"], time_unit, path)
-        duration = ends - raw
+    submit, duration = _job_times(path, mapping, index, column, time_unit, start)
     kept = submit >= 0  # jobs submitted before the start option are left out
     if not kept.any():
         raise TraceError("no job is submitted at or after the start option", path)
@@ -313,16 +361,11 @@ def _jobs(
         field: [c for c, keep in zip(cells, kept, strict=True) if keep]
         for field, cells in column.items()
     }
-    raw, submit, duration = raw[kept], submit[kept], duration[kept]
+    submit, duration = submit[kept], duration[kept]
     for (number, _), value in zip(column["submit"], duration, strict=True):
         if not value > 0:
             raise TraceError(f"job runs {value:g} s: duration must be > 0", path, number)
-    raw = _numbers(column["gpus"], index["gpus"], "gpus", path)
-    gpus = np.ceil(raw).astype(np.int64)
-    rounded = int(np.count_nonzero(gpus != raw))
-    for (number, _), value in zip(column["gpus"], raw, strict=True):
-        if not value > 0:
-            raise TraceError(f"gpus must be > 0, got {value:g}", path, number, index["gpus"] + 1)
+    gpus, rounded = _whole_gpus(column["gpus"], index["gpus"], path)
     priority = None
     if "priority" in mapping:
         priority = _counts(column["priority"], index["priority"], "priority", path)
@@ -330,13 +373,12 @@ def _jobs(
     if rounded:
         logger.warning("%s: rounded %d fractional GPU counts up to whole GPUs", path, rounded)
         extra = (("gpus_rounded_up", str(rounded)),)
-    described = ",".join(f"{k}={v}" for k, v in mapping.items())
     metadata = _node_metadata(
         instance_type=None,
         region=None,
         gpus_per_node=1,
         on_demand_price_per_hour=None,
-        source=source or f"{path.name} (csv, map {described})",
+        source=_source(path, mapping, source),
         extra=extra,
     )
     try:
@@ -350,3 +392,41 @@ def _jobs(
         )
     except ValueError as exc:
         raise TraceError(str(exc), path) from None
+
+
+def _job_times(
+    path: Path,
+    mapping: dict[str, str],
+    index: dict[str, int],
+    column: dict[str, list[tuple[int, str]]],
+    time_unit: str,
+    start: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each job's submit time from trace time 0, and its duration in seconds.
+
+    Why its own step: a duration is either its own column (in ``time_unit``) or the
+    ``end`` column less the submit time, both read in the same clock as ``submit``
+    (numbers or timestamps) before ``start`` shifts it.
+    """
+    raw, iso = _absolute_times(column["submit"], index["submit"], time_unit, path)
+    submit = _relative(raw, iso, start, column["submit"], index["submit"], path)
+    if "duration" in mapping:
+        duration = _numbers(column["duration"], index["duration"], "duration", path)
+        return submit, duration * _UNITS[time_unit]
+    ends, _ = _absolute_times(column["end"], index["end"], time_unit, path)
+    return submit, ends - raw
+
+
+def _whole_gpus(cells: list[tuple[int, str]], column: int, path: Path) -> tuple[np.ndarray, int]:
+    """GPU counts rounded up to whole GPUs, and how many were fractional.
+
+    Why: the simulator places whole GPUs, while some traces record fractions; the
+    count of rounded jobs is logged and kept in the trace's metadata.
+    """
+    raw = _numbers(cells, column, "gpus", path)
+    gpus = np.ceil(raw).astype(np.int64)
+    rounded = int(np.count_nonzero(gpus != raw))
+    for (number, _), value in zip(cells, raw, strict=True):
+        if not value > 0:
+            raise TraceError(f"gpus must be > 0, got {value:g}", path, number, column + 1)
+    return gpus, rounded

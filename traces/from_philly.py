@@ -79,18 +79,7 @@ def import_philly(
         end=_parse_local(end, "end") if end is not None else None,
         pollux=pollux_filter,
     )
-    lines = iter_lines(text)
-    width, index = _philly_header(lines, path)
-    rows: list[tuple[dt.datetime, float, int]] = []
-    for number, line in lines:
-        if not line.strip():
-            continue
-        when, duration, gpus, gpu_time, vc = _philly_row(line, number, width, index, path)
-        if keep(when, duration, gpu_time, vc):
-            rows.append((when, duration, gpus))
-    if not rows:
-        raise TraceError("no jobs left after the filters", path)
-    rows.sort(key=lambda r: r[0])  # stable: ties keep file order
+    rows = _kept_jobs(text, path, keep)
     t0 = rows[0][0]
     submit = np.array([(r[0] - t0).total_seconds() for r in rows], dtype=np.float64)
     metadata = TraceMetadata(
@@ -104,6 +93,31 @@ def import_philly(
         num_gpus=np.array([r[2] for r in rows], dtype=np.int64),
         metadata=metadata,
     )
+
+
+def _kept_jobs(text: str, path: Path, keep: _PhillyFilter) -> list[tuple[dt.datetime, float, int]]:
+    """The ``(submit time, duration, gpus)`` of every job ``keep`` passes, by submit time.
+
+    Why apart from :func:`import_philly`: reading and checking the table line by line
+    is independent of how the kept jobs become a trace; the sort is stable, so ties
+    keep file order.
+
+    Raises:
+        TraceError: a bad header or row, or no job left after the filters.
+    """
+    lines = iter_lines(text)
+    width, index = _philly_header(lines, path)
+    rows: list[tuple[dt.datetime, float, int]] = []
+    for number, line in lines:
+        if not line.strip():
+            continue
+        when, duration, gpus, gpu_time, vc = _philly_row(line, number, width, index, path)
+        if keep(when, duration, gpu_time, vc):
+            rows.append((when, duration, gpus))
+    if not rows:
+        raise TraceError("no jobs left after the filters", path)
+    rows.sort(key=lambda r: r[0])  # stable: ties keep file order
+    return rows
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,8 @@ from .from_csv import PRESETS, import_csv
 from .from_philly import POLLUX_MAX_GPU_TIME_S, POLLUX_MIN_DURATION_S, import_philly
 from .from_skypilot import import_skypilot
 from .import_common import PathLike, _show
-from .io import write_trace
 from .model import CapacityTrace, JobTrace
+from .writer import write_trace
 
 __all__ = [
     "IMPORT_FORMATS",

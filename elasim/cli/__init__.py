@@ -9,7 +9,8 @@ never a traceback.  One package, one module per group of commands, all sharing
 * :mod:`.sweep`: ``sweep``;
 * :mod:`.traces`: ``traces list|show|validate|import``;
 * :mod:`.fidelity`: ``calibrate``, ``compare``;
-* :mod:`.run`: ``run``, ``agent`` (the executor; torch is imported only when they run);
+* :mod:`.run`: ``run`` and :mod:`.agent`: ``agent`` (the executor; torch is imported
+  only when they run);
 * :mod:`.cluster`, :mod:`.cluster_sweep`, :mod:`.cluster_run`: ``cluster ...``.
 """
 
@@ -22,7 +23,7 @@ import typer
 
 from elasim import __version__
 
-from . import cluster, cluster_run, cluster_sweep, fidelity, run, simulate, sweep
+from . import agent, cluster, cluster_run, cluster_sweep, fidelity, run, simulate, sweep
 from .tools import out_console
 from .traces import traces_app
 
@@ -62,6 +63,7 @@ sweep.register(app)
 app.add_typer(traces_app, name="traces")
 fidelity.register(app)
 run.register(app)
+agent.register(app)
 cluster_sweep.register(cluster.cluster_app)
 cluster_run.register(cluster.cluster_app)
 cluster.register(app)

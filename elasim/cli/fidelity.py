@@ -65,37 +65,13 @@ def calibrate(
     place in under a minute, enough for ``simulate --profile`` at up to two nodes.
     """
     _require_torch()
-    from elasim.executor.calibrate import CalibrationConfig
+    from elasim.executor.calibrate import CalibrationError
     from elasim.executor.calibrate import calibrate as run_calibration
     from elasim.profile import describe_profile, save_profile
 
-    def build() -> Any:
-        kinds = tuple(split_list(mechanisms, "--rescale"))
-        for kind in kinds:
-            if kind not in ("inplace", "restart"):
-                raise UsageError(f"--rescale takes inplace and/or restart, got {kind!r}")
-        if not (segment_s > 0 and math.isfinite(segment_s)):
-            raise UsageError(f"--segment-s must be > 0, got {segment_s!r}")
-        nodes = alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4)
-        check_nodes(nodes)
-        ensure_writable_dir(out.parent if str(out.parent) else Path("."), "--out")
-        extra = {} if job is None else {"job": job}
-        if quick:
-            given = [flag for flag, value in explicit.items() if value]
-            if given:
-                raise UsageError(f"--quick sets its own {', '.join(given)}; leave them out")
-            return CalibrationConfig.quick(**extra)
-        return CalibrationConfig(segment_s=segment_s, max_nodes=nodes, mechanisms=kinds, **extra)
-
-    explicit = {
-        "--segment-s": segment_s != 6.0,
-        "--max-nodes": max_nodes is not None or workers_max is not None,
-        "--rescale": mechanisms != "inplace,restart",
-    }
-
-    from elasim.executor.calibrate import CalibrationError
-
-    config = _run_guarded(build)
+    config = _run_guarded(
+        _calibration_config, out, segment_s, max_nodes, workers_max, mechanisms, job, quick
+    )
     with StageProgress("calibrate") as progress:
 
         def on_stage(stage: Any) -> None:
@@ -114,6 +90,46 @@ def calibrate(
     for name, value in describe_profile(profile):
         table.add_row(name, value)
     out_console.print(table)
+
+
+def _calibration_config(
+    out: Path,
+    segment_s: float,
+    max_nodes: int | None,
+    workers_max: int | None,
+    mechanisms: str,
+    job: str | None,
+    quick: bool,
+) -> Any:
+    """``elasim calibrate``'s flags as a ``CalibrationConfig``, checked before anything runs.
+
+    Why apart from :func:`calibrate`: every flag is checked here, each bad one a
+    :class:`UsageError` (one line, exit 2), and ``--quick`` refuses the flags it sets
+    itself; the command then only runs the calibration and prints the profile.
+    """
+    from elasim.executor.calibrate import CalibrationConfig
+
+    explicit = {
+        "--segment-s": segment_s != 6.0,
+        "--max-nodes": max_nodes is not None or workers_max is not None,
+        "--rescale": mechanisms != "inplace,restart",
+    }
+    kinds = tuple(split_list(mechanisms, "--rescale"))
+    for kind in kinds:
+        if kind not in ("inplace", "restart"):
+            raise UsageError(f"--rescale takes inplace and/or restart, got {kind!r}")
+    if not (segment_s > 0 and math.isfinite(segment_s)):
+        raise UsageError(f"--segment-s must be > 0, got {segment_s!r}")
+    nodes = alias(max_nodes, workers_max, "--max-nodes", "--workers-max", 4)
+    check_nodes(nodes)
+    ensure_writable_dir(out.parent if str(out.parent) else Path("."), "--out")
+    extra = {} if job is None else {"job": job}
+    if quick:
+        given = [flag for flag, value in explicit.items() if value]
+        if given:
+            raise UsageError(f"--quick sets its own {', '.join(given)}; leave them out")
+        return CalibrationConfig.quick(**extra)
+    return CalibrationConfig(segment_s=segment_s, max_nodes=nodes, mechanisms=kinds, **extra)
 
 
 @with_spec(

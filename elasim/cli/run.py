@@ -1,6 +1,6 @@
-"""``elasim run`` and ``elasim agent``: the executor's commands.
+"""``elasim run``: the executor's command (``elasim agent`` is :mod:`.agent`).
 
-``register(app)`` adds both commands to the ``elasim`` Typer app.  Nothing here imports
+``register(app)`` adds it to the ``elasim`` Typer app.  Nothing here imports
 torch at import time: the heavy modules are imported inside the command functions,
 so ``elasim --help`` and the simulator's commands stay fast and torch-free.
 
@@ -25,6 +25,7 @@ from elasim.jobmodel import JobSpec
 from .spec_options import SpecFlags, with_spec
 from .tools import (
     UsageError,
+    check_bind,
     ensure_writable_dir,
     err_console,
     first_line,
@@ -127,7 +128,7 @@ def _write_profile(result: Any, config: Any, out: Path | None, path: Path) -> No
     import tempfile
 
     from elasim.executor.calibrate import profile_of_runs
-    from elasim.executor.run import write_run
+    from elasim.executor.run_output import write_run
     from elasim.profile import save_profile
 
     with tempfile.TemporaryDirectory(prefix="elasim-run-") as tmp:
@@ -290,23 +291,11 @@ def _check_flags(
             raise UsageError(f"{flag} must be >= 1, got {count}")
 
 
-def _check_bind(bind: str, flag: str) -> None:
-    """``bind`` is an address of this host's, or a name that resolves (else UsageError)."""
-    import socket
-
-    if not bind or any(c.isspace() for c in bind):
-        raise UsageError(f"{flag}: not an address: {bind!r}")
-    try:
-        socket.getaddrinfo(bind, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError) as exc:
-        raise UsageError(f"{flag}: cannot resolve {bind!r}: {exc}") from None
-
-
 def _check_security_flags(bind: str, secret_file: Path | None, run_dir: Path | None) -> None:
     """``--bind``, ``--secret-file`` and ``--run-dir``, each failure naming its flag."""
     from elasim.executor.auth import AuthError, read_secret
 
-    _check_bind(bind, "--bind")
+    check_bind(bind, "--bind")
     if secret_file is not None:
         try:
             read_secret(secret_file)
@@ -452,6 +441,30 @@ def _run(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -
         signal.signal(signal.SIGTERM, previous)
 
 
+def _config_or_resume(resume: Path | None, out: Path | None, flags: dict[str, Any]) -> Any:
+    """``(config, out, resume point)``: from the flags, or from a dead run's folder.
+
+    Why apart from :func:`_run_inner`: ``--resume DIR`` takes the run's settings and
+    output folder from ``DIR`` and so refuses ``--trace`` and ``--out``; a new run
+    needs ``--trace``.  The point is None for a new run.
+
+    Raises:
+        UsageError: a flag that contradicts ``--resume``, or no ``--trace``.
+    """
+    if resume is not None:
+        from elasim.executor.resume import load_resume_point
+
+        if flags["spec"].trace is not None or out is not None:
+            raise UsageError(
+                "--resume takes the run's settings from its folder: drop --trace/--out"
+            )
+        point = load_resume_point(resume)
+        return point.config, point.out_dir, point
+    if flags["spec"].trace is None:
+        raise UsageError("--trace is required (or --resume DIR)")
+    return _config(**flags), out, None
+
+
 def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: Any) -> None:
     out = flags["out"]
     resume = flags.pop("resume")
@@ -459,22 +472,10 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
         from elasim.executor import require_torch
 
         require_torch()
-        from elasim.executor.run import run_trace, write_run
+        from elasim.executor.run import run_trace
+        from elasim.executor.run_output import write_run
 
-        point = None
-        if resume is not None:
-            from elasim.executor.resume import load_resume_point
-
-            if flags["spec"].trace is not None or out is not None:
-                raise UsageError(
-                    "--resume takes the run's settings from its folder: drop --trace/--out"
-                )
-            point = load_resume_point(resume)
-            config, out = point.config, point.out_dir
-        elif flags["spec"].trace is None:
-            raise UsageError("--trace is required (or --resume DIR)")
-        else:
-            config = _config(**flags)
+        config, out, point = _config_or_resume(resume, out, flags)
         if as_json or not sys.stderr.isatty():
             # stdout carries the summary alone: whatever prints there during the run
             # goes to stderr (a Ray driver prints the cluster's errors, such as a node
@@ -516,71 +517,6 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
         raise typer.Exit(code=1)
 
 
-def agent_command(
-    controller: str = typer.Option(..., "--controller", help="HOST:PORT of the controller."),
-    slots: int = typer.Option(1, "--slots", help="Worker slots this host offers."),
-    secret_file: Path | None = typer.Option(
-        None, "--secret-file", help="This host's copy of the run's secret (0600; required)."
-    ),
-    settings: Path | None = typer.Option(
-        None,
-        "--settings",
-        help="This host's copy of the run's worker-settings.json (0600; required).",
-    ),
-    log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
-    connect_timeout_s: float = typer.Option(30.0, "--connect-timeout-s"),
-) -> None:
-    """Contribute worker slots on this host to an elasim run controller.
-
-    The connection is authenticated both ways with the run's secret; workers run the
-    job named in the settings file, never anything the connection says.
-    """
-    try:
-        from elasim.executor.agent import Agent
-        from elasim.executor.auth import AuthError, read_secret
-        from elasim.executor.runfiles import read_worker_settings
-
-        host, sep, port = controller.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise UsageError(f"--controller must be HOST:PORT, got {controller!r}")
-        if not 0 < int(port) < 65536:
-            raise UsageError(f"--controller port must be 1-65535, got {port}")
-        _check_bind(host.strip("[]"), "--controller")
-        if slots < 1:
-            raise UsageError(f"--slots must be >= 1, got {slots}")
-        if not (math.isfinite(connect_timeout_s) and connect_timeout_s > 0):
-            raise UsageError(f"--connect-timeout-s must be > 0, got {connect_timeout_s:g}")
-        checks = (
-            ("--secret-file", secret_file, read_secret),
-            ("--settings", settings, read_worker_settings),
-        )
-        for flag, path, check in checks:
-            if path is None:
-                raise UsageError(f"{flag} is required (a copy of the run's file, mode 0600)")
-            try:
-                check(path)
-            except AuthError as exc:
-                raise UsageError(f"{flag}: {exc}") from None
-        assert secret_file is not None and settings is not None
-        agent = Agent(
-            controller,
-            slots,
-            secret_file,
-            settings,
-            log_dir=log_dir,
-            connect_timeout_s=connect_timeout_s,
-        )
-        code = agent.run()
-    except typer.Exit:
-        raise
-    except KeyboardInterrupt:
-        raise typer.Exit(code=130) from None
-    except (ValueError, RuntimeError, OSError) as exc:
-        raise _fail(_one_line(exc)) from None
-    raise typer.Exit(code=code)
-
-
 def register(app: typer.Typer) -> None:
-    """Add ``run`` and ``agent`` to the ``elasim`` app."""
+    """Add ``run`` to the ``elasim`` app."""
     app.command("run")(run_command)
-    app.command("agent")(agent_command)

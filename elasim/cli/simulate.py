@@ -176,7 +176,19 @@ def simulate(
     if as_json:
         sys.stdout.write(json.dumps(_json_safe(summary)) + "\n")
         return
-    title = f"{spec.policy} on {spec.trace} ({job.name}, {spec.rescale.value})"
+    _report_simulation(summary, result, spec, job.name, out, plot)
+
+
+def _report_simulation(
+    summary: dict[str, Any], result: Any, spec: JobSpec, job_name: str, out: Path | None, plot: bool
+) -> None:
+    """``simulate``'s output for a person: the summary table, then what to know about it.
+
+    Why apart from :func:`simulate`: ``--json`` prints the summary alone, while a
+    person also gets a title, a warning when the job did not finish, and the names
+    of the files written to ``--out``.
+    """
+    title = f"{spec.policy} on {spec.trace} ({job_name}, {spec.rescale.value})"
     _print_simulation(summary, title)
     if not result.completed:
         err_console.print(

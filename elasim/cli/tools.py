@@ -28,6 +28,7 @@ from rich.console import Console
 __all__ = [
     "UsageError",
     "alias",
+    "check_bind",
     "err_console",
     "fail",
     "fmt",
@@ -191,6 +192,18 @@ def ensure_writable_dir(path: Any, flag: str = "--out") -> None:
         check_writable_dir(path, flag)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def check_bind(bind: str, flag: str) -> None:
+    """``bind`` is an address of this host's, or a name that resolves (else UsageError)."""
+    import socket
+
+    if not bind or any(c.isspace() for c in bind):
+        raise UsageError(f"{flag}: not an address: {bind!r}")
+    try:
+        socket.getaddrinfo(bind, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError) as exc:
+        raise UsageError(f"{flag}: cannot resolve {bind!r}: {exc}") from None
 
 
 def nonnegative(value: float | None, flag: str) -> float | None:

@@ -211,7 +211,8 @@ def run_and_simulate(
     real one, so both summaries state the same spec.
     """
     from elasim.executor.config import RunConfig
-    from elasim.executor.run import run_trace, write_run
+    from elasim.executor.run import run_trace
+    from elasim.executor.run_output import write_run
 
     out = Path(out_dir)
     result = run_trace(RunConfig(spec=spec, time_scale=time_scale, max_steps=max_steps))
