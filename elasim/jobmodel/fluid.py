@@ -42,7 +42,7 @@ from .accounting import Accounting, Activity, JobStateMachine
 from .actions import members_lost
 from .durability import FluidDurability
 from .options import JobRules, RescaleMode
-from .pause import pause_for
+from .pause import pause_for, planned_rescale_estimate_s, resume_estimate_s
 
 __all__ = ["FluidJob"]
 
@@ -106,17 +106,9 @@ class FluidJob(FluidDurability):
         self._ckpt_pending_run_s = 0.0
         self._next_due_s = -math.inf  # when settle/admit next have work (-inf: now)
         self._out: list[EventRecord] = []
-        self._rescale_estimate_s = self._planned_rescale_estimate()
-        self._resume_estimate_s = pause_for(
-            job,
-            self.mode,
-            nodes_after=self.max_nodes,
-            survivors=0,
-            newcomers=self.max_nodes,
-            failure=False,
-            has_checkpoint=True,
-            waited_boot=True,
-        ).pause_s
+        n, mode = self.max_nodes, self.mode
+        self._rescale_estimate_s = planned_rescale_estimate_s(job, mode, n, self.ckpt_cost_s)
+        self._resume_estimate_s = resume_estimate_s(job, mode, n)
 
     # -- what the loop reads ------------------------------------------------------------
 
@@ -185,21 +177,6 @@ class FluidJob(FluidDurability):
             self._sm.state._value_,
             0,
         )
-
-    def _planned_rescale_estimate(self) -> float:
-        n = self.max_nodes
-        write = self.ckpt_cost_s if self.mode is RescaleMode.RESTART else 0.0
-        return pause_for(
-            self.job,
-            self.mode,
-            nodes_after=n,
-            survivors=max(n - 1, 1),
-            newcomers=1,
-            failure=False,
-            has_checkpoint=True,
-            waited_boot=False,
-            checkpoint_write_s=write,
-        ).pause_s
 
     # -- time -----------------------------------------------------------------------------
 
