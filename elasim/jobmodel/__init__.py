@@ -15,7 +15,7 @@ between them, run it unchanged.
 * :mod:`.actuator`: what the loop drives (:class:`Actuator`).
 * :mod:`.pause`: :func:`pause_for`, the pause of one group re-formation.
 * :mod:`.fluid`: the simulator's actuator, the fluid progress model.
-* :mod:`.durability`: the fluid job's rollbacks and final checkpoints.
+* :mod:`.durability`: what survives a loss of nodes (the fluid job holds its parts).
 * :mod:`.loop`: :class:`JobLoop`, observe -> decide -> apply.
 * :mod:`.summary`: :class:`RunSummary`, the one summary schema.
 """

@@ -21,14 +21,14 @@ Model assumptions (also in the README):
 * Preemption without (enough) notice: in-place survivors lose the step in flight;
   restart mode, or losing every node, rolls back to the last checkpoint.  A graceful
   leave (the loop's :func:`~elasim.jobmodel.rules.leave_lead_s` rule) loses nothing;
-  when nobody survives it writes a final checkpoint first.  So does releasing every
-  node on purpose, also while the group re-forms in place (the survivors hold the
-  state).
+  when nobody survives, or every node is released on purpose (also while the group
+  re-forms in place), a final checkpoint is written first if there is time.
 * Periodic checkpoints (the loop's schedule) pause training for the checkpoint cost;
   a preemption during a write voids it.
 
-What survives a loss of nodes (rollbacks, final checkpoints) is
-:class:`~elasim.jobmodel.durability.FluidDurability`, which :class:`FluidJob` mixes in.
+What survives a loss of nodes is :mod:`.durability`'s, by composition: the job holds a
+:class:`~.durability.DurableProgress` and hands :func:`~.durability.final_checkpoint`
+explicit values; it keeps its progress, clock, state and events, and inherits nothing.
 """
 
 from __future__ import annotations
@@ -40,20 +40,21 @@ from elasim.policies import EventKind, EventRecord, JobState, PauseComponents
 
 from .accounting import Accounting, Activity, JobStateMachine
 from .actions import members_lost
-from .durability import FluidDurability
+from .durability import DurableProgress, Release, final_checkpoint
 from .options import JobRules, RescaleMode
-from .pause import pause_for
+from .pause import pause_for, planned_rescale_estimate_s, resume_estimate_s
 
 __all__ = ["FluidJob"]
 
 _EPS = 1e-9
 
 
-class FluidJob(FluidDurability):
+class FluidJob:
     """The modelled job: holdings, booting nodes, pauses and fluid progress.
 
     Attributes:
         books: the job's ledger (the loop bills into it; this books time and samples).
+        durable: what of the progress is durable (:mod:`.durability`).
     """
 
     leave_margin_s = 0.0
@@ -80,13 +81,9 @@ class FluidJob(FluidDurability):
         self.now = 0.0
         self._last_s = 0.0
         # the model is its own meter and estimates (elasim.jobmodel.actuator's roles)
-        self.meter = self
-        self.estimates = self
+        self.meter = self.estimates = self
         # holdings: nodes paid for; group: nodes training; booting: [ready, spot, od, asked]
-        self.spot_held = 0
-        self.od_held = 0
-        self.group_spot = 0
-        self.group_od = 0
+        self.spot_held = self.od_held = self.group_spot = self.group_od = 0
         self.booting: list[list[float]] = []
         self._cold_until: list[float] = []  # ready times of killed slots (cold start)
         self._starting: list[float] = []  # ends of cold starts sharing the host's cores
@@ -98,25 +95,12 @@ class FluidJob(FluidDurability):
         self.started = False
         self.running_since_s = 0.0
         self.progress_samples = 0.0
-        self.ckpt_progress = 0.0
-        self.has_checkpoint = False
-        self.ckpt_pending_progress = 0.0
-        # running time whose work is not durable yet: what a rollback loses, exactly
-        self.unsaved_run_s = 0.0
-        self._ckpt_pending_run_s = 0.0
+        self.durable = DurableProgress()
         self._next_due_s = -math.inf  # when settle/admit next have work (-inf: now)
         self._out: list[EventRecord] = []
-        self._rescale_estimate_s = self._planned_rescale_estimate()
-        self._resume_estimate_s = pause_for(
-            job,
-            self.mode,
-            nodes_after=self.max_nodes,
-            survivors=0,
-            newcomers=self.max_nodes,
-            failure=False,
-            has_checkpoint=True,
-            waited_boot=True,
-        ).pause_s
+        n, mode = self.max_nodes, self.mode
+        self._rescale_estimate_s = planned_rescale_estimate_s(job, mode, n, self.ckpt_cost_s)
+        self._resume_estimate_s = resume_estimate_s(job, mode, n)
 
     # -- what the loop reads ------------------------------------------------------------
 
@@ -186,21 +170,6 @@ class FluidJob(FluidDurability):
             0,
         )
 
-    def _planned_rescale_estimate(self) -> float:
-        n = self.max_nodes
-        write = self.ckpt_cost_s if self.mode is RescaleMode.RESTART else 0.0
-        return pause_for(
-            self.job,
-            self.mode,
-            nodes_after=n,
-            survivors=max(n - 1, 1),
-            newcomers=1,
-            failure=False,
-            has_checkpoint=True,
-            waited_boot=False,
-            checkpoint_write_s=write,
-        ).pause_s
-
     # -- time -----------------------------------------------------------------------------
 
     def advance(self, now_s: float, books: Accounting) -> None:
@@ -220,7 +189,7 @@ class FluidJob(FluidDurability):
             n = self.group_spot + self.group_od
             self.progress_samples += self._good[n] * rate * dt
             books.raw_samples += self._thr[n] * rate * dt
-            self.unsaved_run_s += dt
+            self.durable.ran(dt)
             books.running_s += dt
             waste = 1.0 - self._eff[n]
             if waste > 0:
@@ -328,10 +297,7 @@ class FluidJob(FluidDurability):
             self.pause_end_s = math.inf
             self.pause_ckpt_until_s = -math.inf
         elif state is JobState.CHECKPOINTING and now_s >= self.pause_end_s - _EPS:
-            self.ckpt_progress = self.ckpt_pending_progress
-            self.unsaved_run_s = max(self.unsaved_run_s - self._ckpt_pending_run_s, 0.0)
-            self._ckpt_pending_run_s = 0.0
-            self.has_checkpoint = True
+            self.durable.finish_write()
             self._to(JobState.RUNNING)
             self.pause_end_s = math.inf
         return []
@@ -342,8 +308,7 @@ class FluidJob(FluidDurability):
         if self._sm.state is not JobState.RUNNING:
             return []
         n = self.group
-        self.ckpt_pending_progress = self.progress_samples
-        self._ckpt_pending_run_s = self.unsaved_run_s
+        self.durable.begin_write(self.progress_samples)
         self._to(JobState.CHECKPOINTING)
         self.pause_end_s = now_s + self.ckpt_cost_s
         self._next_due_s = min(self._next_due_s, self.pause_end_s)
@@ -555,7 +520,7 @@ class FluidJob(FluidDurability):
             survivors=survivors,
             newcomers=newcomers if survivors else after,
             failure=failure,
-            has_checkpoint=self.has_checkpoint and self.progress_samples > 0,
+            has_checkpoint=self.durable.has_checkpoint and self.progress_samples > 0,
             waited_boot=waited_boot,
             checkpoint_write_s=write_s,
             acquire_s=acquire_s,
@@ -563,7 +528,7 @@ class FluidJob(FluidDurability):
         state = self._sm.state
         if state is JobState.WAITING and self.started:
             kind = EventKind.RESUME
-            if self.has_checkpoint and self.progress_samples > 0:
+            if self.durable.has_checkpoint and self.progress_samples > 0:
                 self._event(EventKind.RESTORE, 0, after)
         self._to(JobState.RESCALING)
         self.started = True
@@ -590,8 +555,45 @@ class FluidJob(FluidDurability):
         if self.mode is not RescaleMode.RESTART or self._sm.state is not JobState.RUNNING:
             return 0.0
         write_s = self.ckpt_cost_s  # planned restart: checkpoint, then restart
-        self.ckpt_progress = self.progress_samples
-        self.has_checkpoint = True
-        self.unsaved_run_s = 0.0
+        self.durable.save(self.progress_samples)
         self._event(EventKind.CHECKPOINT, before, before, PauseComponents(state_s=write_s))
         return write_s
+
+    # -- what survives a loss of nodes (the rules are elasim.jobmodel.durability's) -------
+
+    def _lost_to_preemption(self, graceful: bool, before: int, after: int) -> tuple[float, float]:
+        """Work a preemption throws away: (effective samples, running seconds)."""
+        if graceful or self._sm.state is JobState.WAITING:
+            return 0.0, 0.0
+        if self.mode is RescaleMode.INPLACE and after > 0:
+            step_eff = self.job.global_batch(before) * self._eff[before]  # the step in flight
+            return self.durable.lose_step(self.progress_samples, step_eff, self._good[before])
+        return self.durable.rollback(self.progress_samples)
+
+    def _final_checkpoint(self, nodes: int) -> bool:
+        """Save all before the last ``nodes`` leave on purpose; False: no time (roll back)."""
+        state = self._sm.state
+        n = self._pause_from_nodes if state is JobState.RESCALING else nodes  # who trained
+        since, good, thr, eff = self.running_since_s, self._good[n], self._thr[n], self._eff[n]
+        release = Release(
+            state, self.now, self.ckpt_cost_s, since, self.pause_start_s, good, thr, eff
+        )
+        done = final_checkpoint(self.durable, self.books, self.progress_samples, release)
+        if done is None:
+            return False
+        self.progress_samples, write_start_s = done
+        if write_start_s is not None:
+            pause = PauseComponents(state_s=self.ckpt_cost_s)
+            self._event(EventKind.CHECKPOINT, nodes, nodes, pause, time_s=write_start_s)
+        return True
+
+    def _stop_all(self, before: int, failure: bool) -> None:
+        """The group released every node: save what can be saved, then wait."""
+        if self._sm.state is not JobState.WAITING:
+            lost, lost_s = 0.0, 0.0
+            if not failure and not self._final_checkpoint(before):
+                lost, lost_s = self.durable.rollback(self.progress_samples)  # too soon to save
+            self.progress_samples -= lost
+            self._to(JobState.WAITING)
+            self._event(EventKind.PAUSE, before, 0, lost_samples=lost, lost_s=lost_s)
+        self.pause_end_s = math.inf

@@ -17,7 +17,7 @@ from elasim.policies import PauseComponents
 
 from .options import RescaleMode
 
-__all__ = ["pause_for"]
+__all__ = ["pause_for", "planned_rescale_estimate_s", "resume_estimate_s"]
 
 
 def pause_for(
@@ -76,3 +76,44 @@ def pause_for(
         state_s=state,
         warmup_s=spec.warmup_s,
     )
+
+
+def planned_rescale_estimate_s(
+    job: Any, mode: RescaleMode, nodes: int, checkpoint_write_s: float
+) -> float:
+    """Pause of a representative planned scale-up: one newcomer joins ``nodes - 1``.
+
+    The fluid job reports it to policies as its rescale cost, fixed for the run, so it
+    is priced once here from the job's figures; in restart mode a planned change
+    writes a checkpoint of ``checkpoint_write_s`` first.
+    """
+    write = checkpoint_write_s if mode is RescaleMode.RESTART else 0.0
+    return pause_for(
+        job,
+        mode,
+        nodes_after=nodes,
+        survivors=max(nodes - 1, 1),
+        newcomers=1,
+        failure=False,
+        has_checkpoint=True,
+        waited_boot=False,
+        checkpoint_write_s=write,
+    ).pause_s
+
+
+def resume_estimate_s(job: Any, mode: RescaleMode, nodes: int) -> float:
+    """Pause of a start of ``nodes`` from none: every node boots, then restores.
+
+    The fluid job reports it to policies as its resume cost (a policy that lets go of
+    every node pays it to come back).
+    """
+    return pause_for(
+        job,
+        mode,
+        nodes_after=nodes,
+        survivors=0,
+        newcomers=nodes,
+        failure=False,
+        has_checkpoint=True,
+        waited_boot=True,
+    ).pause_s
