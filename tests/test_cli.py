@@ -49,6 +49,18 @@ def test_simulate_json_prints_exactly_one_object_with_the_documented_keys():
     assert summary["completion_time_h"] > 0 and summary["cost_usd"] > 0
 
 
+def test_an_unfinished_simulation_exits_1_with_one_line_after_its_output(tmp_path: Path):
+    # on_demand on a trace without an on-demand price holds nothing: the job idles to
+    # the simulator's horizon; the output is still written, then one line and exit 1
+    result = runner.invoke(
+        app, ["simulate", "-t", "spot_p3_bamboo.csv", "-p", "on_demand", "--json"]
+    )
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout.splitlines()[0])["completed"] is False
+    assert "did not finish" in result.stderr and "never held a node" in result.stderr
+    assert invoke("simulate", "-t", "spot_p3_bamboo.csv", "-p", "greedy").exit_code == 0
+
+
 def test_simulate_table_is_the_default():
     result = invoke("simulate", "--trace", "spot_us_east.csv", "--policy", "greedy")
     assert result.exit_code == 0, result.output
