@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from .tools import UsageError, check_bind, first_line
+from .tools import UsageError, check_bind, first_line, interrupted
 from .tools import fail as _fail
 from .worker_options import (
     log_dir_option,
@@ -63,7 +63,7 @@ def agent_command(
     except typer.Exit:
         raise
     except KeyboardInterrupt:
-        raise typer.Exit(code=130) from None
+        raise interrupted() from None
     except (ValueError, RuntimeError, OSError) as exc:
         raise _fail(_one_line(exc)) from None
     raise typer.Exit(code=code)

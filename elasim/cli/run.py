@@ -29,6 +29,7 @@ from .tools import (
     ensure_writable_dir,
     err_console,
     first_line,
+    interrupted,
     one_of,
     parse_sets,
 )
@@ -498,7 +499,7 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
     except typer.Exit:
         raise
     except KeyboardInterrupt:
-        raise typer.Exit(code=130) from None
+        raise interrupted() from None
     except (ValueError, RuntimeError, OSError, ImportError) as exc:
         from elasim.executor.script import ScriptFailed
 
