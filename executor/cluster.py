@@ -427,13 +427,13 @@ def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:
         wall: real seconds the run took.
     """
     jobs: list[ClusterJob] = loop.jobs
-    for job in jobs:
-        if job.batch_ignored is not None:
-            log.warning(
-                "job %s: batch size %s not applied (a real job keeps its batch)",
-                job.name,
-                job.batch_ignored,
-            )
+    ignored = sorted(job.name for job in jobs if job.batch_ignored is not None)
+    if ignored:
+        # 0 is ADAPTIVE: the policy let each job pick its best batch per allocation
+        log.warning(
+            "the policy's batch sizes were not applied to %s: a real job keeps its global batch",
+            ", ".join(ignored),
+        )
     return ClusterRunResult(
         result=loop.result(wall_time_s=wall),
         decisions=tuple(loop.decisions),

@@ -49,6 +49,18 @@ def test_simulate_json_prints_exactly_one_object_with_the_documented_keys():
     assert summary["completion_time_h"] > 0 and summary["cost_usd"] > 0
 
 
+def test_an_unfinished_simulation_exits_1_with_one_line_after_its_output(tmp_path: Path):
+    # on_demand on a trace without an on-demand price holds nothing: the job idles to
+    # the simulator's horizon; the output is still written, then one line and exit 1
+    result = runner.invoke(
+        app, ["simulate", "-t", "spot_p3_bamboo.csv", "-p", "on_demand", "--json"]
+    )
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout.splitlines()[0])["completed"] is False
+    assert "did not finish" in result.stderr and "never held a node" in result.stderr
+    assert invoke("simulate", "-t", "spot_p3_bamboo.csv", "-p", "greedy").exit_code == 0
+
+
 def test_simulate_table_is_the_default():
     result = invoke("simulate", "--trace", "spot_us_east.csv", "--policy", "greedy")
     assert result.exit_code == 0, result.output
@@ -404,3 +416,33 @@ def test_the_policy_template_runs_as_written(tmp_path: Path, monkeypatch: pytest
     assert json.loads(result.stdout)["completed"] is True
     bad = runner.invoke(app, [*args, "--set", "fraction=2"])
     assert bad.exit_code == 2 and "fraction must be in (0, 1], got 2" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "line"), [(KeyboardInterrupt, 130, "interrupted"), (ValueError, 2, "boom")]
+)
+def test_an_interrupted_or_failed_sweep_leaves_no_empty_out_folder(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    error: type[BaseException],
+    code: int,
+    line: str,
+):
+    import elasim.sweep
+
+    def stop(*args, **kwargs):
+        raise error("boom")
+
+    monkeypatch.setattr(elasim.sweep, "run_sweep", stop)
+    out = tmp_path / "new" / "sweep"
+    result = runner.invoke(
+        app, ["sweep", "--traces", "spot_us_east.csv", "--policies", "greedy", "--out", str(out)]
+    )
+    assert result.exit_code == code, result.output
+    assert line in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "new").exists()  # both folders it made are taken back
+    # a folder that was there before is never removed, even empty
+    out.mkdir(parents=True)
+    argv = ["sweep", "--traces", "spot_us_east.csv", "--policies", "greedy", "--out", str(out)]
+    assert runner.invoke(app, argv).exit_code == code
+    assert out.is_dir()

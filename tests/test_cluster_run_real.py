@@ -77,3 +77,31 @@ def test_bad_cluster_run_input_is_one_line_and_exit_2(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
         assert expected in lines[0], (expected, lines[0])
         assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.timeout(240)
+def test_pollux_grows_a_job_into_idle_slots_on_real_workers():
+    # the README's example under pollux: examples/cluster_small.csv on 4 slots, with
+    # profiles measured at 2 ms per sample (tests/data/cluster_apps_2ms), where a job's
+    # steps speed up with workers (258, 132, 91, 72 ms on 1..4), so growing pays off.
+    # The simulator gives j3 two GPUs once j1 is done; the real run must do the same
+    # (a real job's copy of reallocate had dropped peak_gpus and kept every job at 1).
+    config = ClusterRunConfig(
+        workload=str(Path(__file__).parents[1] / "examples" / "cluster_small.csv"),
+        policy="pollux",
+        applications=str(DATA / "cluster_apps_2ms"),
+        slots=4,
+        sample_delay_real_s=0.002,
+        job_options={"train_size": 4096},
+        collective_timeout_real_s=5.0,
+        max_wall_real_s=200.0,
+    )
+    run = run_cluster(config)
+    assert not run.gave_up
+    most = {}
+    for record in run.decisions:
+        for name, placement in record.decision.allocations:
+            most[name] = max(most.get(name, 0), sum(g for _, g in placement))
+    assert max(most.values()) > 1, most
+    for row in run.result.jobs:
+        assert run.steps[row.name] in (40, 160), (row.name, run.steps)

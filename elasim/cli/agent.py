@@ -16,8 +16,11 @@ from pathlib import Path
 
 import typer
 
-from .tools import UsageError, check_bind, first_line
+from .tools import UsageError, check_bind, first_line, interrupted
 from .tools import fail as _fail
+from .worker_options import (
+    log_dir_option,
+)
 
 __all__ = ["register"]
 
@@ -35,7 +38,7 @@ def agent_command(
         "--settings",
         help="This host's copy of the run's worker-settings.json (0600; required).",
     ),
-    log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
+    log_dir: Path | None = log_dir_option(),
     connect_timeout_s: float = typer.Option(30.0, "--connect-timeout-s"),
 ) -> None:
     """Contribute worker slots on this host to an elasim run controller.
@@ -60,7 +63,7 @@ def agent_command(
     except typer.Exit:
         raise
     except KeyboardInterrupt:
-        raise typer.Exit(code=130) from None
+        raise interrupted() from None
     except (ValueError, RuntimeError, OSError) as exc:
         raise _fail(_one_line(exc)) from None
     raise typer.Exit(code=code)

@@ -31,6 +31,14 @@ from .spec_options import parse_job_options
 from .tools import UsageError, out_console, parse_sets, run_guarded, sets_option
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
+from .worker_options import (
+    agent_port_option,
+    agents_option,
+    bind_option,
+    collective_timeout_option,
+    log_dir_option,
+    max_wall_option,
+)
 
 __all__ = ["register"]
 
@@ -197,15 +205,13 @@ def run_command(
     job_sets: list[str] | None = job_set_option(),
     sample_delay_s: float = sample_delay_option(),
     seed: int = typer.Option(0, "--seed", help="Seed of every job's model and sampler."),
-    collective_timeout_s: float = typer.Option(
-        5.0, "--collective-timeout-s", help="Workers' process-group timeout (real s)."
-    ),
-    max_wall_s: float = typer.Option(600.0, "--max-wall-s", help="Give up after (real s)."),
-    bind: str = typer.Option("127.0.0.1", "--bind", help="Address for the stores and agents."),
-    agent_port: int | None = typer.Option(None, "--agent-port", help="Listen for agents here."),
-    agents: int = typer.Option(0, "--agents", help="Wait for this many agents (one node each)."),
+    collective_timeout_s: float = collective_timeout_option(),
+    max_wall_s: float = max_wall_option(),
+    bind: str = bind_option(),
+    agent_port: int | None = agent_port_option(),
+    agents: int = agents_option(),
     pause_job: str = pause_job_option(),
-    log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
+    log_dir: Path | None = log_dir_option(),
     compare: bool = typer.Option(
         False, "--compare", help="Also simulate it with the measured profiles; per-job JCTs."
     ),

@@ -29,10 +29,19 @@ from .tools import (
     ensure_writable_dir,
     err_console,
     first_line,
+    interrupted,
     one_of,
     parse_sets,
 )
 from .tools import fail as _fail
+from .worker_options import (
+    agent_port_option,
+    agents_option,
+    bind_option,
+    collective_timeout_option,
+    log_dir_option,
+    max_wall_option,
+)
 
 __all__ = ["register"]
 
@@ -220,23 +229,21 @@ def run_command(
         None, "--checkpoint-dir", help="Checkpoint folder (default: <out>/checkpoints or temp)."
     ),
     max_steps: int = typer.Option(2000, "--max-steps", help="The job's work, in steps."),
-    max_wall_s: float = typer.Option(600.0, "--max-wall-s", help="Give up after (real s)."),
-    collective_timeout_s: float = typer.Option(
-        5.0, "--collective-timeout-s", help="Workers' process-group timeout (real s)."
-    ),
+    max_wall_s: float = max_wall_option(),
+    collective_timeout_s: float = collective_timeout_option(),
     backend: str = typer.Option("auto", "--backend", help="'auto', 'gloo' or 'nccl'."),
-    bind: str = typer.Option("127.0.0.1", "--bind", help="Address for the store and agents."),
+    bind: str = bind_option(),
     secret_file: Path | None = _SECRET_FILE_OPTION,
     run_dir: Path | None = _RUN_DIR_OPTION,
-    agent_port: int | None = typer.Option(None, "--agent-port", help="Listen for agents here."),
-    agents: int = typer.Option(0, "--agents", help="Wait for this many agents to connect."),
+    agent_port: int | None = agent_port_option(),
+    agents: int = agents_option(),
     local_slots: int | None = typer.Option(
         None, "--local-slots", help="Slots on this host (default: --max-nodes, 0 with agents)."
     ),
     launcher: str = _LAUNCHER_OPTION,
     address: str | None = _ADDRESS_OPTION,
     ray_resources: list[str] | None = _RAY_RESOURCES_OPTION,
-    log_dir: Path | None = typer.Option(None, "--log-dir", help="Worker logs go here."),
+    log_dir: Path | None = log_dir_option("<out>/logs with --out, else discarded"),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the run's files here."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write timeline.png with --out."),
@@ -492,7 +499,7 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
     except typer.Exit:
         raise
     except KeyboardInterrupt:
-        raise typer.Exit(code=130) from None
+        raise interrupted() from None
     except (ValueError, RuntimeError, OSError, ImportError) as exc:
         from elasim.executor.script import ScriptFailed
 

@@ -175,25 +175,41 @@ def simulate(
         _write_simulation(result, out, plot, summary["wall_time_s"], extra)
     if as_json:
         sys.stdout.write(json.dumps(_json_safe(summary)) + "\n")
+    else:
+        _report_simulation(summary, spec, job.name, out, plot)
+    _exit_if_unfinished(summary)
+
+
+def _exit_if_unfinished(summary: dict[str, Any]) -> None:
+    """Exit 1, as ``elasim run`` does, when the job never reached its target.
+
+    Why: a script or CI job that simulates must not read an unfinished run as a
+    result.  The simulator stops at its horizon; a run that never held a node (say
+    ``on_demand`` on a trace without an on-demand price) is said to be such.
+    """
+    if summary["completed"]:
         return
-    _report_simulation(summary, result, spec, job.name, out, plot)
+    held = summary.get("mean_nodes") or 0.0
+    why = "the policy never held a node" if held == 0 else "it ran out of simulated time"
+    err_console.print(
+        f"[bold red]error:[/] the job did not finish within {summary['sim_time_h']:,.0f} "
+        f"simulated hours: {why}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(code=1)
 
 
 def _report_simulation(
-    summary: dict[str, Any], result: Any, spec: JobSpec, job_name: str, out: Path | None, plot: bool
+    summary: dict[str, Any], spec: JobSpec, job_name: str, out: Path | None, plot: bool
 ) -> None:
     """``simulate``'s output for a person: the summary table, then what to know about it.
 
     Why apart from :func:`simulate`: ``--json`` prints the summary alone, while a
-    person also gets a title, a warning when the job did not finish, and the names
-    of the files written to ``--out``.
+    person also gets a title and the names of the files written to ``--out``.
     """
     title = f"{spec.policy} on {spec.trace} ({job_name}, {spec.rescale.value})"
     _print_simulation(summary, title)
-    if not result.completed:
-        err_console.print(
-            f"[yellow]the job did not finish within {result.sim_time_h:,.1f} simulated hours[/]"
-        )
     if out is not None:
         out_console.print(
             f"wrote {out}/summary.json, events.parquet, timeline.parquet"

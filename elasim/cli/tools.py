@@ -17,9 +17,11 @@ as hidden aliases.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -87,11 +89,16 @@ def first_line(exc: BaseException) -> str:
 
 
 def run_guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn``; a user error or an OS error leaves as one line and exit code 2."""
+    """Call ``fn``; a user error or an OS error leaves as one line and exit code 2.
+
+    Ctrl-C leaves as one ``interrupted`` line and exit code 130 (:func:`interrupted`).
+    """
     try:
         return fn(*args, **kwargs)
     except typer.Exit:
         raise
+    except KeyboardInterrupt:
+        raise interrupted() from None
     except user_errors() as exc:
         logging.getLogger("elasim").debug("user error", exc_info=True)
         raise fail(first_line(exc)) from None
@@ -184,14 +191,46 @@ def deadline_s_of(deadline_h: float | None) -> float | None:
     return deadline_h * 3600.0
 
 
+#: The output folders this process made (:func:`ensure_writable_dir`), so that a
+#: command that fails or is interrupted leaves none of them behind empty.
+_MADE: list[Path] = []
+
+
 def ensure_writable_dir(path: Any, flag: str = "--out") -> None:
-    """Fail before any work when ``path`` cannot be made or written (nothing is lost)."""
+    """Fail before any work when ``path`` cannot be made or written (nothing is lost).
+
+    The folders it makes are remembered: :func:`remove_empty_outputs` takes back
+    those still empty when the command ends.
+    """
     from elasim.atomic import check_writable_dir
 
+    folder = Path(path).absolute()
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
     try:
         check_writable_dir(path, flag)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    finally:
+        _MADE.extend(p for p in missing if p.is_dir())
+
+
+def remove_empty_outputs() -> None:
+    """Remove the folders :func:`ensure_writable_dir` made that are still empty.
+
+    Called when the command's context closes, whether it succeeded, failed or was
+    interrupted: a failed sweep, a refused compare or a Ctrl-C leaves no empty
+    ``--out`` behind, while a folder with anything in it is never touched.
+    """
+    for folder in sorted(set(_MADE), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):  # not empty, or gone: leave it
+            folder.rmdir()
+    _MADE.clear()
+
+
+def interrupted() -> typer.Exit:
+    """One ``interrupted`` line; the exit (code 130, as a shell gives for Ctrl-C) to raise."""
+    err_console.print("[bold red]interrupted[/]", highlight=False)
+    return typer.Exit(code=130)
 
 
 def check_bind(bind: str, flag: str) -> None:
