@@ -4,21 +4,24 @@ The replay repeats the trace forever (:class:`~elasim.jobmodel.CapacityReplay`),
 deadline may lie any distance past the trace's end, and a planning problem over the
 whole horizon would grow with it.  It need not:
 
-**A bound for every horizon.**  Any schedule that does the work ``W`` starts once
-from nothing, losing at least ``S* = min_c start_loss(c)`` samples, and pays
-``usd_k(c)`` per second for ``goodput(c)`` samples per second in each segment, so
-by the time it has done ``W`` it has paid at least ``r* (W + S*)``, where ``r* =
-min_{k,c} usd_k(c) / goodput(c)`` is the cheapest price of a sample anywhere in the
-(repeating) trace.  That is ``LB = r* (W + S*)``, whatever the deadline.
+**A bound for every horizon.**  Let ``rate(c) = min_k usd_k(c) / goodput(c)`` be the
+cheapest price of a sample of configuration ``c`` anywhere in the (repeating) trace,
+``r* = min_c rate(c)``, and ``S(c)`` the samples a start into ``c`` from nothing
+loses (its pause times its goodput; the very first start loads no checkpoint).
+Any schedule that does the work ``W`` starts once, into some ``c0``, and pays for
+that pause at least ``rate(c0) S(c0)``; every other second it holds nodes pays at
+least ``r*`` per sample it yields, and it must yield ``W``.  So its cost, up to
+where the work is done, is at least ``LB = r* W + min_c rate(c) S(c)``, whatever
+the deadline.
 
-**A schedule that meets it.**  If some configuration ``c`` with ``usd_k(c) / goodput(c)
-= r*`` and ``start_loss(c) = S*`` can run from a segment start ``t0``, uninterrupted
-(no drop below its spot nodes) and at that price, for ``(W + S*) / goodput(c)``
-seconds, that schedule costs exactly ``LB`` and is done at ``T1``.  Then for every
-horizon ``H >= T1``: ``LB <= OPT(H) <= OPT(T1) <= LB``, so the planner may plan over
-``[0, T1 + slack]`` instead of ``[0, H]`` and lose nothing: the cap is exact.
+**A schedule that nearly meets it.**  A *one-run* schedule holds nothing, starts
+one configuration at a segment start and keeps it, never dropped, until the work is
+done; its cost ``U`` is exact in the planner's model.  If one costs ``U <= LB (1 +
+1e-4)`` and is done at ``T1``, then for every horizon ``H >= T1``: ``LB <= OPT(H) <=
+OPT(T1) <= U``, so planning over ``[0, T1 + 1 h]`` instead of ``[0, H]`` loses at
+most ``U - LB``, a ten-thousandth (below the search's own precision).
 
-Otherwise (no such window in two periods of the trace) the horizon is capped at one
+Otherwise (no such run in two periods of the trace) the horizon is capped at one
 full period of the trace, and the report's lower bound is ``LB``, which holds for
 every horizon: the gap it shows is then all the cap may cost.
 """
@@ -60,34 +63,39 @@ class HorizonCap:
     finish_s: float
 
 
-def universal_bound(problem: PlanningProblem) -> tuple[float, float, float]:
-    """``(LB, r*, S*)``: the lower bound on the cost at any horizon (see the module)."""
+def universal_bound(problem: PlanningProblem) -> tuple[float, float]:
+    """``(LB, r*)``: the lower bound on the cost at any horizon (see the module).
+
+    The first start into ``c`` pays ``usd(c)`` through its pause, losing ``S(c) =
+    goodput(c) x pause`` samples: at least ``rate(c) S(c)`` with ``rate(c)`` the
+    cheapest price of a sample of ``c`` in the trace; every other held second pays at
+    least ``r*`` per sample, and the work needs ``W`` of them.
+    """
     running = problem.goodput > 0
     usd = np.stack([problem.hold_usd_per_s(k) for k in range(problem.segments)])
-    rate = usd[:, running] / problem.goodput[running]
-    best_rate = float(rate.min())
+    rate = (usd[:, running] / problem.goodput[running]).min(axis=0)  # per configuration
     start = np.minimum(problem.first_loss, problem.loss[0])[running]
-    least_start = float(start.min())
-    return best_rate * (problem.work_samples + least_start), best_rate, least_start
+    best_rate = float(rate.min())
+    return best_rate * problem.work_samples + float((rate * start).min()), best_rate
 
 
 def find_cap(problem: PlanningProblem, horizon_s: float, period_s: float) -> HorizonCap:
     """The horizon cap for ``horizon_s`` from ``problem`` (planned over up to two periods)."""
-    bound, best_rate, _ = universal_bound(problem)
-    finish = _earliest_finish(problem, best_rate, bound)
+    bound, _ = universal_bound(problem)
+    finish = _earliest_finish(problem, bound)
     if finish is not None and finish <= horizon_s:
         capped = min(horizon_s, float(finish) + CAP_SLACK_S)
         return HorizonCap(capped, True, bound, float(finish))
     return HorizonCap(min(horizon_s, period_s), False, bound, math.nan)
 
 
-def _earliest_finish(problem: PlanningProblem, best_rate: float, bound: float) -> float | None:
+def _earliest_finish(problem: PlanningProblem, bound: float) -> float | None:
     """When the earliest one-run schedule within ``CAP_TOLERANCE`` of the bound is done.
 
     A one-run schedule holds nothing, starts one configuration at a segment start
     (long enough to boot in) and holds it, never dropped, until the work is done;
-    its cost is exact in the planner's model.  Only configurations whose price of a
-    sample comes within the tolerance of the cheapest can be within it of the bound.
+    its cost is exact in the planner's model.  Only segments where a configuration's
+    price of the work alone stays within the budget can be part of such a run.
     None: no such schedule in ``problem``.
     """
     usd = np.stack([problem.hold_usd_per_s(k) for k in range(problem.segments)])
@@ -95,10 +103,11 @@ def _earliest_finish(problem: PlanningProblem, best_rate: float, bound: float) -
     best: float | None = None
     for c in np.flatnonzero(problem.goodput > 0):
         rate = usd[:, c] / problem.goodput[c]
-        usable = (rate <= best_rate * (1 + CAP_TOLERANCE)) & (spot[c] <= problem.available)
+        budget = bound * (1 + CAP_TOLERANCE)
+        usable = (rate * problem.work_samples <= budget) & (spot[c] <= problem.available)
         if not usable.any():
             continue
-        finish = _first_run(problem, usable, usd[:, c], int(c), bound * (1 + CAP_TOLERANCE))
+        finish = _first_run(problem, usable, usd[:, c], int(c), budget)
         if finish is not None and (best is None or finish < best):
             best = finish
     return best
