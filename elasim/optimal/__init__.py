@@ -9,6 +9,16 @@ the job model (pauses, boots, checkpoints, preemptions, notice: see
 so the optimum's cost is measured by the same ``simulate()`` as every policy's, and
 "no policy beats the optimum" is checked on the simulator's numbers.
 
+The exact problem: choose, for every segment of the decision grid (every ``step_s``,
+every change of the trace, one second before every drop), a configuration
+``(spot, on-demand)`` with no more spot nodes than the segment offers, so that the
+work done by the horizon (the deadline less ``safety_margin_s``), after every loss
+the job model charges for changes and preemptions, reaches the target, at the least
+cost (paid until the work is done).  The solver's guarantees are in :mod:`.solve`
+(the Lagrangian program and its bound) and :mod:`.horizon` (a deadline that lies
+far away, even past the trace's end, is planned over a capped horizon, at most one
+period of the repeating trace, with the bound that holds for every horizon).
+
 How close to the true optimum: the planner decides only at segment starts (every
 ``step_s`` and every change of the trace), prices the job model's pauses exactly but
 periodic checkpoints as an average overhead and unannounced total losses as a whole
@@ -27,6 +37,7 @@ from typing import Any
 
 from elasim.jobmodel import CapacityReplay, JobSpec
 from elasim.policies import OptimalPolicy, Plan
+from elasim.progress import report
 from elasim.traces.model import CapacityTrace, on_demand_price_of, start_offset_of
 
 from .horizon import CAP_TOLERANCE, HorizonCap, find_cap
@@ -87,7 +98,8 @@ def plan_optimal(
     checkpoint settings and prices).  When not even the fastest schedule meets the
     deadline, the plan is to run as fast as possible from the start.
     ``progress(done, total)`` is called as the solver's passes go (see
-    :func:`.solve.solve`).
+    :func:`.solve.solve`); by default they are logged as progress records
+    (:mod:`elasim.progress`).
 
     Raises:
         ValueError: no deadline, or a shared-cluster job trace (only capacity traces).
@@ -104,7 +116,7 @@ def plan_optimal(
         report = PlanReport(step_s, 0, 0, max(horizon, 0.0), False, math.nan, None, math.nan)
         return plan, report
     problem, cap = _capped_problem(trace, job, spec, horizon, step_s, od_price)
-    solution = solve(problem, progress=progress)
+    solution = solve(problem, progress=progress or _log_progress)
     bound = solution.lower_bound_usd
     if problem.horizon_s < horizon:
         bound = cap.bound_usd  # the bound that holds at the deadline asked for
@@ -156,6 +168,11 @@ def _capped_problem(
     if cap.horizon_s >= scan.horizon_s:
         return scan, cap
     return build(cap.horizon_s, like=scan), cap
+
+
+def _log_progress(done: int, total: int) -> None:
+    """The solver's passes as progress records (:mod:`elasim.progress`)."""
+    report("offline optimum, forward passes", done, total)
 
 
 @functools.lru_cache(maxsize=64)

@@ -17,8 +17,16 @@ Ties are broken towards earlier work (a relative ``1e-9`` per segment), so that 
 schedule that just does ``W`` runs as early as it can and the replay's finishing
 early trims only idle time.
 
-The program runs for several values of ``lam`` at once (numpy, one array axis per
-value): about ``segments x values x configurations^2`` operations per pass.
+**Cost.**  One pass costs about ``sum_k |feasible(k-1)| x |feasible(k)|``
+operations (:mod:`.forward`: only configurations the trace offers are states), and
+the search takes about ten passes (cutting planes on the dual, :func:`_search`).
+
+**Guarantee.**  For each ``lam`` the pass is exact: the best ``lam x work - cost`` over
+every schedule on the grid (the tie factor aside).  The answer is a schedule that
+does the work by the horizon, at a cost no more than the best of the two schedules
+adjacent to the dual's breakpoint and their splices; ``lower_bound_usd`` is the
+dual's maximum over the evaluated ``lam``: no schedule on the grid paying for the
+segments it holds costs less.  The gap between the two is reported, not assumed.
 """
 
 from __future__ import annotations
@@ -195,6 +203,8 @@ def solve(problem: PlanningProblem, progress: Progress | None = None) -> Solutio
         if (reached or not found) and (best is None or cost < best[0]):
             best = (cost, path, progress)
     assert best is not None
+    if dual.progress is not None:
+        dual.progress(dual.evaluations, dual.evaluations)  # done
     cost, path, progress = best
     return Solution(
         path=path,
