@@ -141,10 +141,16 @@ def compute_yardstick(trace: Any, job: Any, spec: Any, config: Any) -> Yardstick
         return None
     if spec.on_demand_price_per_hour is None and trace.metadata.on_demand_price_per_hour is None:
         return None
+    from elasim.progress import report
+
+    report("deadline yardstick", 0, 3)
     baseline = on_demand_baseline(trace, job, spec, config)
+    report("deadline yardstick", 1, 3)
     name, options = GREEDY_FALLBACK
     greedy = _run(trace, make_policy(name, options), job, spec, config)
+    report("deadline yardstick", 2, 3)
     best = _run(trace, OptimalPolicy(), job, spec, config)
+    report("deadline yardstick", 3, 3)
     bound = dict(best.simulator).get("oracle_plan", {}).get("lower_bound_usd")
     return Yardstick(
         on_demand_cost_usd=None if baseline is None else baseline[0],

@@ -17,6 +17,7 @@ from elasim import __version__
 from elasim.jobmodel import JobSpec
 from elasim.sim.driver import DEFAULT_JOB
 
+from .progress import show_progress
 from .spec_options import SpecFlags, with_spec
 from .tools import UsageError, ensure_writable_dir, err_console, out_console
 from .tools import fmt as _fmt
@@ -154,6 +155,7 @@ def simulate(
     """Replay a trace through the SimPy model with one policy and report the cost."""
     from elasim.sim import simulate as run_simulation
 
+    show_progress(err_console, out_console)  # long steps (the optimum) report progress
     if out is not None:
         _run_guarded(ensure_writable_dir, out, "--out")
     spec, config, trace, policy, job = _run_guarded(

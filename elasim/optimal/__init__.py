@@ -9,6 +9,16 @@ the job model (pauses, boots, checkpoints, preemptions, notice: see
 so the optimum's cost is measured by the same ``simulate()`` as every policy's, and
 "no policy beats the optimum" is checked on the simulator's numbers.
 
+The exact problem: choose, for every segment of the decision grid (every ``step_s``,
+every change of the trace, one second before every drop), a configuration
+``(spot, on-demand)`` with no more spot nodes than the segment offers, so that the
+work done by the horizon (the deadline less ``safety_margin_s``), after every loss
+the job model charges for changes and preemptions, reaches the target, at the least
+cost (paid until the work is done).  The solver's guarantees are in :mod:`.solve`
+(the Lagrangian program and its bound) and :mod:`.horizon` (a deadline that lies
+far away, even past the trace's end, is planned over a capped horizon, at most one
+period of the repeating trace, with the bound that holds for every horizon).
+
 How close to the true optimum: the planner decides only at segment starts (every
 ``step_s`` and every change of the trace), prices the job model's pauses exactly but
 periodic checkpoints as an average overhead and unannounced total losses as a whole
@@ -18,16 +28,23 @@ The README quotes both gaps for the bundled traces (``benchmarks/bench_policies.
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from elasim.jobmodel import CapacityReplay, JobSpec
 from elasim.policies import OptimalPolicy, Plan
+from elasim.progress import report
 from elasim.traces.model import CapacityTrace, on_demand_price_of, start_offset_of
 
+from .horizon import CAP_TOLERANCE, HorizonCap, find_cap
 from .problem import PlanningProblem, build_problem
 from .solve import Solution, solve
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PlanReport", "PlanningProblem", "Solution", "plan_optimal", "prepare_oracle"]
 
@@ -72,6 +89,7 @@ def plan_optimal(
     *,
     step_s: float = 300.0,
     safety_margin_s: float = 60.0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Plan, PlanReport]:
     """The cheapest plan that meets ``spec.deadline_s`` on ``trace`` (see the module).
 
@@ -79,6 +97,9 @@ def plan_optimal(
     :func:`elasim.sim.resolve`: the same window, node bounds, notice, mechanism,
     checkpoint settings and prices).  When not even the fastest schedule meets the
     deadline, the plan is to run as fast as possible from the start.
+    ``progress(done, total)`` is called as the solver's passes go (see
+    :func:`.solve.solve`); by default they are logged as progress records
+    (:mod:`elasim.progress`).
 
     Raises:
         ValueError: no deadline, or a shared-cluster job trace (only capacity traces).
@@ -87,7 +108,6 @@ def plan_optimal(
         raise ValueError("the offline optimum 'optimal' needs a deadline (--deadline-h)")
     if not isinstance(trace, CapacityTrace):
         raise ValueError("the offline optimum 'optimal' needs a capacity (spot) trace")
-    replay = _replay_of(trace, job, spec)
     od_price = on_demand_price_of(trace, spec.on_demand_price_per_hour)
     horizon = spec.deadline_s - safety_margin_s
     hurry = (job.nodes.max, job.nodes.max if math.isfinite(od_price) else 0)
@@ -95,31 +115,87 @@ def plan_optimal(
         plan = Plan((0.0,), (hurry[0],), (hurry[1],))
         report = PlanReport(step_s, 0, 0, max(horizon, 0.0), False, math.nan, None, math.nan)
         return plan, report
-    problem = build_problem(
-        replay,
-        job,
-        mode=spec.rescale,
-        notice_s=spec.notice_s,
-        horizon_s=horizon,
-        step_s=step_s,
-        on_demand_price_per_hour=od_price,
-        checkpoint_interval_s=spec.checkpoint_interval_s,
-        checkpoint_cost_s=spec.checkpoint_cost_s,
-    )
-    solution = solve(problem)
+    problem, cap = _capped_problem(trace, job, spec, horizon, step_s, od_price)
+    solution = solve(problem, progress=progress or _log_progress)
+    bound = solution.lower_bound_usd
+    if problem.horizon_s < horizon:
+        bound = cap.bound_usd  # the bound that holds at the deadline asked for
     report = PlanReport(
         step_s=float(step_s),
         segments=problem.segments,
         configurations=len(problem.configs),
-        horizon_s=float(horizon),
+        horizon_s=float(problem.horizon_s),
         feasible=solution.feasible,
         model_cost_usd=solution.cost_usd if solution.feasible else math.nan,
-        lower_bound_usd=solution.lower_bound_usd if solution.feasible else None,
+        lower_bound_usd=bound if solution.feasible else None,
         checkpoint_interval_s=problem.checkpoint_interval_s,
     )
     if not solution.feasible:
         return Plan((0.0,), (hurry[0],), (hurry[1],)), report
     return _plan_of(problem, solution, hurry), report
+
+
+def _capped_problem(
+    trace: CapacityTrace, job: Any, spec: JobSpec, horizon_s: float, step_s: float, od: float
+) -> tuple[PlanningProblem, HorizonCap]:
+    """The problem over the horizon capped where more time cannot lower the cost.
+
+    The trace repeats (as the replay repeats it), so the cap is found within two of
+    its periods (:mod:`.horizon`); a deadline past the trace's end is logged once.
+    """
+
+    def build(horizon: float, like: PlanningProblem | None = None) -> PlanningProblem:
+        return build_problem(
+            _replay_of(trace, job, spec),
+            job,
+            mode=spec.rescale,
+            notice_s=spec.notice_s,
+            horizon_s=horizon,
+            step_s=step_s,
+            on_demand_price_per_hour=od,
+            checkpoint_interval_s=spec.checkpoint_interval_s,
+            checkpoint_cost_s=spec.checkpoint_cost_s,
+            like=like,
+        )
+
+    replay = _replay_of(trace, job, spec)
+    period_s = replay.period_s
+    scan = build(min(horizon_s, 2 * period_s))
+    cap = find_cap(scan, horizon_s, period_s)
+    end_s = period_s - replay.start_offset_s  # the trace's end, in job time
+    if horizon_s > end_s:
+        _note_past_end(horizon_s, end_s, cap)
+    if cap.horizon_s >= scan.horizon_s:
+        return scan, cap
+    return build(cap.horizon_s, like=scan), cap
+
+
+def _log_progress(done: int, total: int) -> None:
+    """The solver's passes as progress records (:mod:`elasim.progress`)."""
+    report("offline optimum, forward passes", done, total)
+
+
+@functools.lru_cache(maxsize=64)
+def _note_past_end(horizon_s: float, end_s: float, cap: HorizonCap) -> None:
+    """One log line (once per process and case) for a deadline past the trace's end."""
+    if cap.exact:
+        how = (
+            f"planning up to {cap.horizon_s / 3600:,.1f} h: a schedule done by "
+            f"{cap.finish_s / 3600:,.1f} h is within {CAP_TOLERANCE:.0e} of the least any "
+            f"deadline allows ({cap.bound_usd:,.4f} USD)"
+        )
+    else:
+        how = (
+            f"planning over one period ({cap.horizon_s / 3600:,.1f} h); no deadline can "
+            f"cost less than {cap.bound_usd:,.4f} USD (reported as the lower bound)"
+        )
+    log.warning(
+        "the deadline lies %.1f h past the trace's end (%.1f h of job time); the trace "
+        "repeats, as the run replays it; %s",
+        (horizon_s - end_s) / 3600,
+        end_s / 3600,
+        how,
+    )
 
 
 def _replay_of(trace: CapacityTrace, job: Any, spec: JobSpec) -> CapacityReplay:

@@ -271,24 +271,33 @@ def _forced(
     notice_s: float,
     n_min: int,
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None, ...]:
-    """Per segment: which configurations a drop takes to which, and what it costs."""
+    """Per segment: which configurations a drop takes to which, and what it costs.
+
+    The answer depends only on the availability and the previous segment's length
+    (how long a fresh group ran), so it is computed once per such pair: a long
+    horizon repeats a few pairs thousands of times.
+    """
     index = {pair: i for i, pair in enumerate(pairs)}
+    made: dict[tuple[int, float], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     forced: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = []
     for k, avail in enumerate(available):
-        rows = np.flatnonzero(configs[:, 0] > avail)
-        if k == 0 or len(rows) == 0:
+        if k == 0 or not (configs[:, 0] > avail).any():
             forced.append(None)
             continue
-        targets, old, fresh = [], [], []
-        for r in rows:
-            s, o = pairs[r]
-            left = (int(avail), o)
-            target = index.get(left, 0) if sum(left) >= n_min else 0
-            ran_s = max(lengths[k - 1] - losses.start_pause_s(s + o), 0.0)
-            old.append(losses.preempted((s, o), pairs[target], notice_s))
-            fresh.append(losses.preempted((s, o), pairs[target], notice_s, ran_s))
-            targets.append(target)
-        forced.append((rows, np.asarray(targets), np.asarray(old), np.asarray(fresh)))
+        key = (int(avail), float(lengths[k - 1]))
+        if key not in made:
+            rows = np.flatnonzero(configs[:, 0] > avail)
+            targets, old, fresh = [], [], []
+            for r in rows:
+                s, o = pairs[r]
+                left = (int(avail), o)
+                target = index.get(left, 0) if sum(left) >= n_min else 0
+                ran_s = max(key[1] - losses.start_pause_s(s + o), 0.0)
+                old.append(losses.preempted((s, o), pairs[target], notice_s))
+                fresh.append(losses.preempted((s, o), pairs[target], notice_s, ran_s))
+                targets.append(target)
+            made[key] = (rows, np.asarray(targets), np.asarray(old), np.asarray(fresh))
+        forced.append(made[key])
     return tuple(forced)
 
 
@@ -336,8 +345,13 @@ def build_problem(
     on_demand_price_per_hour: float | None,
     checkpoint_interval_s: float | None,
     checkpoint_cost_s: float | None,
+    like: PlanningProblem | None = None,
 ) -> PlanningProblem:
-    """The planning problem for ``job`` on ``replay``'s window, up to ``horizon_s``."""
+    """The planning problem for ``job`` on ``replay``'s window, up to ``horizon_s``.
+
+    ``like``: a problem of the same job and settings over another horizon, whose
+    planned-change losses (which do not depend on the horizon) are taken over.
+    """
     n_min, n_max = job.nodes.min, job.nodes.max
     od_price = math.inf if on_demand_price_per_hour is None else float(on_demand_price_per_hour)
     write_s = job.checkpoint.write_s if checkpoint_cost_s is None else checkpoint_cost_s
@@ -355,7 +369,10 @@ def build_problem(
     pairs = [(int(s), int(o)) for s, o in configs]
     longest = max(schedule.current_interval_s(write_s, horizon_s, 0), interval)
     losses = _Losses(job, mode, good, write_s, interval, longest)
-    loss, first_loss = _planned_losses(losses, pairs)
+    if like is not None and np.array_equal(like.configs, configs):
+        loss, first_loss = like.loss, like.first_loss
+    else:
+        loss, first_loss = _planned_losses(losses, pairs)
     forced = _forced(pairs, configs, available, lengths, losses, notice_s, n_min)
     restarts, adds = _transitions(configs)
     return PlanningProblem(
