@@ -99,7 +99,21 @@ def traces_import(
     options: list[str] | None = typer.Option(
         None,
         "--opt",
-        help="Importer option key=value (repeatable); see `elasim traces import --help`.",
+        help="Importer option key=value (repeatable); `elasim traces formats` lists each "
+        "format's options and what they mean.",
+    ),
+    where: list[str] | None = typer.Option(
+        None,
+        "--where",
+        help="csv: keep only rows where COLUMN OP VALUE holds, OP one of == != >= <= > < "
+        "(repeatable, all must hold), e.g. --where 'gpu>0' --where status==Terminated. "
+        "Parsed, never evaluated.",
+    ),
+    skip_invalid: bool = typer.Option(
+        False,
+        "--skip-invalid",
+        help="csv: leave out rows that fail validation (say, a 0 s duration or an empty GPU "
+        "cell) instead of stopping at the first; prints how many, per reason.",
     ),
     base: str | None = typer.Option(
         None, "--base", help="aws-price: capacity trace to add prices to."
@@ -114,12 +128,16 @@ def traces_import(
     ),
 ) -> None:
     """Convert a real trace format into elasim's canonical CSV."""
-    from elasim.traces import import_trace
+    from elasim.traces import import_trace, rows_left_out
 
     def run() -> Any:
         opts: dict[str, Any] = parse_sets(options, "--opt")
         if maps:
             opts["map"] = ",".join(maps)
+        if where:
+            opts["where"] = list(where)
+        if skip_invalid:
+            opts["skip_invalid"] = True
         for key, value in (
             ("base", base),
             ("zone", zone),
@@ -134,7 +152,29 @@ def traces_import(
 
     trace = _run_guarded(run)
     rows = len(trace.time_s) if hasattr(trace, "available") else len(trace.submit_time_s)
-    out_console.print(f"wrote {output_path} ({trace.kind} trace, {rows:,} rows)")
+    noun = "row" if rows == 1 else "rows"
+    out_console.print(f"wrote {output_path} ({trace.kind} trace, {rows:,} {noun})", soft_wrap=True)
+    for reason, count in rows_left_out(trace.metadata):
+        plural = "s" if count != 1 else ""
+        out_console.print(f"left out {count:,} row{plural}: {reason}", soft_wrap=True)
     rounded = dict(trace.metadata.extra).get("gpus_rounded_up")
     if rounded:
         out_console.print(f"rounded {rounded} fractional GPU counts up to whole GPUs")
+
+
+@traces_app.command("formats")
+def traces_formats() -> None:
+    """List the import formats and each one's --opt options, with what they mean."""
+    from elasim.traces import IMPORT_FORMATS, importer_options
+
+    for fmt in IMPORT_FORMATS:
+        table = Table(title=f"--format {fmt}", title_justify="left", show_edge=False)
+        table.add_column("--opt", no_wrap=True)
+        table.add_column("type")
+        table.add_column("default")
+        table.add_column("meaning")
+        for option in importer_options(fmt):
+            default = "-" if option.default is None else str(option.default)
+            table.add_row(option.name, option.type_name, default, option.doc)
+        out_console.print(table)
+        out_console.print()
