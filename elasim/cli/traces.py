@@ -78,6 +78,33 @@ def traces_validate(path: str = typer.Argument(..., help="Trace CSV to check."))
     out_console.print(f"{path}: ok ({trace.kind} trace, {rows:,} rows)")
 
 
+_WHERE_OPTION = typer.Option(
+    None,
+    "--where",
+    help="csv: keep only rows where COLUMN OP VALUE holds, OP one of == != >= <= > < "
+    "(repeatable, all must hold), e.g. --where 'gpu>0' --where status==Terminated. "
+    "Parsed, never evaluated.",
+)
+_SKIP_INVALID_OPTION = typer.Option(
+    False,
+    "--skip-invalid",
+    help="csv: leave out rows that fail validation (say, a 0 s duration or an empty GPU "
+    "cell) instead of stopping at the first; prints how many, per reason.",
+)
+_MAP_OPTION = typer.Option(
+    None,
+    "--map",
+    help="csv: field=column (repeatable): time, available | fail, price; "
+    "or submit, duration | end, gpus, priority. Columns: header names or 1-based indexes.",
+)
+_OPT_OPTION = typer.Option(
+    None,
+    "--opt",
+    help="Importer option key=value (repeatable); `elasim traces formats` lists each "
+    "format's options and what they mean.",
+)
+
+
 @traces_app.command("import")
 def traces_import(
     input_path: str = typer.Argument(
@@ -90,31 +117,10 @@ def traces_import(
         "-f",
         help="skypilot | bamboo | aws-price | philly | csv | skypilot-raw",
     ),
-    maps: list[str] | None = typer.Option(
-        None,
-        "--map",
-        help="csv: field=column (repeatable): time, available | fail, price; "
-        "or submit, duration | end, gpus, priority. Columns: header names or 1-based indexes.",
-    ),
-    options: list[str] | None = typer.Option(
-        None,
-        "--opt",
-        help="Importer option key=value (repeatable); `elasim traces formats` lists each "
-        "format's options and what they mean.",
-    ),
-    where: list[str] | None = typer.Option(
-        None,
-        "--where",
-        help="csv: keep only rows where COLUMN OP VALUE holds, OP one of == != >= <= > < "
-        "(repeatable, all must hold), e.g. --where 'gpu>0' --where status==Terminated. "
-        "Parsed, never evaluated.",
-    ),
-    skip_invalid: bool = typer.Option(
-        False,
-        "--skip-invalid",
-        help="csv: leave out rows that fail validation (say, a 0 s duration or an empty GPU "
-        "cell) instead of stopping at the first; prints how many, per reason.",
-    ),
+    maps: list[str] | None = _MAP_OPTION,
+    options: list[str] | None = _OPT_OPTION,
+    where: list[str] | None = _WHERE_OPTION,
+    skip_invalid: bool = _SKIP_INVALID_OPTION,
     base: str | None = typer.Option(
         None, "--base", help="aws-price: capacity trace to add prices to."
     ),
@@ -128,29 +134,31 @@ def traces_import(
     ),
 ) -> None:
     """Convert a real trace format into elasim's canonical CSV."""
-    from elasim.traces import import_trace, rows_left_out
+    from elasim.traces import import_trace
+
+    opts: dict[str, Any] = {
+        "map": ",".join(maps) if maps else None,
+        "where": list(where) if where else None,
+        "skip_invalid": True if skip_invalid else None,
+        "base": base,
+        "zone": zone,
+        "instance_type": instance_type,
+        "region": region,
+        "start": start,
+    }
 
     def run() -> Any:
-        opts: dict[str, Any] = parse_sets(options, "--opt")
-        if maps:
-            opts["map"] = ",".join(maps)
-        if where:
-            opts["where"] = list(where)
-        if skip_invalid:
-            opts["skip_invalid"] = True
-        for key, value in (
-            ("base", base),
-            ("zone", zone),
-            ("instance_type", instance_type),
-            ("region", region),
-            ("start", start),
-        ):
-            if value is not None:
-                opts[key] = value
+        given = {k: v for k, v in opts.items() if v is not None}
         inputs = input_path.split(",") if "," in input_path else input_path
-        return import_trace(fmt, inputs, output_path, **opts)
+        return import_trace(fmt, inputs, output_path, **{**parse_sets(options, "--opt"), **given})
 
-    trace = _run_guarded(run)
+    _print_imported(_run_guarded(run), output_path)
+
+
+def _print_imported(trace: Any, output_path: Path) -> None:
+    """What ``import`` wrote: rows, the rows it left out per reason, GPUs rounded up."""
+    from elasim.traces import rows_left_out
+
     rows = len(trace.time_s) if hasattr(trace, "available") else len(trace.submit_time_s)
     noun = "row" if rows == 1 else "rows"
     out_console.print(f"wrote {output_path} ({trace.kind} trace, {rows:,} {noun})", soft_wrap=True)
