@@ -25,22 +25,43 @@ def traces_list() -> None:
     """List the bundled traces."""
     from elasim.traces import bundled_traces
 
-    infos = _run_guarded(bundled_traces)
-    table = Table(title="bundled traces (see traces/README.md for provenance)")
+    out_console.print(traces_table(_run_guarded(bundled_traces)))
+
+
+#: Characters of a trace's source shown by ``traces list`` (two lines at 80 columns).
+_SOURCE_CHARS = 120
+
+
+def traces_table(infos: Any) -> Any:
+    """The ``traces list`` output: a table of numbers, then each source, abridged.
+
+    Why the sources below the table: at 80 columns a source column is 20 characters
+    wide, so sources were cut mid-word ("availabil…") or took eight lines a trace.
+    Below, each wraps at word boundaries over the full width; commits are shortened
+    to 7 digits as git shows them, and the text ends after a whole word.
+    """
+    import re
+
+    from rich.console import Group
+    from rich.text import Text
+
+    table = Table(title="bundled traces")
     table.add_column("name", no_wrap=True)
-    for column in ("kind", "rows", "duration (h)", "max"):
-        table.add_column(column, justify="right")
-    table.add_column("source (abridged)")
+    table.add_column("kind", no_wrap=True)
+    for column in ("rows", "hours", "max"):
+        table.add_column(column, justify="right", no_wrap=True)
+    sources = Table.grid(padding=(0, 1))
+    sources.add_column(no_wrap=True)
+    sources.add_column(ratio=1)
     for info in infos:
         table.add_row(
-            info.name,
-            info.kind,
-            _fmt(info.rows),
-            _fmt(info.duration_h, 1),
-            _fmt(info.max_value),
-            info.source if len(info.source) <= 60 else info.source[:59] + "…",
+            info.name, info.kind, _fmt(info.rows), _fmt(info.duration_h, 1), _fmt(info.max_value)
         )
-    out_console.print(table)
+        source = re.sub(r"@([0-9a-f]{7})[0-9a-f]{33}", r"@\1", info.source)
+        if len(source) > _SOURCE_CHARS:
+            source = source[: _SOURCE_CHARS + 1].rsplit(" ", 1)[0] + " …"
+        sources.add_row(f"{info.name}:", source)
+    return Group(table, Text("sources (abridged; provenance in traces/README.md):"), sources)
 
 
 @traces_app.command("show")
