@@ -322,6 +322,28 @@ def sets_option() -> Any:
     return typer.Option(None, "--set", help="Policy option key=value (repeatable).")
 
 
+def policy_tables(infos: Any) -> list[Any]:
+    """One table per policy: each ``--set`` option's type, default and meaning.
+
+    Shared by ``elasim policies`` and ``elasim cluster policies`` so that both show
+    what an option means (the ``Attributes:`` text of the policy's ``Config``), not
+    only its name and default.
+    """
+    from rich.table import Table
+
+    tables = []
+    for info in infos:
+        table = Table(title=f"{info.name}: {info.summary}", title_justify="left", show_edge=False)
+        table.add_column("option (--set key=value)")
+        table.add_column("type")
+        table.add_column("default")
+        table.add_column("meaning")
+        for option in info.options:
+            table.add_row(option.name, option.type_name, repr(option.default), option.doc)
+        tables.append(table)
+    return tables
+
+
 def hidden(flag: str) -> Any:
     """An old spelling kept as a hidden alias."""
     return typer.Option(None, flag, hidden=True)
