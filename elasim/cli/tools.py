@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,19 @@ def remove_empty_outputs() -> None:
         with contextlib.suppress(OSError):  # not empty, or gone: leave it
             folder.rmdir()
     _MADE.clear()
+
+
+_STARTED_S = [time.perf_counter()]
+
+
+def mark_command_start() -> None:
+    """Note when the command began (the app's callback calls it before any command)."""
+    _STARTED_S[0] = time.perf_counter()
+
+
+def command_elapsed_s() -> float:
+    """Real seconds since the command began: what the user has waited for so far."""
+    return time.perf_counter() - _STARTED_S[0]
 
 
 def interrupted() -> typer.Exit:
