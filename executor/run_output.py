@@ -11,7 +11,10 @@ Outputs (:func:`write_run`), the simulator's files plus what only a real run has
 * ``summary.json``: the simulator's keys where they apply.  **Hour figures are in
   trace time** (real seconds x ``time_scale`` / 3600), so they compare with a
   simulation of the same trace; added are ``steps``, ``final_loss``,
-  ``final_accuracy``, ``wall_time_s`` (real) and the measured pause statistics.
+  ``final_accuracy``, ``wall_time_s`` (real seconds of the training loop: from
+  the first decision to the job's end, without starting torch and the workers or
+  writing files) and the measured pause statistics; ``elasim run`` adds
+  ``command_wall_time_s``, the whole command's real seconds (:func:`update_summary`).
 * ``events.parquet``: the shared columns (:data:`elasim.policies.EVENT_COLUMNS`).
   ``time_s`` is trace seconds, but ``pause_s`` and its components (``detect_s``,
   ``acquire_s``, ``rendezvous_s``, ``state_s``, ``warmup_s``) are **real seconds**
@@ -41,7 +44,7 @@ from .group import StepRecord
 from .journal import RunJournal
 from .run import RunResult
 
-__all__ = ["steps_frame", "write_run"]
+__all__ = ["steps_frame", "update_summary", "write_run"]
 
 
 def steps_frame(steps: tuple[StepRecord, ...], time_scale: float) -> Any:
@@ -130,3 +133,19 @@ def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> d
         )
         paths["plot"] = plot_timeline(out / "timeline.png", timeline, events, title=title)
     return paths
+
+
+def update_summary(out_dir: str | Path, fields: dict[str, Any]) -> Path:
+    """Add ``fields`` to a written ``summary.json`` (atomically), keeping the rest.
+
+    Why after :func:`write_run`: some figures, such as the command's whole wall time,
+    are known only once every file is written.
+    """
+    import json
+
+    from elasim.output import write_json
+
+    path = Path(out_dir) / "summary.json"
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    summary.update(fields)
+    return write_json(path, summary)

@@ -109,3 +109,7 @@ def test_notebook_runs_small(path, tmp_path):
         if o.get("output_type") == "error"
     ]
     assert not errors  # papermill raises first; this guards against a swallowed error
+    # outputs go to a temporary folder or the one given (OUT_DIR), never beside the notebook
+    given = {str(v) for k, v in SMALL_PARAMETERS.get(path.name, {}).items() if k == "OUT_DIR"}
+    stray = {p.name for p in tmp_path.iterdir()} - {output.name} - given
+    assert not stray, f"{path.name} wrote {sorted(stray)} into its working folder"

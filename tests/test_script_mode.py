@@ -211,8 +211,10 @@ def test_a_script_that_crashes_fails_the_run(tmp_path):
 def _one_line(result, code: int, *needles: str) -> None:
     assert result.exit_code == code, result.output
     assert "Traceback" not in result.output
-    text = result.stderr.strip()
-    assert len(text.splitlines()) == 1, text
+    # the error is one line; progress lines ("elasim run: ...") may come before it
+    lines = [ln for ln in result.stderr.strip().splitlines() if not ln.startswith("elasim run: ")]
+    text = "\n".join(lines)
+    assert len(lines) == 1, result.stderr
     for needle in needles:
         assert needle in text, text
 

@@ -98,3 +98,21 @@ def test_plot_writes_png(tmp_path: Path, name: str) -> None:
     out = plot_trace(load_trace(name), tmp_path / "plot.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in tmp_path.iterdir()] == ["plot.png"]
+
+
+def test_traces_list_fits_80_columns_without_cutting_words() -> None:
+    """The table wraps at 80 columns at word boundaries: no "availabil…" or "(os…"."""
+    from rich.console import Console
+
+    from elasim.cli.traces import traces_table
+    from elasim.traces import bundled_traces
+
+    console = Console(width=80, record=True, color_system=None)
+    console.print(traces_table(bundled_traces()))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for line in lines:
+        for word in line.replace("│", " ").split():
+            assert not word.endswith("…") or word == "…", line  # never a word cut short
+    text = " ".join(lines)
+    assert "SPLICED" in text and "petuum/adaptdl@de25dcc" in text

@@ -147,3 +147,87 @@ def test_skypilot_raw_preset_matches_the_published_json(shared_traces: Path) -> 
     assert list(from_raw.available) == changes
     gaps = np.diff(from_raw.time_s)
     assert np.all(gaps > 0)
+
+
+#: A pod table like Alibaba's GPU trace: one pending pod ran 0 s, two pods have no GPU.
+PODS = (
+    "name,status,submit,duration,gpu\n"
+    "a,Terminated,0,100,1\n"
+    "b,Terminated,10,50,0\n"
+    "c,Pending,20,0,2\n"
+    "d,Terminated,30,40,\n"
+    "e,Terminated,40,30,4\n"
+)
+PODS_MAP = "submit=submit,duration=duration,gpus=gpu"
+
+
+def left_out(metadata) -> list[tuple[str, int]]:
+    """What the importer recorded that it left out (``# rows_left_out:``)."""
+    from elasim.traces import rows_left_out
+
+    return rows_left_out(metadata)
+
+
+def test_where_keeps_only_matching_rows_and_says_how_many_it_left_out(tmp_path: Path) -> None:
+    path = write(tmp_path, PODS)
+    trace = import_trace("csv", path, map=PODS_MAP, where=["gpu>0", "status==Terminated"])
+    assert list(trace.submit_time_s) == [0.0, 40.0]
+    assert list(trace.num_gpus) == [1, 4]
+    assert left_out(trace.metadata) == [("where gpu>0", 2), ("where status==Terminated", 1)]
+
+
+def test_skip_invalid_skips_rows_that_fail_validation_and_counts_each_reason(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, PODS)
+    with pytest.raises(TraceError) as strict:
+        import_trace("csv", path, map=PODS_MAP)
+    assert (strict.value.line, strict.value.column) == (4, 4)  # still one error, located
+    trace = import_trace("csv", path, map=PODS_MAP, skip_invalid=True)
+    assert list(trace.submit_time_s) == [0.0, 40.0]
+    assert left_out(trace.metadata) == [
+        ("invalid: gpus (column gpu) must be > 0", 1),
+        ("invalid: duration (column duration) must be > 0", 1),
+        ("invalid: gpus (column gpu): empty value", 1),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("clause", "fragment"),
+    [
+        ("gpu", "expected COLUMN OP VALUE"),
+        ("gpus>0", "no column named 'gpus'"),
+        ("gpu>lots", "'lots' is not a number"),
+        ("__import__('os')>0", "no column named"),
+    ],
+)
+def test_bad_where_is_one_line(tmp_path: Path, clause: str, fragment: str) -> None:
+    path = write(tmp_path, PODS)
+    with pytest.raises(TraceError, match=fragment):
+        import_trace("csv", path, map=PODS_MAP, where=[clause])
+
+
+def test_cli_where_and_skip_invalid_print_one_line_per_reason(tmp_path: Path) -> None:
+    source = write(tmp_path, PODS)
+    out = tmp_path / "out.csv"
+    args = ["traces", "import", "-f", "csv", str(source), str(out), "--map", PODS_MAP]
+    result = CliRunner().invoke(app, [*args, "--where", "status==Terminated", "--skip-invalid"])
+    assert result.exit_code == 0, result.output
+    assert "(jobs trace, 2 rows)" in result.output
+    assert "left out 1 row: where status==Terminated" in result.output
+    assert "left out 1 row: invalid: gpus (column gpu) must be > 0" in result.output
+    assert "left out 1 row: invalid: gpus (column gpu): empty value" in result.output
+    assert "# rows_left_out:" in out.read_text()
+    bad = CliRunner().invoke(app, args)  # without the options: one line, exit 2
+    assert bad.exit_code == 2
+    assert f"{source}:4:4: job runs 0 s: duration must be > 0" in bad.output
+    assert bad.output.count("\n") == 1
+
+
+def test_opt_help_lists_the_options_rather_than_pointing_at_itself() -> None:
+    result = CliRunner().invoke(app, ["traces", "import", "--help"], env={"COLUMNS": "200"})
+    assert "see `elasim traces import --help`" not in result.output
+    assert "elasim traces formats" in result.output
+    listed = CliRunner().invoke(app, ["traces", "formats"], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0, listed.output
+    assert "time_unit" in listed.output and "unit of plain-number times" in listed.output

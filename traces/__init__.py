@@ -12,6 +12,7 @@ This package uses numpy (and the standard library); never simpy or torch.
 matplotlib is imported only inside :func:`plot_trace`.
 """
 
+from .csv_rows import rows_left_out
 from .errors import TraceError
 from .importers import (
     IMPORT_FORMATS,
@@ -67,6 +68,7 @@ __all__ = [
     "load_trace",
     "plot_trace",
     "resolve_trace",
+    "rows_left_out",
     "summarize",
     "write_capacity_trace",
     "write_job_trace",

@@ -18,7 +18,10 @@ rows unless ``duration_s`` says otherwise.  Rows must come in time order; lines
 starting with ``#`` and blank lines are skipped.
 
 Every bad cell is a :class:`~.errors.TraceError` naming the file, the line and the
-column (its 1-based index), and the CLI exits 2.
+column (its 1-based index), and the CLI exits 2.  ``where`` keeps only the rows that
+match (``gpu>0``), and ``skip_invalid`` leaves out the rows that fail those checks
+instead of stopping at the first; either way the trace records how many rows were
+left out and why (:mod:`.csv_rows`).
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .cells import CellError, iter_lines, parse_float, read_text, split_csv_line
+from .csv_rows import LEFT_OUT_KEY, left_out_text, parse_where, select, timestamp, valid
 from .errors import TraceError
 from .import_common import PathLike, _compress, _node_metadata, _single_path
 from .model import CapacityTrace, JobTrace
@@ -59,6 +62,19 @@ class _Table:
 
     rows: list[tuple[int, list[str]]]
     names: dict[str, int]
+
+
+@dataclass(frozen=True)
+class _RowChoice:
+    """Which rows :func:`import_csv` keeps (its ``where`` and ``skip_invalid`` options).
+
+    Attributes:
+        where: ``COLUMN OP VALUE`` clauses that must all hold (:mod:`.csv_rows`).
+        skip_invalid: leave out rows that fail validation rather than stop there.
+    """
+
+    where: tuple[str, ...] = ()
+    skip_invalid: bool = False
 
 
 def _parse_map(text: Any) -> dict[str, str]:
@@ -132,7 +148,7 @@ def _absolute_times(
             values[i] = parse_float(text) * scale
             continue
         except CellError:
-            stamp = _timestamp(text)
+            stamp = timestamp(text)
         if stamp is None:
             raise TraceError(
                 f"time: neither a number nor an ISO 8601 timestamp: {text!r}",
@@ -151,7 +167,7 @@ def _relative(
     if start is None:
         origin: float | None = float(values[0])
     elif iso:
-        origin = _timestamp(str(start))
+        origin = timestamp(str(start))
     else:
         try:
             origin = parse_float(str(start))
@@ -166,20 +182,6 @@ def _relative(
                 "time goes backwards: rows must be in time order", path, cells[i][0], column + 1
             )
     return out
-
-
-def _timestamp(text: str) -> float | None:
-    """POSIX seconds of an ISO 8601 timestamp (naive ones are UTC), or None."""
-    candidate = text.strip()
-    if candidate.endswith(("Z", "z")):
-        candidate = candidate[:-1] + "+00:00"
-    try:
-        moment = datetime.fromisoformat(candidate)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
 
 
 def _numbers(cells: list[tuple[int, str]], column: int, field: str, path: Path) -> np.ndarray:
@@ -223,6 +225,8 @@ def import_csv(
     gpus_per_node: int | None = 1,
     on_demand_price_per_hour: float | None = None,
     source: str | None = None,
+    where: Any = None,
+    skip_invalid: bool | None = False,
 ) -> CapacityTrace | JobTrace:
     """Import a CSV whose columns ``map`` names (see the module docstring)."""
     path = _single_path(in_path, "csv")
@@ -235,9 +239,11 @@ def import_csv(
     by_name = any(not column.isdigit() for column in mapping.values())
     table = _read_table(path, text, by_name if header is None else header)
     index = {field: _column_index(column, table, path) for field, column in mapping.items()}
+    clauses = (where,) if isinstance(where, str) else tuple(where or ())
+    table, left_out = _chosen(path, table, mapping, index, _RowChoice(clauses, bool(skip_invalid)))
     column = {field: _cells(table, i, path) for field, i in index.items()}
     if "submit" in mapping:
-        return _jobs(path, mapping, index, column, time_unit, start, name, source)
+        return _jobs(path, mapping, index, column, (time_unit, start), (name, source), left_out)
     if "time" not in mapping:
         raise TraceError("csv option map: a capacity trace needs time=COL, a job trace submit=COL")
     meta = {
@@ -247,7 +253,33 @@ def import_csv(
         "on_demand_price_per_hour": on_demand_price_per_hour,
     }
     options = _CapacityOptions(time_unit, start, nodes, duration_s, name, source)
-    return _capacity(path, mapping, index, column, options, meta)
+    return _capacity(path, mapping, index, column, options, {**meta, "extra": left_out})
+
+
+def _chosen(
+    path: Path,
+    table: _Table,
+    mapping: dict[str, str],
+    index: dict[str, int],
+    choice: _RowChoice,
+) -> tuple[_Table, tuple[tuple[str, str], ...]]:
+    """The table without the rows ``choice`` leaves out, and the metadata saying which.
+
+    Why before any column is read: a left-out row must not stop the import, and the
+    counts are per reason so that the written trace states what it is a subset of.
+    """
+    clauses = tuple(parse_where(text) for text in choice.where)
+    rows, dropped = select(table.rows, clauses, lambda c: _column_index(c, table, path))
+    if choice.skip_invalid:
+        rows, invalid = valid(rows, mapping, index)
+        dropped.update(invalid)
+    if not rows:
+        raise TraceError(f"no data rows left ({left_out_text(dropped)})", path)
+    text = left_out_text(dropped)
+    if text is not None:
+        logger.info("%s: left out rows: %s", path, text)
+    extra = () if text is None else ((LEFT_OUT_KEY, text),)
+    return _Table(rows, table.names), extra
 
 
 @dataclass(frozen=True)
@@ -345,12 +377,16 @@ def _jobs(
     mapping: dict[str, str],
     index: dict[str, int],
     column: dict[str, list[tuple[int, str]]],
-    time_unit: str,
-    start: Any,
-    name: str | None,
-    source: str | None,
+    clock: tuple[str, Any],
+    naming: tuple[str | None, str | None],
+    left_out: tuple[tuple[str, str], ...],
 ) -> JobTrace:
-    """The job-trace half of :func:`import_csv`."""
+    """The job-trace half of :func:`import_csv`.
+
+    ``clock`` is ``(time_unit, start)``, ``naming`` ``(name, source)`` and ``left_out``
+    the metadata lines of the rows left out (:func:`_chosen`).
+    """
+    (time_unit, start), (name, source) = clock, naming
     if ("duration" in mapping) == ("end" in mapping) or "gpus" not in mapping:
         raise TraceError("csv option map: a job trace needs submit, gpus and one of duration, end")
     submit, duration = _job_times(path, mapping, index, column, time_unit, start)
@@ -362,17 +398,18 @@ def _jobs(
         for field, cells in column.items()
     }
     submit, duration = submit[kept], duration[kept]
+    where = index["duration"] if "duration" in index else index["end"]
     for (number, _), value in zip(column["submit"], duration, strict=True):
         if not value > 0:
-            raise TraceError(f"job runs {value:g} s: duration must be > 0", path, number)
+            raise TraceError(f"job runs {value:g} s: duration must be > 0", path, number, where + 1)
     gpus, rounded = _whole_gpus(column["gpus"], index["gpus"], path)
     priority = None
     if "priority" in mapping:
         priority = _counts(column["priority"], index["priority"], "priority", path)
-    extra: tuple[tuple[str, str], ...] = ()
+    extra = left_out
     if rounded:
         logger.warning("%s: rounded %d fractional GPU counts up to whole GPUs", path, rounded)
-        extra = (("gpus_rounded_up", str(rounded)),)
+        extra = (*extra, ("gpus_rounded_up", str(rounded)))
     metadata = _node_metadata(
         instance_type=None,
         region=None,

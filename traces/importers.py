@@ -108,6 +108,15 @@ _NODE_META = (
 _CSV_READ = (
     ImporterOption("time_unit", "str", "s", "unit of plain-number times: s, ms, min or h"),
     ImporterOption(
+        "where",
+        "list",
+        None,
+        "keep rows where COLUMN OP VALUE holds (== != >= <= > <), e.g. gpu>0; all must hold",
+    ),
+    ImporterOption(
+        "skip_invalid", "bool", False, "leave out rows that fail validation, counted per reason"
+    ),
+    ImporterOption(
         "start", "str", None, "trace time 0: a timestamp or number like the time column's"
     ),
     ImporterOption("nodes", "int", 1, "nodes obtainable when a fail flag is not 1"),

@@ -24,7 +24,7 @@ import typer
 from elasim import __version__
 
 from . import agent, cluster, cluster_run, cluster_sweep, fidelity, run, simulate, sweep
-from .tools import out_console, remove_empty_outputs
+from .tools import mark_command_start, out_console, remove_empty_outputs
 from .traces import traces_app
 
 __all__ = ["app", "main"]
@@ -52,6 +52,7 @@ def _main(
     if ctx.invoked_subcommand is None:
         out_console.print(ctx.get_help())
         raise typer.Exit()
+    mark_command_start()
     ctx.call_on_close(remove_empty_outputs)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,

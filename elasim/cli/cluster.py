@@ -25,7 +25,7 @@ from .cluster_options import (
     workload_option,
 )
 from .cluster_sweep import write_simulate_outputs
-from .tools import ensure_writable_dir, out_console, parse_sets, sets_option
+from .tools import ensure_writable_dir, out_console, parse_sets, policy_tables, sets_option
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 from .tools import run_guarded as _run_guarded
@@ -119,18 +119,13 @@ def simulate(
 
 @cluster_app.command("policies")
 def policies() -> None:
-    """List the cluster policies and their options."""
+    """List the cluster policies and their options, with what each option means."""
     import elasim.policies.cluster  # noqa: F401 - registers the built-ins
     from elasim.policies.registry import CLUSTER_KIND, describe_policies
 
-    table = Table(title="cluster policies")
-    table.add_column("name")
-    table.add_column("summary")
-    table.add_column("options (--set)")
-    for info in describe_policies(CLUSTER_KIND):
-        opts = ", ".join(f"{o.name}={o.default!r}" for o in info.options)
-        table.add_row(info.name, info.summary, opts)
-    out_console.print(table)
+    for table in policy_tables(describe_policies(CLUSTER_KIND)):
+        out_console.print(table)
+        out_console.print()
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,8 @@ import typer
 from .tools import UsageError
 
 __all__ = [
+    "DEFAULT_CLUSTER_POLICY",
+    "DEFAULT_CLUSTER_RESCALE",
     "applications_option",
     "capacity_option",
     "check_shape",
@@ -27,6 +29,7 @@ __all__ = [
     "rescale_mode",
     "rescale_option",
     "sample_delay_option",
+    "slots_per_node_option",
     "trained_job_option",
     "workload_option",
 ]
@@ -42,10 +45,28 @@ def workload_option() -> Any:
     )
 
 
-def cluster_policy_option(default: str = "pollux") -> Any:
-    """``--policy`` (a real run defaults to fifo: it needs no fitted speed model)."""
+#: The cluster commands' default policy.  Why fifo, for the simulator too: it needs
+#: no fitted speed model or measured profiles, so it runs the same in ``cluster
+#: simulate``, ``cluster sweep`` and on real workers (``cluster run``), and it is the
+#: baseline the other policies are compared with.
+DEFAULT_CLUSTER_POLICY = "fifo"
+
+#: The cluster commands' default ``--rescale``, as for one job (``simulate``, ``run``).
+#: Why inplace: it is what real workers do best (workers stay, state moves), and
+#: ``restart`` (AdaptDL's checkpoint-restart, as Pollux's evaluation assumed) has not
+#: been run on real workers; ask for it with ``--rescale restart``.
+DEFAULT_CLUSTER_RESCALE = "inplace"
+
+
+def cluster_policy_option() -> Any:
+    """``--policy``: one default for every cluster command (:data:`DEFAULT_CLUSTER_POLICY`)."""
     return typer.Option(
-        default, "--policy", "-p", help="Cluster policy name, file.py:Class or module:Class."
+        DEFAULT_CLUSTER_POLICY,
+        "--policy",
+        "-p",
+        help="Cluster policy: a name (elasim cluster policies), file.py:Class or "
+        "module:Class. Default fifo in every cluster command: it needs no fitted speed "
+        "model, so it runs the same simulated and on real workers.",
     )
 
 
@@ -78,10 +99,29 @@ def gpus_per_node_option() -> Any:
     return typer.Option(4, "--gpus-per-node", help="GPUs per node.")
 
 
-def rescale_option(default: str = "restart") -> Any:
-    """``--rescale`` (the simulator defaults to restart, AdaptDL's mechanism)."""
+def slots_per_node_option() -> Any:
+    """``--gpus-per-node`` of ``cluster run``: a node's worker slots, each one GPU.
+
+    Why the same name as the simulator's: a real run's node is a launcher (this host,
+    each agent), and the cluster model places GPUs per node; a slot plays one GPU, so
+    the flag that shapes the cluster is the same.  ``--slots`` remains a hidden alias.
+    """
     return typer.Option(
-        default, "--rescale", help="How a job re-forms its group: restart or inplace."
+        None,
+        "--gpus-per-node",
+        help="Worker slots per node, each playing one GPU (default 4): this host is node 0 "
+        "(0: agents only), each agent one more node with as many.",
+    )
+
+
+def rescale_option() -> Any:
+    """``--rescale``: one default for every command (:data:`DEFAULT_CLUSTER_RESCALE`)."""
+    return typer.Option(
+        DEFAULT_CLUSTER_RESCALE,
+        "--rescale",
+        help="How a job re-forms its group: inplace (the default everywhere, as for one "
+        "job: workers stay, state moves) or restart (AdaptDL's checkpoint-restart, as "
+        "Pollux's evaluation assumed; not yet run on real workers).",
     )
 
 

@@ -24,11 +24,12 @@ from .cluster_options import (
     rescale_mode,
     rescale_option,
     sample_delay_option,
+    slots_per_node_option,
     trained_job_option,
     workload_option,
 )
 from .spec_options import parse_job_options
-from .tools import UsageError, out_console, parse_sets, run_guarded, sets_option
+from .tools import UsageError, alias, hidden, out_console, parse_sets, run_guarded, sets_option
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 from .worker_options import (
@@ -71,7 +72,7 @@ def _run(flags: dict[str, Any]) -> None:
         policy=flags["policy"],
         options=parse_sets(flags["sets"]),
         applications=None if flags["applications"] is None else str(flags["applications"]),
-        slots=flags["slots"],
+        slots=alias(flags["gpus_per_node"], flags["slots"], "--gpus-per-node", "--slots", 4),
         time_scale=flags["time_scale"],
         rescale=rescale_mode(flags["rescale"]),
         job=flags["job"],
@@ -193,14 +194,15 @@ def _print(payload: dict[str, Any], run: Any, rows: list[Any] | None) -> None:
 
 def run_command(
     workload: str = workload_option(),
-    policy: str = cluster_policy_option("fifo"),
+    policy: str = cluster_policy_option(),
     sets: list[str] | None = sets_option(),
-    slots: int = typer.Option(4, "--slots", help="Worker slots on this host (node 0)."),
+    gpus_per_node: int | None = slots_per_node_option(),
+    slots: int | None = hidden("--slots"),
     applications: Path | None = applications_option(
         "Folder of application profiles measured for --job (cluster calibrate)."
     ),
     time_scale: float = typer.Option(1.0, "--time-scale", help="Workload s per real s."),
-    rescale: str = rescale_option("inplace"),
+    rescale: str = rescale_option(),
     job: str = trained_job_option(),
     job_sets: list[str] | None = job_set_option(),
     sample_delay_s: float = sample_delay_option(),

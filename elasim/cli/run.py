@@ -14,7 +14,6 @@ import contextlib
 import json
 import math
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from .spec_options import SpecFlags, with_spec
 from .tools import (
     UsageError,
     check_bind,
+    command_elapsed_s,
     ensure_writable_dir,
     err_console,
     first_line,
@@ -46,89 +46,6 @@ from .worker_options import (
 __all__ = ["register"]
 
 _one_line = first_line
-
-
-class _Progress:
-    """A one-line live status on the terminal (world size, step, loss, last pause)."""
-
-    def __init__(self, max_steps: int, time_scale: float) -> None:
-        from rich.console import Console
-        from rich.live import Live
-
-        self.max_steps = max_steps
-        self.time_scale = time_scale
-        self.console = Console(stderr=True)
-        self.live = Live(console=self.console, refresh_per_second=8, transient=False)
-        self._last = 0.0
-
-    def __enter__(self) -> _Progress:
-        self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.live.__exit__(None, None, None)
-
-    def __call__(self, controller: Any) -> None:
-        now = time.monotonic()
-        if now - self._last < 0.125:
-            return
-        self._last = now
-        from rich.text import Text
-
-        progress = controller.group.progress()
-        spot, od = controller.group.held()
-        pause = controller.last_pause_s
-        loss = "-" if math.isnan(progress.loss) else f"{progress.loss:.4f}"
-        pause_text = "-" if pause is None else f"{pause * 1000:.0f} ms"
-        hours = controller.now_s() / 3600.0  # trace hours
-        self.live.update(
-            Text(
-                f"trace {hours:7.2f} h | available {controller.available:2d} | "
-                f"world {spot + od} ({spot} spot, {od} on-demand) | "
-                f"step {progress.step}/{self.max_steps} | loss {loss} | last pause {pause_text}"
-            )
-        )
-
-
-def _print_summary(summary: dict[str, Any], out: Path | None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="elasim run (hours are trace hours)", show_header=True)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    keys = (
-        "completed",
-        "completion_time_h",
-        "cost_usd",
-        "spot_node_hours",
-        "on_demand_node_hours",
-        "mean_nodes",
-        "rescales",
-        "preemptions",
-        "checkpoints",
-        "lost_steps",
-        "lost_work_h",
-        "rescale_overhead_h",
-        "median_pause_s",
-        "max_pause_s",
-        "steps",
-        "final_loss",
-        "final_accuracy",
-        "target_accuracy",
-        "wall_time_s",
-    )
-    for key in keys:
-        value = summary.get(key)
-        text = f"{value:.4g}" if isinstance(value, float) else str(value)
-        table.add_row(key, text)
-    console = Console()
-    console.print(table)
-    if out is not None:
-        console.print(
-            f"wrote {out}/summary.json, events.parquet, steps.parquet, workers.parquet, "
-            "timeline.png"
-        )
 
 
 def _write_profile(result: Any, config: Any, out: Path | None, path: Path) -> None:
@@ -479,23 +396,16 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
         from elasim.executor import require_torch
 
         require_torch()
-        from elasim.executor.run import run_trace
         from elasim.executor.run_output import write_run
 
         config, out, point = _config_or_resume(resume, out, flags)
-        if as_json or not sys.stderr.isatty():
-            # stdout carries the summary alone: whatever prints there during the run
-            # goes to stderr (a Ray driver prints the cluster's errors, such as a node
-            # marked dead, on stdout)
-            with contextlib.redirect_stdout(sys.stderr):
-                result = run_trace(config, journal_dir=out, resume=point)
-        else:
-            with _Progress(config.max_steps, config.time_scale) as progress:
-                result = run_trace(config, on_turn=progress, journal_dir=out, resume=point)
+        result = _replay(config, out, point, as_json)
         if out is not None:
+            _say(f"writing the run's files to {out}")
             write_run(result, out, plot=plot)
         if profile_out is not None:
             _write_profile(result, config, out, profile_out)
+        result = _with_command_time(result, out)
     except typer.Exit:
         raise
     except KeyboardInterrupt:
@@ -512,7 +422,14 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
 
         typer.echo(json.dumps(json_ready(summary), sort_keys=False))
     else:
-        _print_summary(summary, out)
+        from rich.console import Console
+
+        from .run_display import summary_table, written
+
+        console = Console()
+        console.print(summary_table(summary))
+        if out is not None:
+            console.print(written(out), soft_wrap=True, highlight=False)
     if not summary["completed"]:
         why = "gave up at --max-wall-s" if summary.get("gave_up") else "stopped early"
         err_console.print(
@@ -522,6 +439,60 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
             soft_wrap=True,
         )
         raise typer.Exit(code=1)
+
+
+def _err_line(line: str) -> None:
+    """One line on stderr, flushed (plain text: it may be a file)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _say(text: str) -> None:
+    """One ``elasim run:`` progress line on stderr."""
+    _err_line(f"elasim run: {text}")
+
+
+def _replay(config: Any, out: Path | None, point: Any, as_json: bool) -> Any:
+    """Run the trace with progress: a live line on a terminal, log lines otherwise.
+
+    Why log lines: a run whose output goes to a file or a pipe showed nothing for the
+    minute its workers took to start and train.  With ``--json`` or without a
+    terminal, whatever prints on stdout during the run goes to stderr, so stdout
+    carries the summary alone (a Ray driver prints the cluster's errors there).
+    """
+    from elasim.executor.run import run_trace
+
+    from .run_display import LiveProgress, LogProgress
+
+    spec = config.spec
+    workers = "" if spec.max_nodes is None else f" on up to {spec.max_nodes} workers"
+    _say(
+        f"replaying {spec.trace} with {spec.policy}{workers} at x{config.time_scale:g} "
+        "(starting the workers: loading torch takes a while)"
+    )
+    if as_json or not sys.stderr.isatty():
+        progress = LogProgress(config.max_steps, _err_line)
+        with contextlib.redirect_stdout(sys.stderr):
+            return run_trace(config, on_turn=progress, journal_dir=out, resume=point)
+    with LiveProgress(config.max_steps) as live:
+        return run_trace(config, on_turn=live, journal_dir=out, resume=point)
+
+
+def _with_command_time(result: Any, out: Path | None) -> Any:
+    """The result with ``command_wall_time_s``, and its ``summary.json`` saying so too.
+
+    Why: ``wall_time_s`` is the training loop's real time; the user also waited for
+    torch to load, the workers to start and the files to be written (4.6 s of a
+    76 s command).  This is the command's time, from its start to now.
+    """
+    import dataclasses
+
+    summary = {**result.summary, "command_wall_time_s": round(command_elapsed_s(), 3)}
+    if out is not None:
+        from elasim.executor.run_output import update_summary
+
+        update_summary(out, {"command_wall_time_s": summary["command_wall_time_s"]})
+    return dataclasses.replace(result, summary=summary)
 
 
 def register(app: typer.Typer) -> None:

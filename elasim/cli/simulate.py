@@ -19,7 +19,7 @@ from elasim.sim.driver import DEFAULT_JOB
 
 from .progress import show_progress
 from .spec_options import SpecFlags, with_spec
-from .tools import UsageError, ensure_writable_dir, err_console, out_console
+from .tools import UsageError, ensure_writable_dir, err_console, out_console, policy_tables
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 from .tools import run_guarded as _run_guarded
@@ -290,15 +290,7 @@ def list_policies(
         sys.stdout.write(policy_template())
         return
 
-    infos = _run_guarded(describe_policies)
-    for info in infos:
-        table = Table(title=f"{info.name}: {info.summary}", title_justify="left", show_edge=False)
-        table.add_column("option (--set key=value)")
-        table.add_column("type")
-        table.add_column("default")
-        table.add_column("meaning")
-        for option in info.options:
-            table.add_row(option.name, option.type_name, repr(option.default), option.doc)
+    for table in policy_tables(_run_guarded(describe_policies)):
         out_console.print(table)
         out_console.print()
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -227,6 +228,19 @@ def remove_empty_outputs() -> None:
     _MADE.clear()
 
 
+_STARTED_S = [time.perf_counter()]
+
+
+def mark_command_start() -> None:
+    """Note when the command began (the app's callback calls it before any command)."""
+    _STARTED_S[0] = time.perf_counter()
+
+
+def command_elapsed_s() -> float:
+    """Real seconds since the command began: what the user has waited for so far."""
+    return time.perf_counter() - _STARTED_S[0]
+
+
 def interrupted() -> typer.Exit:
     """One ``interrupted`` line; the exit (code 130, as a shell gives for Ctrl-C) to raise."""
     err_console.print("[bold red]interrupted[/]", highlight=False)
@@ -320,6 +334,28 @@ def notice_option(default: Any = 0.0, help_text: str = "") -> Any:
 def sets_option() -> Any:
     """``--set key=value``."""
     return typer.Option(None, "--set", help="Policy option key=value (repeatable).")
+
+
+def policy_tables(infos: Any) -> list[Any]:
+    """One table per policy: each ``--set`` option's type, default and meaning.
+
+    Shared by ``elasim policies`` and ``elasim cluster policies`` so that both show
+    what an option means (the ``Attributes:`` text of the policy's ``Config``), not
+    only its name and default.
+    """
+    from rich.table import Table
+
+    tables = []
+    for info in infos:
+        table = Table(title=f"{info.name}: {info.summary}", title_justify="left", show_edge=False)
+        table.add_column("option (--set key=value)")
+        table.add_column("type")
+        table.add_column("default")
+        table.add_column("meaning")
+        for option in info.options:
+            table.add_row(option.name, option.type_name, repr(option.default), option.doc)
+        tables.append(table)
+    return tables
 
 
 def hidden(flag: str) -> Any:

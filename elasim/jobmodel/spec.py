@@ -53,6 +53,14 @@ SPEC_FLAGS: dict[str, str] = {
 #: Keys of summaries written before the spec, and the field each one is.
 _OLD_KEYS = {"workers_max": "max_nodes", "trace_start_s": "start_offset_s"}
 
+#: Job presets as summaries written before the presets were named by their files
+#: (a simulation recorded ``resnet50-v100``, a sweep ``resnet50_v100``, for one job).
+_OLD_JOB_NAMES = {
+    "resnet50-v100": "resnet50_v100",
+    "bert-large-v100": "bert_large_v100",
+    "transformerxl-base-v100": "transformerxl_base_v100",
+}
+
 
 def _shown(name: str, value: Any) -> Any:
     """A field's value as a message shows it (``auto``, ``'restart'``, not an enum's repr)."""
@@ -195,6 +203,8 @@ class JobSpec:
         ``trace``.
         """
         data = {_OLD_KEYS.get(k, k): v for k, v in inputs.items()}
+        if isinstance(data.get("job"), str):
+            data["job"] = _OLD_JOB_NAMES.get(data["job"], data["job"])
         if data.get("trace_file"):
             data["trace"] = data["trace_file"]
         names = {f.name for f in dataclasses.fields(cls)}
