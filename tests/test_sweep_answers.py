@@ -90,10 +90,7 @@ def test_cheapest_on_time_needs_every_run_on_time():
     answers = sweep_answers(frame, deadline_h=12)[0].answers
     on_time = answers[-1]
     assert on_time.policies == ("safe",) and on_time.median == 90.0
-    assert (
-        on_time.line()
-        == "cheapest that meets the 12 h deadline: safe, 90.00 USD (on time in 2/2 runs)"
-    )
+    assert on_time.line() == "cheapest that meets the 12 h deadline: safe, 90.00 USD (2/2 on time)"
     nobody = runs([("late", 0, 50.0, 1.0, True, False)])
     assert lines(nobody, deadline_h=1)[-1] == "cheapest that meets the 1 h deadline: none met it"
 

@@ -224,7 +224,7 @@ def _on_time(rows: pd.DataFrame, cost: pd.Series, unit: str, deadline_h: float) 
     winners, value = best_policies(medians.to_dict())
     if winners:
         count = int(runs[winners[0]])
-        return Answer(objective, winners, value, unit, note=f"on time in {count}/{count} runs")
+        return Answer(objective, winners, value, unit, note=f"{count}/{count} on time")
     most = int(hits.max()) if len(hits) else 0
     if most == 0:
         return Answer(objective, (), None, unit, note="none met it")
