@@ -86,6 +86,7 @@ def report_html(
     answers: Sequence[GroupAnswers],
     images: Sequence[tuple[str, bytes]] = (),
     notes: Sequence[str] = (),
+    tables_heading: str = "Medians",
 ) -> str:
     """The page: title, answers, tables, notes, then the plots.
 
@@ -95,6 +96,8 @@ def report_html(
         answers: the answer lines, per group.
         images: ``(caption, PNG bytes)`` per plot, embedded as ``data:`` URLs.
         notes: lines shown under the tables (what a column means).
+        tables_heading: the tables' heading (a cluster sweep has one run per
+            cell, not medians).
 
     Returns:
         The HTML text (UTF-8, LF line ends, no external resource).
@@ -110,7 +113,7 @@ def report_html(
         f"<h1>{html.escape(title)}</h1>",
         "<h2>Answers</h2>",
         _answers(answers),
-        "<h2>Medians</h2>",
+        f"<h2>{html.escape(tables_heading)}</h2>",
         *(_table(t) for t in tables),
         *(f'<p class="note">{html.escape(n)}</p>' for n in notes),
     ]

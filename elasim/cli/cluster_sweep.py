@@ -203,7 +203,16 @@ def _report(runs: list[Any], spec: Any, out: Path | None, as_json: bool) -> None
             ("job completion times, one curve per policy", "jct_cdf.png"),
             ("GPUs held over time", "gpus_per_job.png"),
         ]
-        write_report(out, title=title, tables=tables, answers=answers, images=images, notes=notes)
+        heading = "Results (one simulation each)"
+        write_report(
+            out,
+            title=title,
+            tables=tables,
+            answers=answers,
+            images=images,
+            notes=notes,
+            tables_heading=heading,
+        )
     if as_json:
         for row in frame.to_dict(orient="records"):
             sys.stdout.write(json.dumps(_json_safe(row), sort_keys=True) + "\n")

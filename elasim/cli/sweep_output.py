@@ -75,6 +75,7 @@ def write_report(
     answers: Sequence[Any],
     images: Sequence[tuple[str, str]],
     notes: Sequence[str] = (),
+    tables_heading: str = "Medians",
 ) -> Path:
     """Write ``out/report.html`` (atomically), embedding the plots named in ``images``.
 
@@ -87,5 +88,12 @@ def write_report(
     pngs = [
         (caption, (out / name).read_bytes()) for caption, name in images if (out / name).exists()
     ]
-    page = report_html(title=title, tables=tables, answers=answers, images=pngs, notes=notes)
+    page = report_html(
+        title=title,
+        tables=tables,
+        answers=answers,
+        images=pngs,
+        notes=notes,
+        tables_heading=tables_heading,
+    )
     return atomic_write_text(out / "report.html", page)
