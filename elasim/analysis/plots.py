@@ -21,8 +21,10 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+from .answers import JOB_OUTCOMES, RUN_KEYS, group_label, identical_classes, run_cost
 from .checkpoint import YoungDaly, best_interval_s, interval_curve
 from .grids import WASTE_COMPONENTS
+from .sweep_tables import sweep_groups
 from .tables import _cost_axis, pareto_front, pareto_table
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "plot_convergence_cost",
     "plot_deadline_hit_rate",
     "plot_notice_and_mechanism",
+    "pareto_figure",
     "plot_pareto",
     "plot_pareto_ax",
     "plot_pareto_panels",
@@ -52,7 +55,9 @@ def policy_colors(policies: Iterable[str] | None = None) -> dict[str, Any]:
 
     from elasim.policies import policy_names
 
-    palette = colormaps["tab10"].colors
+    # tab10 less its grey: grey is for neutral marks (availability, "other"), so no
+    # policy may wear it
+    palette = [c for i, c in enumerate(colormaps["tab10"].colors) if i != 7]
     names = list(policy_names(include_oracles=True))
     for name in policies or ():
         if name not in names:
@@ -303,63 +308,76 @@ def plot_checkpoint_sweep(
     return fig
 
 
-def plot_pareto(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Cost vs completion time: one colour per policy, one marker per trace, medians and front.
+def _pareto_panel(ax: Axes, rows: pd.DataFrame, colors: dict[str, Any], title: str) -> None:
+    """One trace's runs (dots) and medians (large markers), and the front of the medians.
 
-    A policy's runs and its median (the large, black-edged marker) share its colour,
-    the same in every plot (:func:`elasim.analysis.plots.policy_colors`); each trace
-    has its own marker, so the runs of two traces are told apart.
+    Policies whose runs were identical share one marker, labelled with all their
+    names, so none hides under another; each other policy has its own colour and
+    shape, so near-equal medians stay told apart.
     """
+    cost, unit = run_cost(rows)
+    runs = rows.assign(cost=cost).dropna(subset=["completion_time_h"])
+    shapes = itertools.cycle("DosP^vXph*")
+    medians = []
+    for names in identical_classes(rows, JOB_OUTCOMES, RUN_KEYS):
+        mine = runs[runs["policy"] == names[0]]
+        if mine.empty:  # no run finished: nothing to place
+            continue
+        color, shape = colors[names[0]], next(shapes)
+        ax.scatter(mine["completion_time_h"], mine["cost"], s=16, alpha=0.4, color=color)
+        point = (float(mine["completion_time_h"].median()), float(mine["cost"].median()))
+        ax.scatter(
+            *point,
+            s=110,
+            marker=shape,
+            color=color,
+            edgecolor="black",
+            zorder=3,
+            label=" = ".join(names) + (" (identical)" if len(names) > 1 else ""),
+        )
+        medians.append({"completion_time_h": point[0], "cost_usd": point[1]})
+    if len(medians) > 1:
+        front = pareto_front(pd.DataFrame(medians))
+        ax.plot(front["completion_time_h"], front["cost_usd"], "k--", lw=1, label="Pareto front")
+    ax.set_xlabel("completion time (h)")
+    ax.set_ylabel(f"cost ({unit})")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+
+
+def pareto_figure(frame: pd.DataFrame, by: Sequence[str] | None = None) -> Figure:
+    """Cost vs completion time, one panel per trace (as the sweep's table): runs and medians.
+
+    A policy's runs (dots) and its median (the large, black-edged marker) share its
+    colour, the same in every plot (:func:`policy_colors`).  Why one panel per trace:
+    the table and the answers are per trace, and medians pooled over traces answer
+    no question.  The legends sit beside the panels, over no point.
+
+    Args:
+        frame: a sweep frame, one row per run.
+        by: the columns a panel is per (default :func:`~.sweep_tables.sweep_groups`).
+    """
+    by = tuple(by or sweep_groups(frame))
+    groups = list(frame.groupby(list(by) if len(by) > 1 else by[0], sort=True))
+    fig, axes = _panels(max(len(groups), 1), width=6.4, height=4.2)
+    colors = policy_colors(sorted(frame["policy"].unique()))
+    for ax, (key, rows) in zip(axes, groups, strict=False):
+        _pareto_panel(ax, rows, colors, group_label(by, key))
+    fig.suptitle("cost vs completion time (dots: runs; large markers: medians per policy)")
+    return fig
+
+
+def plot_pareto(frame: pd.DataFrame, path: str | Path, by: Sequence[str] | None = None) -> Path:
+    """Write :func:`pareto_figure` as a PNG (atomically, Agg backend); returns ``path``."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
 
     from elasim.output import atomic_write
 
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
-    done = frame.dropna(subset=["completion_time_h"])
-    colors = policy_colors(sorted(done["policy"].unique()))
-    traces = sorted(done["trace"].unique())
-    markers = dict(zip(traces, itertools.cycle("os^vPXDph*"), strict=False))
-    for (policy, trace), rows in done.groupby(["policy", "trace"], sort=True):
-        ax.scatter(
-            rows["completion_time_h"],
-            rows["cost_usd"],
-            s=18,
-            alpha=0.45,
-            color=colors[str(policy)],
-            marker=markers[trace],
-        )
-    for policy, rows in done.groupby("policy", sort=True):
-        ax.scatter(
-            rows["completion_time_h"].median(),
-            rows["cost_usd"].median(),
-            s=110,
-            marker="*",
-            color=colors[str(policy)],
-            edgecolor="black",
-            zorder=3,
-        )
-    medians = done.groupby("policy")[["completion_time_h", "cost_usd"]].median().reset_index()
-    if len(medians):
-        front = pareto_front(medians)
-        ax.plot(front["completion_time_h"], front["cost_usd"], "k--", lw=1)
-    handles = [
-        Line2D([], [], ls="", marker="s", color=colors[str(p)], label=str(p))
-        for p in sorted(done["policy"].unique())
-    ]
-    handles += [
-        Line2D([], [], ls="", marker=markers[t], color="grey", label=str(t)) for t in traces
-    ]
-    handles.append(Line2D([], [], ls="--", color="black", label="Pareto front of the medians"))
-    ax.set_xlabel("completion time (h)")
-    ax.set_ylabel("cost (USD)")
-    ax.set_title("cost vs completion time (stars: medians per policy)")
-    ax.legend(handles=handles, fontsize=7, ncol=2)
-    fig.tight_layout()
+    fig = pareto_figure(frame, by)
     try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
     finally:
         plt.close(fig)

@@ -8,13 +8,11 @@ sweep command to the ``cluster`` sub-app.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from .cluster_options import (
     applications_option,
@@ -26,6 +24,7 @@ from .cluster_options import (
     rescale_mode,
     rescale_option,
 )
+from .sweep_output import print_answers, print_tables, shown_policies, write_report
 from .tools import (
     ensure_writable_dir,
     out_console,
@@ -89,11 +88,16 @@ def sweep(
     out: Path | None = typer.Option(None, "--out", "-o", help="Folder for tables and plots."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per run."),
 ) -> None:
-    """Compare cluster policies over workloads: one table, a progress bar, optional files.
+    """Compare cluster policies over workloads: tables, answers, optional files.
 
-    Each (workload, policy) is one simulation; they run in parallel on the sweep
-    backends.  With --out: sweep.parquet (one row per run), jobs.parquet (every job
-    of every run), allocations.parquet and jct_cdf.png (one curve per policy).
+    Each (workload, policy) is one simulation; they run in parallel on the
+    sweep backends.  Prints a table per workload, then the answers: the
+    cheapest (fewest GPU-hours held) and the fastest (lowest mean JCT),
+    and which policies ran identically.
+
+    With --out: sweep.parquet (one row per run), jobs.parquet (every job
+    of every run), allocations.parquet, jct_cdf.png, gpus_per_job.png and
+    report.html (the tables, answers and plots in one page).
     """
     _run_guarded(_sweep, **locals())
 
@@ -167,12 +171,26 @@ def _sweep(
 
 
 def _report(runs: list[Any], spec: Any, out: Path | None, as_json: bool) -> None:
-    """Write the files (all computed first), then print the table or JSON lines."""
+    """Write the files (all computed first), then print the tables or JSON lines."""
+    from elasim.analysis.answers import cluster_answers
+    from elasim.analysis.sweep_tables import cluster_sweep_tables
     from elasim.cluster.output import write_cluster_outputs
     from elasim.cluster.sweep import sweep_frame
     from elasim.output import write_parquet
+    from elasim.policies.registry import CLUSTER_KIND
 
     frame = sweep_frame(runs)
+    shown = shown_policies(frame, CLUSTER_KIND)
+    tables = cluster_sweep_tables(shown)
+    answers = cluster_answers(shown)
+    title = (
+        f"{len(spec.policies)} cluster policies x {len(spec.workloads)} workload(s) "
+        f"on {spec.num_nodes} x {spec.gpus_per_node} GPUs"
+    )
+    notes = [
+        "JCT: job completion time, arrival to finish; vs best: avg JCT / the lowest; "
+        "GPU-h: GPU-hours the jobs held; done: jobs finished"
+    ]
     if out is not None:
         triples = [(setup.workload, setup.policy, result) for setup, result in runs]
         summary = {"grid": {"workloads": spec.workloads, "policies": spec.policies}}
@@ -181,51 +199,33 @@ def _report(runs: list[Any], spec: Any, out: Path | None, as_json: bool) -> None
             out, triples, total_gpus=spec.num_nodes * spec.gpus_per_node, summary=summary
         )
         write_parquet(out / "sweep.parquet", frame)
+        images = [
+            ("job completion times, one curve per policy", "jct_cdf.png"),
+            ("GPUs held over time", "gpus_per_job.png"),
+        ]
+        heading = "Results (one simulation each)"
+        write_report(
+            out,
+            title=title,
+            tables=tables,
+            answers=answers,
+            images=images,
+            notes=notes,
+            tables_heading=heading,
+        )
     if as_json:
         for row in frame.to_dict(orient="records"):
             sys.stdout.write(json.dumps(_json_safe(row), sort_keys=True) + "\n")
         return
-    _print_table(frame, spec)
+    out_console.print(title, style="bold", highlight=False)
+    print_tables(tables, notes)
     if out is not None:
-        out_console.print(f"wrote {out}/sweep.parquet, jobs.parquet, allocations.parquet, ...")
-
-
-def _cell(value: float, digits: int = 0) -> str:
-    return "-" if value is None or math.isnan(float(value)) else f"{float(value):,.{digits}f}"
-
-
-def _print_table(frame: Any, spec: Any) -> None:
-    """Policies as rows: avg JCT per workload, then means over the workloads."""
-    from elasim.cluster.sweep import policy_means
-
-    title = (
-        f"{len(spec.policies)} cluster policies x {len(spec.workloads)} workloads "
-        f"on {spec.num_nodes} x {spec.gpus_per_node} GPUs (JCT in s)"
-    )
-    table = Table(title=title)
-    table.add_column("policy", no_wrap=True)
-    for workload in spec.workloads:
-        table.add_column(f"avg JCT {workload}", justify="right", overflow="fold")
-    multi = len(spec.workloads) > 1
-    label = "mean " if multi else ""
-    for head in ("avg JCT", "vs best", "p99 JCT", "GPU util", "rescales", "done"):
-        table.add_column(f"{label}{head}" if head != "done" else head, justify="right")
-    means = policy_means(frame)
-    best = float(means["avg_jct_s"].min())
-    for policy, row in means.iterrows():
-        mine = frame[frame["policy"] == policy]
-        by_workload = dict(zip(mine["workload"], mine["avg_jct_s"], strict=True))
-        table.add_row(
-            str(policy),
-            *(_cell(by_workload[w]) for w in spec.workloads),
-            _cell(row["avg_jct_s"]),
-            _cell(row["avg_jct_s"] / best, 2) if best > 0 else "-",
-            _cell(row["p99_jct_s"]),
-            _cell(row["gpu_utilization"], 3),
-            _cell(row["rescales"], 1 if multi else 0),
-            f"{int(mine['jobs_completed'].sum())}/{int(mine['jobs'].sum())}",
+        out_console.print(
+            f"wrote {out}/sweep.parquet, report.html, jobs.parquet, ...", highlight=False
         )
-    out_console.print(table)
+    print_answers(
+        answers, "answers (per workload; a policy that left a job unfinished does not count)"
+    )
 
 
 def register(cluster_app: typer.Typer) -> None:

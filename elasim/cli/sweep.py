@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from elasim.jobmodel import JobSpec
 
 from .spec_options import SpecFlags, with_spec
+from .sweep_output import print_answers, print_tables, shown_policies, write_report
 from .tools import (
     UsageError,
     ensure_writable_dir,
@@ -24,7 +23,6 @@ from .tools import (
     sweep_progress,
 )
 from .tools import fail as _fail
-from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 from .tools import run_guarded as _run_guarded
 
@@ -71,7 +69,7 @@ def sweep(
     ),
     rescale: str = typer.Option("inplace", "--rescale", help="One or more, comma-separated."),
     cluster_gpus: int | None = typer.Option(None, "--cluster-gpus"),
-    workers: int = typer.Option(0, "--workers", "-w", help="Processes (0: one per core)."),
+    workers: int = typer.Option(0, "--workers", help="Processes (0: one per core)."),
     backend: str = typer.Option("local", "--backend", help="'local' processes or 'ray'."),
     address: str | None = typer.Option(
         None, "--address", help="Ray cluster address (with --backend ray; default: start one)."
@@ -79,11 +77,16 @@ def sweep(
     out: Path = typer.Option(Path("sweep-out"), "--out", "-o", help="Output folder."),
     as_json: bool = typer.Option(False, "--json", help="Print the table as JSON lines."),
 ) -> None:
-    """Run the policies x traces x seeds grid in parallel; write a tidy table and a Pareto plot.
+    """Run policies x traces x seeds in parallel; print the answers; write a report.
 
-    Each seed draws its own random start offset in the trace (the Can't Be Late
-    methodology) unless --start-offset-s gives one.  --set options go to every policy
-    that has them.
+    Each seed draws its own random start offset in the trace (the Can't
+    Be Late methodology) unless --start-offset-s gives one.  --set options
+    go to every policy that has them.
+
+    Prints a table of medians per trace, then the answers: the cheapest,
+    the fastest and (with --deadline-h) the cheapest that meets the
+    deadline, and which policies ran identically.  --out gets
+    sweep.parquet, pareto.png and report.html.
     """
     _sweep(**locals())
 
@@ -156,37 +159,59 @@ def _sweep(
 
     frame = _run_guarded(grid)
     _run_guarded(write_parquet, out / "sweep.parquet", frame)
-    plot_pareto(frame, out / "pareto.png")
     if as_json:
+        plot_pareto(shown_policies(frame), out / "pareto.png")
         for row in frame.to_dict(orient="records"):
             sys.stdout.write(json.dumps(_json_safe(row)) + "\n")
         return
-    _print_sweep(frame, spec)
-    out_console.print(f"wrote {out}/sweep.parquet and {out}/pareto.png")
+    _run_guarded(_report, frame, spec, out)
 
 
-def _print_sweep(frame: Any, spec: Any) -> None:
-    table = Table(title=f"sweep: {spec.size} simulations (medians over seeds)")
-    figures = ["completion_time_h", "cost_usd", "lost_work_h", "rescales"]
-    if "cost_vs_on_demand" in frame:
-        figures += ["cost_vs_on_demand", "gap_closed"]
-    for column in ("trace", "policy", *figures):
-        table.add_column(column, justify="left" if column in {"trace", "policy"} else "right")
-    grouped = frame.groupby(["trace", "policy"], sort=True)[figures].median()
-    for (trace_name, policy_name), row in grouped.iterrows():
-        cells = (_fmt(None if math.isnan(float(v)) else float(v)) for v in row.to_numpy())
-        table.add_row(str(trace_name), str(policy_name), *cells)
-    out_console.print(table)
+def _notes(frame: Any, spec: Any) -> list[str]:
+    """What the table's columns mean, under it."""
     start = spec.base.start_offset_s
     offsets = "random per seed" if start is None else f"{start:g} s"
-    out_console.print(f"start offsets in the traces: {offsets}")
+    notes = [f"start offsets in the traces: {offsets}; medians over {len(spec.seeds)} seed(s)"]
+    if spec.base.deadline_s is not None:
+        notes.append(f"on time: runs that met the {spec.base.deadline_s / 3600:g} h deadline")
     if "cost_vs_on_demand" in frame:
-        out_console.print(
-            "cost_vs_on_demand: cost / cheapest pure on-demand plan that meets the deadline; "
-            "gap_closed: share of the gap between greedy with fallback "
+        notes.append(
+            "vs on-demand (cost_vs_on_demand): cost / cheapest pure on-demand plan that "
+            "meets the deadline; gap closed (gap_closed): share of the gap between greedy "
+            "with fallback "
             "(greedy --set deadline_fallback=true) and the offline optimum closed "
             "(1: optimal; '-': deadline missed or no gap)"
         )
+    return notes
+
+
+def _report(frame: Any, spec: Any, out: Path) -> None:
+    """Print the tables and the answers; write pareto.png and report.html."""
+    from elasim.analysis.answers import sweep_answers
+    from elasim.analysis.plots import plot_pareto
+    from elasim.analysis.sweep_tables import job_sweep_tables, sweep_groups
+    from elasim.policies import oracle_names
+
+    shown = shown_policies(frame)
+    by = sweep_groups(shown)
+    deadline_h = None if spec.base.deadline_s is None else spec.base.deadline_s / 3600
+    tables = job_sweep_tables(shown, by)
+    answers = sweep_answers(shown, by=by, deadline_h=deadline_h, leave_out=oracle_names())
+    notes = _notes(frame, spec)
+    plot_pareto(shown, out / "pareto.png", by=by)
+    title = f"sweep: {spec.size} simulations (medians over seeds)"
+    write_report(
+        out,
+        title=title,
+        tables=tables,
+        answers=answers,
+        images=[("cost vs completion time, per trace", "pareto.png")],
+        notes=notes,
+    )
+    out_console.print(title, style="bold", highlight=False)
+    print_tables(tables, notes)
+    out_console.print(f"wrote {out}/sweep.parquet, pareto.png and report.html", highlight=False)
+    print_answers(answers, "answers (medians over seeds; unfinished runs and oracles do not count)")
 
 
 def register(app: typer.Typer) -> None:

@@ -162,14 +162,19 @@ def run_cluster_sweep(
 
 
 def sweep_frame(runs: list[tuple[ClusterSetup, ClusterResult]]) -> pd.DataFrame:
-    """One row per run: workload, policy and :data:`SUMMARY_COLUMNS`."""
+    """One row per run: workload, policy, :data:`SUMMARY_COLUMNS` and ``gpu_hours``.
+
+    ``gpu_hours`` is the GPU-time the jobs held (pauses included): what a bill per
+    GPU-hour charges, so the sweep can name the cheapest policy, not only the fastest.
+    """
     rows: list[dict[str, Any]] = []
     for setup, result in runs:
         summary = result.summary.as_dict()
         row: dict[str, Any] = {"workload": setup.workload, "policy": setup.policy}
         row.update({key: summary[key] for key in SUMMARY_COLUMNS})
+        row["gpu_hours"] = sum(job.gpu_s for job in result.jobs) / 3600.0
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=["workload", "policy", *SUMMARY_COLUMNS])
+    frame = pd.DataFrame(rows, columns=["workload", "policy", *SUMMARY_COLUMNS, "gpu_hours"])
     for key in ("avg_jct_s", "p50_jct_s", "p99_jct_s"):
         frame[key] = frame[key].astype("float64")
     return frame
