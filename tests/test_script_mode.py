@@ -9,6 +9,7 @@ the slow ones run the shipped DDP example under ``torchrun`` and under
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -33,12 +34,14 @@ EXAMPLE = REPO / "examples" / "torchrun_ddp.py"
 runner = CliRunner()
 
 #: A torch-free stand-in for a torchrun script: the contract, nothing else.
-#: argv: OUT TOTAL_STEPS MODE (normal | ignore-term | crash)
+#: argv: OUT TOTAL_STEPS MODE [START_S] (mode: normal | ignore-term | crash | forgetful, the
+#: last one never checkpoints; START_S: a slow cold start, seconds before it starts)
 STAND_IN = r"""
 import json, os, signal, sys, time
 from elasim.executor import step_done
 
 out, total, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+time.sleep(float(sys.argv[4]) if len(sys.argv) > 4 else 0.0)
 rank = int(os.environ["RANK"])
 keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
         "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID", "GROUP_RANK", "ELASIM_STEP_FILE")
@@ -62,25 +65,26 @@ while step < total and not stop:
     time.sleep(0.02)
     step += 1
     step_done(step, loss=1.0 / step, samples=8)
-    if rank == 0 and step % 5 == 0:
+    if rank == 0 and step % 5 == 0 and mode != "forgetful":
         with open(ckpt + ".tmp", "w") as f:
             f.write(str(step))
         os.replace(ckpt + ".tmp", ckpt)
-if rank == 0:
+if rank == 0 and mode != "forgetful":
     with open(ckpt + ".tmp", "w") as f:
         f.write(str(step))
     os.replace(ckpt + ".tmp", ckpt)
 """
 
 
-def stand_in(tmp_path: Path, total: int = 10_000, mode: str = "normal") -> ScriptSpec:
+def stand_in(
+    tmp_path: Path, total: int = 10_000, mode: str = "normal", start_s: float = 0.0
+) -> ScriptSpec:
     script = tmp_path / "stand_in.py"
     script.write_text(STAND_IN)
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
-    return ScriptSpec(
-        str(script), (str(out), str(total), mode), first_step_timeout_s=30.0, log_dir=None
-    )
+    args = (str(out), str(total), mode, str(start_s))
+    return ScriptSpec(str(script), args, first_step_timeout_s=30.0, log_dir=None)
 
 
 def script_group(spec: ScriptSpec, slots: int = 2) -> ScriptWorkerGroup:
@@ -243,6 +247,56 @@ def test_a_crashing_script_is_one_line_and_exit_1(tmp_path):
     spec = stand_in(tmp_path, mode="crash")
     result = runner.invoke(app, run_args("--script", spec.path, "--", *spec.args))
     _one_line(result, 1, "the script failed", "boom")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_slow_cold_start_keeps_events_books_and_timeline_on_one_clock(tmp_path, caplog):
+    # the issue's run (spot_us_east.csv from 119,000 s at x300, 2 -> 1 at +1,300 s, 0 at
+    # +4,300 s, 2 at +8,500 s) with a script whose cold start (5 real s = 1,500 trace s,
+    # more on a busy machine) outlasts the first drop, and that never checkpoints
+    spec = stand_in(tmp_path, total=40, mode="forgetful", start_s=5.0)
+    out = tmp_path / "run"
+    args = ["--start-offset-s", "119000", "--time-scale", "300", "--notice-s", "120"]
+    args += ["--max-steps", "40", "--max-wall-s", "200", "--out", str(out), "--json"]
+    args += ["--script", spec.path, "--", *spec.args]
+    with caplog.at_level(logging.WARNING):
+        result = runner.invoke(app, run_args(*args))
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    events = pd.read_parquet(out / "events.parquet")
+    timeline = pd.read_parquet(out / "timeline.parquet")
+    columns = ["time_s", "due_s", "kind", "nodes_before", "nodes_after", "pause_s"]
+    table = events.reindex(columns=[*columns, "lost_steps", "lost_work_h"])
+    print(table.to_string(), timeline.head(12).to_string(), sep="\n")
+    # the cold start is a pause on the timeline too: the world was starting, not training
+    assert events["kind"].iloc[0] == "scale_up" and events["acquire_s"].iloc[0] >= 4.0, table
+    assert timeline["state"].iloc[0] == "rescaling" and timeline["group_nodes"].iloc[0] == 0
+    # each preemption comes after the timeline held the nodes it took (30 trace s, 0.1
+    # real s, before: the loop's time when it acted), at the drop or at the time it was
+    # carried out, with the drop it answered in `due_s`
+    preempts = events[events["kind"] == "preempt"]
+    assert len(preempts) >= 1, table
+    for _, ev in preempts.iterrows():
+        held = timeline[timeline["time_s"] < ev["time_s"] - 30.0]["spot_held"]
+        assert held.iloc[-1] == ev["nodes_before"], (ev, timeline.to_string())
+        assert ev["due_s"] <= ev["time_s"] + 1e-6, table
+    late = preempts[preempts["due_s"] < preempts["time_s"] - 1.0]
+    assert len(late) >= 1 and set(late["due_s"].round()) <= {1300.0, 4300.0}, table
+    # and the timeline shows the drop at its trace time, the nodes still held then
+    assert (timeline["time_s"].diff().dropna() >= 0).all(), timeline.to_string()
+    for _, ev in late.iterrows():
+        at = timeline[(timeline["time_s"] - ev["due_s"]).abs() < 1e-6]
+        assert len(at) == 1 and at["spot_available"].iloc[0] < ev["nodes_before"], timeline
+        assert at["spot_held"].iloc[0] == ev["nodes_before"], timeline.to_string()
+    # steps lost are work lost, in hours too
+    assert summary["lost_steps"] > 0, table
+    assert summary["lost_work_h"] > 0, table
+    lost = events[events["lost_steps"] > 0]
+    assert (lost["lost_work_h"] > 0).all(), table
+    # and the run says once why the script started over
+    again = [r for r in caplog.records if "restarted from step 0" in r.getMessage()]
+    assert len(again) == 1 and "checkpoint" in again[0].getMessage(), caplog.text
 
 
 # -- the example, under torchrun and under elasim ---------------------------------------------
