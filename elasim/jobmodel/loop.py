@@ -25,11 +25,21 @@ Within one turn at time ``t``, in this order:
 4. reconcile holdings with the decision; pauses that end; a periodic checkpoint if
    due; nodes that finished booting join; the policy's wake-up;
 5. a timeline row, and the next time the loop has work.
+
+An actuator may take time to act (a real restart waits for its workers' cold start,
+while the trace goes on).  When a command returns later than the time it was given
+(:meth:`~.actuator.Actuator.acted_until_s`), the loop's clock catches up at once: the
+time is booked (the actuator's measured pause moves it from training to rescale), the
+timeline shows the world as starting from the command on, and the trace items that
+fell due meanwhile are carried out then, late, each event keeping the trace time it
+answered (:attr:`JobLoop.event_due_s`), with one warning line per late item.  An
+actuator that acts at once (the fluid model) never makes the loop catch up.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import traceback
 from typing import Any, NamedTuple
@@ -65,6 +75,8 @@ from .replay import CapacityReplay, ReplayItem
 from .rules import CheckpointSchedule
 
 __all__ = ["JobLoop", "PolicyError", "TimelineRow"]
+
+log = logging.getLogger(__name__)
 
 _EPS = 1e-9
 #: The earliest a policy's ``wake_after_s`` can ask to be asked again (trace seconds).
@@ -182,6 +194,11 @@ class JobLoop:
         self._replay_next_s = -math.inf  # the trace's next item (cached between pops)
         self._replay_due_s = -math.inf  # ... less the tolerance of pop_due
         self._polls = getattr(actuator, "polls", True)
+        self._acted_until = getattr(actuator, "acted_until_s", None)
+        #: the trace time each event answered, by the event's identity, where it was
+        #: carried out later (an actuator that was busy); absent: on time
+        self.event_due_s: dict[int, float] = {}
+        self._due_s: float | None = None  # while a late item is carried out
         self._horizon_s = rules.horizon_s
         self._since_checkpoint_s = 0.0
         self.checkpoint_interval_s = self.schedule.current_interval_s(
@@ -215,9 +232,12 @@ class JobLoop:
         if self._polls and self._poll(now_s):
             return math.inf
         while True:
+            now_s = self._last_s if self._last_s > now_s else now_s  # after a catch-up
             if self.decision_due:
                 self._decide(now_s)
-            self._reconcile(now_s)
+            now_s = self._reconcile(now_s)  # later, when the actuator took time to act
+            if self.done_s is not None:  # finished meanwhile
+                return math.inf
             settled = actuator.settle(now_s)
             if settled:  # (progress moves only with time: done is checked on advancing)
                 self._record(settled)
@@ -269,13 +289,53 @@ class JobLoop:
                 return True
             if t > self._last_s and self._advance_to(t):
                 return True
+            t = self._last_s if self._last_s > t else t  # a leave's actuator was busy
+            self._due_s = self._late(item.time_s, t, "notice" if item.notice else "change")
             if item.notice:
                 self._on_notice(item, t)
             else:
+                if self._due_s is not None:
+                    self._backdate(item)
                 self._on_capacity(item, t)
+            self._due_s = None
+            if self.done_s is not None:
+                return True
         if leaves and self._leaves_due(now_s):
             return True
         return now_s > self._last_s and self._advance_to(now_s)
+
+    @staticmethod
+    def _late(due_s: float, t: float, what: str) -> float | None:
+        """``due_s`` when the item is carried out at ``t`` noticeably later (and say so)."""
+        if t - due_s <= 1e-6 * max(1.0, abs(t)):
+            return None
+        late = "the capacity %s due at trace %.0f s was carried out at %.0f s (%.0f s late)"
+        log.warning(
+            late + ": the workers were busy (a restart waits for a cold start)",
+            what,
+            due_s,
+            t,
+            t - due_s,
+        )
+        return due_s
+
+    def _backdate(self, item: ReplayItem) -> None:
+        """A late capacity change still shows on the timeline at its own trace time.
+
+        Why: the trace changed then, whatever the workers were doing; the world as it was
+        (the row before) gets the new capacity, and so do the rows recorded since.
+        """
+        if not self._record_timeline:
+            return
+        rows, at = self._rows, item.time_s
+        k = next((i for i in range(len(rows)) if rows[i][0] > at), len(rows))
+        if k == 0:  # nothing recorded before it
+            return
+        for i in range(k, len(rows)):
+            row = rows[i]
+            rows[i] = (row[0], item.available, *row[2:5], item.price_per_hour, *row[6:])
+        prev = rows[k - 1]
+        rows.insert(k, (at, item.available, *prev[2:5], item.price_per_hour, *prev[6:]))
 
     def _poll(self, now_s: float) -> bool:
         polled = self.actuator.poll(now_s)
@@ -345,18 +405,24 @@ class JobLoop:
             leave_s = max(leave.leave_s, self._last_s)
             if self._advance_to(leave_s):
                 return True
+            self._due_s = self._late(leave.leave_s, leave_s, "graceful leave")
             self._apply(on_leave(leave, leave_s, self.meter.paid()[0]))
+            self._due_s = None
+            if self.done_s is not None:
+                return True
         return False
 
     def _on_capacity(self, item: ReplayItem, t: float) -> None:
         self.available, self.price = item.available, item.price_per_hour
         self.decision_due = self._fresh = True
         self._apply(on_capacity(item.available, self.meter.paid()[0], t))
-        self._snapshot(t)
+        self._snapshot(self._last_s if self._last_s > t else t)
 
     def _apply(self, actions: tuple[Action, ...]) -> None:
-        """Carry out actions in order (:meth:`_carry_out`)."""
+        """Carry out actions in order (:meth:`_carry_out`), none after the job finished."""
         for action in actions:
+            if self.done_s is not None:
+                return
             self._carry_out(action)
 
     def _carry_out(self, action: Action) -> None:
@@ -381,6 +447,25 @@ class JobLoop:
             raise TypeError(f"not an action: {action!r}")
         if events:
             self._record(events)
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        """The actuator acted past the loop's time: book up to then (module docstring).
+
+        The world was starting from the command on, so the timeline shows it so: a row
+        at the command's time with the nodes paid for, none training, rescaling.
+        """
+        acted = self._acted_until
+        if acted is None:
+            return
+        t = acted(self._last_s)
+        if t - self._last_s <= 1e-6 * max(1.0, abs(t)):
+            return
+        if self._record_timeline:
+            spot, od, _, progress, _, step = self.meter.view()
+            row = (self.available, spot, od, 0, self.price, progress, "rescaling", step)
+            self._rows.append((self._last_s, *row))
+        self._advance_to(t)
 
     # -- deciding and applying ------------------------------------------------------------
 
@@ -440,11 +525,13 @@ class JobLoop:
         self.decision_due = False
         self._fresh = True
 
-    def _reconcile(self, now_s: float) -> None:
+    def _reconcile(self, now_s: float) -> float:
+        """Hold what the target allows; returns the time after (later: the actuator's)."""
         if self._caps:
             self._caps = caps_in_force(self._caps, now_s)
         fresh, self._fresh = self._fresh, False
         self._carry_out(hold(self.target, self.available, self._caps, now_s, fresh))
+        return self._last_s if self._last_s > now_s else now_s
 
     def _checkpoint(self, now_s: float) -> None:
         """A periodic checkpoint is due (the timer restarts even if none was written)."""
@@ -454,8 +541,11 @@ class JobLoop:
     # -- records --------------------------------------------------------------------------
 
     def _record(self, events: list[EventRecord], deadline_s: float | None = None) -> None:
+        due = self._due_s
         for event in events:
             self.events.append(event)
+            if due is not None:
+                self.event_due_s[id(event)] = due
             self.books.count(event)
             kind = event.kind
             self._recent.append(
