@@ -13,6 +13,16 @@ starting workers as rescale, and holding nothing as idle; a pause or a checkpoin
 write measured in an event is then moved from training to rescale or checkpoint time.
 Events carry pauses in real seconds as measured (``events.parquet`` keeps them so);
 the books are in trace seconds.
+
+A group's command blocks (a restart waits for its workers' cold start) while the trace
+goes on: :meth:`GroupActuator.acted_until_s` tells the loop where the clock is when
+it returns, so the loop books up to then and carries out what fell due meanwhile
+late, at that time, rather than at a past trace time the workers never saw.
+
+Lost work: the steps a rollback threw away are charged their measured time.  Where
+none of it was measured yet (the first steps of a world: no step interval so far),
+they are charged the job's typical step (:meth:`MeasuredEstimates.step_s`, the prior
+before any), so ``lost_steps`` never comes with ``lost_work_h`` 0.
 """
 
 from __future__ import annotations
@@ -41,6 +51,8 @@ class GroupActuator:
         origin: ``() -> float``, the run's start on the group's clock (real seconds).
         rescale: the job's mechanism (a restart group retries a failed restart only
             when something changed).
+        now: ``() -> float``, the group's clock now (real seconds, the clock of
+            ``origin``); None: commands are taken to act at once (a fake group).
     """
 
     def __init__(
@@ -50,8 +62,10 @@ class GroupActuator:
         origin: Any,
         *,
         rescale: RescaleMode = RescaleMode.INPLACE,
+        now: Any = None,
     ) -> None:
         self.group = group
+        self._now = now
         self.config = config
         self.rescale = rescale
         self.scale = config.time_scale
@@ -136,6 +150,12 @@ class GroupActuator:
         """The group reports through :meth:`poll`; nothing is scheduled here."""
         return math.inf
 
+    def acted_until_s(self, now_s: float) -> float:
+        """Trace time now, after a command that may have blocked (``now_s`` at least)."""
+        if self._now is None:
+            return now_s
+        return max(now_s, (self._now() - self._origin()) * self.scale)
+
     def wait(self, real_s: float) -> None:
         """Sleep up to ``real_s``, returning early when the group has news."""
         self.group.wait(real_s)
@@ -147,6 +167,9 @@ class GroupActuator:
         scale = self.scale
         for ev in events:
             real_s = ev.real_s - self._origin()
+            lost_real_s = ev.lost_real_s
+            if ev.lost_steps and lost_real_s <= 0:  # not measured: the typical step
+                lost_real_s = ev.lost_steps * self.estimates.step_s() / scale
             record = EventRecord(
                 time_s=max(real_s * scale, 0.0),
                 kind=ev.kind,
@@ -154,7 +177,7 @@ class GroupActuator:
                 nodes_after=ev.nodes_after,
                 pause=ev.pause,
                 lost_samples=ev.lost_samples,
-                lost_work_h=ev.lost_real_s * scale / 3600.0,
+                lost_work_h=lost_real_s * scale / 3600.0,
                 lost_steps=ev.lost_steps,
             )
             out.append(record)

@@ -180,6 +180,9 @@ class ControllerResult:
         events: event records (``time_s`` in trace seconds, pauses in real seconds).
         event_real_s: real seconds (since the start) of each event.
         event_interval_s: raw pause interval of each event (real s; None: not measured).
+        event_due_s: the trace time each event answered: its own ``time_s``, or the
+            earlier time of the trace item it was carried out for late (the workers
+            were busy restarting).
         timeline: the world over time.
         progress: final progress of the group.
         gave_up: the run stopped at ``max_wall_real_s`` before the job finished.
@@ -193,6 +196,7 @@ class ControllerResult:
     events: tuple[EventRecord, ...]
     event_real_s: tuple[float, ...]
     event_interval_s: tuple[float | None, ...]
+    event_due_s: tuple[float, ...]
     timeline: tuple[TimelineRow, ...]
     progress: GroupProgress = field(default_factory=GroupProgress)
     gave_up: bool = False
@@ -243,7 +247,9 @@ class Controller:
         if make_actuator is None:
 
             def make_actuator(rules: JobRules) -> Any:
-                return GroupActuator(group, config, lambda: self._t0, rescale=rules.rescale)
+                return GroupActuator(
+                    group, config, lambda: self._t0, rescale=rules.rescale, now=clock.now
+                )
 
         self.loop = build_job_loop(
             spec,
@@ -323,6 +329,7 @@ class Controller:
             events=tuple(loop.events),
             event_real_s=tuple(r for r, _ in real),
             event_interval_s=tuple(i for _, i in real),
+            event_due_s=tuple(loop.event_due_s.get(id(e), e.time_s) for e in loop.events),
             timeline=tuple(loop.timeline),
             progress=_progress_of(self.group),
             gave_up=gave_up and loop.done_s is None,

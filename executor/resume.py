@@ -350,6 +350,8 @@ def merge_segments(result: Any, point: ResumePoint, inputs: Mapping[str, Any]) -
         events=tuple(old_events + new_events),
         event_real_s=tuple(old_real) + tuple(r + shift for r in result.event_real_s),
         event_interval_s=tuple(old_interval) + tuple(result.event_interval_s),
+        event_due_s=tuple(e.time_s for e in old_events)
+        + tuple(d + offset for d in result.event_due_s),
         steps=tuple(steps),
         timeline=tuple(timeline),
         worker_starts=tuple(starts),

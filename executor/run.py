@@ -93,6 +93,8 @@ class RunResult:
         events: event records (trace ``time_s``, real pauses).
         event_real_s: real seconds since the start of each event.
         event_interval_s: raw pause interval of each event (None: not measured).
+        event_due_s: the trace time each event answered (its ``time_s`` unless it was
+            carried out late; empty: all on time).
         steps: every committed step.
         decisions: the decision log.
         timeline: world over trace time.
@@ -110,6 +112,7 @@ class RunResult:
     timeline: tuple[TimelineRow, ...]
     time_scale: float
     worker_starts: tuple[WorkerStart, ...] = ()
+    event_due_s: tuple[float, ...] = ()
 
     @property
     def completed(self) -> bool:
@@ -496,6 +499,7 @@ def _run_result(
         events=tuple(result.events[i] for i in order),
         event_real_s=tuple(result.event_real_s[i] for i in order),
         event_interval_s=tuple(result.event_interval_s[i] for i in order),
+        event_due_s=tuple(result.event_due_s[i] for i in order),
         steps=steps,
         decisions=result.decisions,
         timeline=result.timeline,

@@ -20,8 +20,10 @@ Outputs (:func:`write_run`), the simulator's files plus what only a real run has
   ``acquire_s``, ``rendezvous_s``, ``state_s``, ``warmup_s``) are **real seconds**
   as measured, because a pause is a property of the machine, not of the trace (the
   calibration compares them with the simulator's pause model in real seconds).
-  Extra columns: ``real_time_s`` (real seconds since the start) and ``interval_s``
-  (raw last-step-end-before to first-step-end-after, real seconds).
+  Extra columns: ``real_time_s`` (real seconds since the start), ``interval_s``
+  (raw last-step-end-before to first-step-end-after, real seconds) and ``due_s``
+  (trace seconds: the time of the trace item the event answered, earlier than
+  ``time_s`` when the workers were busy restarting and it was carried out late).
 * ``steps.parquet``: one row per committed step: ``time_s`` (real seconds since the
   start), ``trace_time_s``, ``step``, ``world_size``, ``loss``, ``samples``, ``gen``,
   ``epoch``, and the gradient noise scale (:func:`steps_frame`).  In ``restart``
@@ -105,6 +107,7 @@ def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> d
         extra={
             "real_time_s": list(result.event_real_s),
             "interval_s": [math.nan if v is None else v for v in result.event_interval_s],
+            "due_s": _due_s(result),
         },
     )
     steps = steps_frame(result.steps, result.time_scale)
@@ -133,6 +136,12 @@ def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> d
         )
         paths["plot"] = plot_timeline(out / "timeline.png", timeline, events, title=title)
     return paths
+
+
+def _due_s(result: RunResult) -> list[float]:
+    """The ``due_s`` column: each event's own time where the run did not say otherwise."""
+    due = list(result.event_due_s)
+    return due if len(due) == len(result.events) else [e.time_s for e in result.events]
 
 
 def update_summary(out_dir: str | Path, fields: dict[str, Any]) -> Path:
