@@ -38,7 +38,7 @@ What is measured, from the outside (real seconds):
 * **lost work**: when ``step_done`` is given the step number, the first step after a
   restart shows where the script resumed, and the steps reported after that point
   were thrown away (charged their measured time).  Without step numbers it cannot be
-  told and is reported as zero;
+  told and is reported as zero.  A restart back at step 0 is warned of (once);
 * **cold starts** (``workers.parquet``): a script sends no ``READY``, so a process's
   ``ready_s`` is its world's first reported step (NaN when none was reported);
 * **done**: every process of the world exited 0 on its own.  A process that exits
@@ -195,6 +195,7 @@ class ScriptWorkerGroup:
         self._first: tuple[float, int] | None = None  # this world's first step: wall, number
         self._tip = 0
         self._totals: dict[int, int] = {}
+        self._said_from_zero = False
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -574,6 +575,9 @@ class ScriptWorkerGroup:
         resumed = first_step - 1
         lost = [d for step, d in lineage.items() if step > resumed]
         detail["resumed_step"] = resumed
+        if resumed == 0 and lost and not self._said_from_zero:  # it loaded no checkpoint
+            self._said_from_zero = True
+            log.warning(_FROM_ZERO, max(lineage))
         batch = self._global_batch or 0
         return GroupEvent(
             kind,
@@ -590,3 +594,6 @@ class ScriptWorkerGroup:
 
 
 _DETAIL = (("mode", "script"),)
+_FROM_ZERO = """the script restarted from step 0 after reaching step %d: it loaded no \
+checkpoint, so every restart redoes its work; pass the script's checkpoint option after \
+'--' (e.g. -- --checkpoint-dir DIR) and have it save on SIGTERM"""
