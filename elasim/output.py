@@ -148,6 +148,7 @@ def _draw_timeline(ax: Any, timeline: pd.DataFrame, time_column: str) -> None:
             lw=1.2,
             label="on-demand held",
         )
+    _shade_restarts(ax, hours, timeline)
     ax2 = ax.twinx()
     ax2.plot(
         hours,
@@ -159,6 +160,25 @@ def _draw_timeline(ax: Any, timeline: pd.DataFrame, time_column: str) -> None:
     ax2.set_ylabel("progress (%)")
     ax2.set_ylim(0, 105)
     ax2.legend(loc="lower right", fontsize=8)
+
+
+def _shade_restarts(ax: Any, hours: Any, timeline: pd.DataFrame) -> None:
+    """Shade the stretches the job spent rescaling (a real run's cold starts included).
+
+    Why: nodes held are paid for from the start of a restart, but no step is done until
+    its workers are up; without the shade that time looks like training.
+    """
+    if "state" not in timeline or not len(hours):
+        return
+    states = timeline["state"].to_numpy()
+    label = "restarting"
+    for i, state in enumerate(states):
+        if state != "rescaling":
+            continue
+        end = hours[i + 1] if i + 1 < len(hours) else hours[i]
+        if end > hours[i]:
+            ax.axvspan(hours[i], end, color="tab:purple", alpha=0.12, lw=0, label=label)
+            label = "_nolegend_"
 
 
 def _mark_events(ax: Any, events: pd.DataFrame, time_column: str) -> None:
