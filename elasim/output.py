@@ -26,6 +26,7 @@ __all__ = [
     "events_frame",
     "json_ready",
     "plot_timeline",
+    "timeline_figure",
     "write_json",
     "write_parquet",
 ]
@@ -86,7 +87,7 @@ def plot_timeline(
     title: str = "",
     time_column: str = "time_s",
 ) -> Path:
-    """Availability vs nodes held vs progress, with preemptions and rescales marked.
+    """Write :func:`timeline_figure` as a PNG (atomically).
 
     Args:
         path: PNG to write.
@@ -95,12 +96,31 @@ def plot_timeline(
         title: figure title.
         time_column: column of ``timeline`` / ``events`` holding seconds.
     """
-    import matplotlib
+    fig = timeline_figure(timeline, events, title=title, time_column=time_column)
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    def save(tmp: Path) -> None:
+        fig.savefig(tmp, format="png")
 
-    fig, ax = plt.subplots(figsize=(11, 4.8), dpi=110)
+    return atomic_write(path, save)
+
+
+def timeline_figure(
+    timeline: pd.DataFrame,
+    events: pd.DataFrame,
+    *,
+    title: str = "",
+    time_column: str = "time_s",
+) -> Any:
+    """Availability vs nodes held vs progress, with preemptions and rescales marked.
+
+    Why a figure apart from :func:`plot_timeline`: tests read its artists (ticks,
+    lines, the legend's place) rather than pixels.  Built without pyplot, so no
+    global figure is left open.
+    """
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.8), dpi=110)
+    ax = fig.add_subplot()
     if len(timeline):
         _draw_timeline(ax, timeline, time_column)
     if len(events):
@@ -111,14 +131,7 @@ def plot_timeline(
     ax.legend(loc="upper left", fontsize=8, ncol=3)
     ax.set_title(title)
     fig.tight_layout()
-
-    def save(tmp: Path) -> None:
-        fig.savefig(tmp, format="png")
-
-    try:
-        return atomic_write(path, save)
-    finally:
-        plt.close(fig)
+    return fig
 
 
 #: How :func:`plot_timeline` marks each event kind: colour, marker, legend label.
