@@ -180,7 +180,9 @@ def _notes(frame: Any, spec: Any) -> list[str]:
             "meets the deadline; gap closed (gap_closed): share of the gap between greedy "
             "with fallback "
             "(greedy --set deadline_fallback=true) and the offline optimum closed "
-            "(1: optimal; '-': deadline missed or no gap)"
+            "(1: optimal; '-': deadline missed or no gap); vs greedy (cost_vs_greedy): "
+            "cost / plain greedy's, which may miss the deadline (greedy_met); vs optimal "
+            "(cost_vs_optimal): cost / the offline optimum's"
         )
     return notes
 
