@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,6 @@ def _sweep(
     *, workers: int, backend: str, address: str | None, out: Path, as_json: bool, **flags: Any
 ) -> None:
     """The body of ``sweep``: check everything, run the grid, write and print."""
-    from elasim.analysis.plots import plot_pareto
     from elasim.output import write_parquet
     from elasim.sweep import BACKENDS, run_sweep
 
@@ -159,12 +159,13 @@ def _sweep(
 
     frame = _run_guarded(grid)
     _run_guarded(write_parquet, out / "sweep.parquet", frame)
+    # every file first, the same with or without --json: a JSON run's --out is the same
+    report = _run_guarded(_write_report, frame, spec, out)
     if as_json:
-        plot_pareto(shown_policies(frame), out / "pareto.png")
         for row in frame.to_dict(orient="records"):
             sys.stdout.write(json.dumps(_json_safe(row)) + "\n")
         return
-    _run_guarded(_report, frame, spec, out)
+    _print_report(report, out)
 
 
 def _notes(frame: Any, spec: Any) -> list[str]:
@@ -187,8 +188,18 @@ def _notes(frame: Any, spec: Any) -> list[str]:
     return notes
 
 
-def _report(frame: Any, spec: Any, out: Path) -> None:
-    """Print the tables and the answers; write pareto.png and report.html."""
+@dataclass(frozen=True)
+class _Report:
+    """What ``report.html`` holds, kept for the terminal (which prints it the same)."""
+
+    title: str
+    tables: tuple[Any, ...]
+    answers: tuple[Any, ...]
+    notes: tuple[str, ...]
+
+
+def _write_report(frame: Any, spec: Any, out: Path) -> _Report:
+    """Write pareto.png and report.html (with or without ``--json``); return the report."""
     from elasim.analysis.answers import sweep_answers
     from elasim.analysis.plots import plot_pareto
     from elasim.analysis.sweep_tables import job_sweep_tables, sweep_groups
@@ -197,23 +208,31 @@ def _report(frame: Any, spec: Any, out: Path) -> None:
     shown = shown_policies(frame)
     by = sweep_groups(shown)
     deadline_h = None if spec.base.deadline_s is None else spec.base.deadline_s / 3600
-    tables = job_sweep_tables(shown, by)
-    answers = sweep_answers(shown, by=by, deadline_h=deadline_h, leave_out=oracle_names())
-    notes = _notes(frame, spec)
+    report = _Report(
+        title=f"sweep: {spec.size} simulations (medians over seeds)",
+        tables=tuple(job_sweep_tables(shown, by)),
+        answers=tuple(sweep_answers(shown, by=by, deadline_h=deadline_h, leave_out=oracle_names())),
+        notes=tuple(_notes(frame, spec)),
+    )
     plot_pareto(shown, out / "pareto.png", by=by)
-    title = f"sweep: {spec.size} simulations (medians over seeds)"
     write_report(
         out,
-        title=title,
-        tables=tables,
-        answers=answers,
+        title=report.title,
+        tables=report.tables,
+        answers=report.answers,
         images=[("cost vs completion time, per trace", "pareto.png")],
-        notes=notes,
+        notes=report.notes,
     )
-    out_console.print(title, style="bold", highlight=False)
-    print_tables(tables, notes)
+    return report
+
+
+def _print_report(report: _Report, out: Path) -> None:
+    """The tables, what was written, and the answers, on stdout."""
+    out_console.print(report.title, style="bold", highlight=False)
+    print_tables(report.tables, report.notes)
     out_console.print(f"wrote {out}/sweep.parquet, pareto.png and report.html", highlight=False)
-    print_answers(answers, "answers (medians over seeds; unfinished runs and oracles do not count)")
+    heading = "answers (medians over seeds; unfinished runs and oracles do not count)"
+    print_answers(report.answers, heading)
 
 
 def register(app: typer.Typer) -> None:
