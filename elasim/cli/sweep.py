@@ -12,16 +12,17 @@ import typer
 
 from elasim.jobmodel import JobSpec
 
+from .progress import counted_progress
 from .spec_options import SpecFlags, with_spec
 from .sweep_output import print_answers, print_tables, shown_policies, write_report
 from .tools import (
     UsageError,
     ensure_writable_dir,
+    err_console,
     nonnegative,
     one_of,
     out_console,
     split_list,
-    sweep_progress,
 )
 from .tools import fail as _fail
 from .tools import json_safe as _json_safe
@@ -147,14 +148,10 @@ def _sweep(
     _run_guarded(ensure_writable_dir, out, "--out")
 
     def grid() -> Any:
-        with sweep_progress(as_json) as progress:
-            task = progress.add_task("simulating", total=spec.total_points)
+        # on stderr, with --json too: a bar on a terminal, else a line every few seconds
+        with counted_progress(err_console, "simulating", spec.total_points) as tick:
             return run_sweep(
-                spec,
-                workers=workers or None,
-                on_done=lambda: progress.advance(task),
-                backend=backend,
-                address=address,
+                spec, workers=workers or None, on_done=tick, backend=backend, address=address
             )
 
     frame = _run_guarded(grid)
