@@ -26,6 +26,7 @@ __all__ = [
     "events_frame",
     "json_ready",
     "plot_timeline",
+    "timeline_figure",
     "write_json",
     "write_parquet",
 ]
@@ -85,8 +86,10 @@ def plot_timeline(
     *,
     title: str = "",
     time_column: str = "time_s",
+    deadline_s: float | None = None,
+    policy: str | None = None,
 ) -> Path:
-    """Availability vs nodes held vs progress, with preemptions and rescales marked.
+    """Write :func:`timeline_figure` as a PNG (atomically); the arguments are its own.
 
     Args:
         path: PNG to write.
@@ -94,58 +97,93 @@ def plot_timeline(
         events: ``events.parquet`` rows.
         title: figure title.
         time_column: column of ``timeline`` / ``events`` holding seconds.
+        deadline_s: the job's deadline, seconds after its start (a dashed line).
+        policy: the policy's name, for its colour (:mod:`elasim.palette`).
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(11, 4.8), dpi=110)
-    if len(timeline):
-        _draw_timeline(ax, timeline, time_column)
-    if len(events):
-        _mark_events(ax, events, time_column)
-    ax.set_xlabel("time (h)")
-    ax.set_ylabel("nodes")
-    ax.set_ylim(bottom=0)
-    ax.legend(loc="upper left", fontsize=8, ncol=3)
-    ax.set_title(title)
-    fig.tight_layout()
+    fig = timeline_figure(
+        timeline,
+        events,
+        title=title,
+        time_column=time_column,
+        deadline_s=deadline_s,
+        policy=policy,
+    )
 
     def save(tmp: Path) -> None:
         fig.savefig(tmp, format="png")
 
-    try:
-        return atomic_write(path, save)
-    finally:
-        plt.close(fig)
+    return atomic_write(path, save)
 
 
-#: How :func:`plot_timeline` marks each event kind: colour, marker, legend label.
+def timeline_figure(
+    timeline: pd.DataFrame,
+    events: pd.DataFrame,
+    *,
+    title: str = "",
+    time_column: str = "time_s",
+    deadline_s: float | None = None,
+    policy: str | None = None,
+) -> Any:
+    """Availability vs nodes held vs progress, with preemptions and rescales marked.
+
+    Why a figure apart from :func:`plot_timeline`: tests read its artists (ticks,
+    lines, the legend's place) rather than pixels.  Built without pyplot, so no
+    global figure is left open.  What a reader must be able to trust: the node axis
+    counts whole nodes; the deadline, when there is one, is a line; the legend sits
+    below the axes, so it hides no marker; the policy wears the colour it has in
+    every other plot (grey and black are for what is not the policy's).
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    from elasim.palette import policy_color
+
+    fig = Figure(figsize=(11, 5.2), dpi=110, layout="constrained")
+    ax = fig.add_subplot()
+    color = policy_color(policy) if policy else "black"
+    handles = _draw_timeline(ax, timeline, time_column, color) if len(timeline) else []
+    if len(events):
+        _mark_events(ax, events, time_column)
+    if deadline_s is not None:
+        hours = deadline_s / 3600.0
+        ax.axvline(hours, color="black", ls="--", lw=1.2, label=f"deadline ({hours:g} h)")
+    ax.set_xlabel("time (h)")
+    ax.set_ylabel("nodes")
+    ax.margins(y=0.08)  # a marker at the top count clears the frame
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # no 0.25 of a node
+    ax.set_title(title)
+    entries = ax.get_legend_handles_labels()[0] + handles
+    if entries:
+        fig.legend(handles=entries, loc="outside lower center", ncol=5, fontsize=8, frameon=False)
+    return fig
+
+
+#: How :func:`plot_timeline` marks each event kind: colour, marker, legend label
+#: (neutral colours: a policy's colour means the policy).
 _EVENT_MARKS: dict[str, tuple[str, str, str]] = {
-    EventKind.PREEMPT.value: ("tab:red", "x", "preemption"),
-    EventKind.SCALE_UP.value: ("tab:purple", "^", "scale up"),
-    EventKind.SCALE_DOWN.value: ("tab:brown", "v", "scale down"),
-    EventKind.RESUME.value: ("tab:cyan", ">", "resume"),
+    EventKind.PREEMPT.value: ("black", "x", "preemption"),
+    EventKind.SCALE_UP.value: ("0.35", "^", "scale up"),
+    EventKind.SCALE_DOWN.value: ("0.35", "v", "scale down"),
+    EventKind.RESUME.value: ("0.35", ">", "resume"),
 }
 
 
-def _draw_timeline(ax: Any, timeline: pd.DataFrame, time_column: str) -> None:
-    """Availability and nodes held on ``ax``, progress on a twin axis."""
+def _draw_timeline(ax: Any, timeline: pd.DataFrame, time_column: str, color: Any) -> list[Any]:
+    """Availability and nodes held on ``ax``, progress on a twin axis (its handles)."""
     hours = timeline[time_column].to_numpy() / 3600.0
     ax.fill_between(
-        hours, timeline["spot_available"], step="post", color="0.85", label="spot available"
+        hours, timeline["spot_available"], step="post", color="0.87", label="spot available"
     )
-    ax.step(
-        hours, timeline["nodes_held"], where="post", color="tab:blue", lw=1.6, label="nodes held"
-    )
+    ax.step(hours, timeline["nodes_held"], where="post", color=color, lw=1.6, label="nodes held")
     if "on_demand_held" in timeline and timeline["on_demand_held"].any():
-        ax.step(
+        ax.fill_between(
             hours,
             timeline["on_demand_held"],
-            where="post",
-            color="tab:orange",
-            lw=1.2,
+            step="post",
+            color=color,
+            alpha=0.3,
+            lw=0,
             label="on-demand held",
         )
     _shade_restarts(ax, hours, timeline)
@@ -153,13 +191,14 @@ def _draw_timeline(ax: Any, timeline: pd.DataFrame, time_column: str) -> None:
     ax2.plot(
         hours,
         100.0 * timeline["progress"].to_numpy(),
-        color="tab:green",
-        lw=1.4,
+        color="0.45",
+        ls="-.",
+        lw=1.3,
         label="progress (%)",
     )
     ax2.set_ylabel("progress (%)")
     ax2.set_ylim(0, 105)
-    ax2.legend(loc="lower right", fontsize=8)
+    return ax2.get_legend_handles_labels()[0]
 
 
 def _shade_restarts(ax: Any, hours: Any, timeline: pd.DataFrame) -> None:

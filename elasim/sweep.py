@@ -43,6 +43,10 @@ YARDSTICK_COLUMNS = (
     "on_demand_plan_usd",
     "greedy_fallback_usd",
     "optimal_usd",
+    "cost_vs_greedy",
+    "cost_vs_optimal",
+    "greedy_usd",
+    "greedy_met",
 )
 #: What a row and its yardstick have in common.
 _GROUP = ("trace", "seed", "notice_s", "rescale")
@@ -320,7 +324,8 @@ def _with_yardstick(frame: pd.DataFrame, references: list[dict[str, Any]]) -> pd
         for name in YARDSTICK_COLUMNS:
             columns[name].append(values[name])
     for name, values in columns.items():
-        frame[name] = pd.Series(values, index=frame.index, dtype="float64")
+        dtype = "boolean" if name.endswith("_met") else "float64"  # greedy_met: yes/no/none
+        frame[name] = pd.Series(values, index=frame.index, dtype=dtype)
     return frame
 
 

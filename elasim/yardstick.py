@@ -1,4 +1,4 @@
-"""Yardsticks for a policy's cost: the obvious plan, the naive baseline, the offline optimum.
+"""Yardsticks for a policy's cost: the obvious plans, the naive baseline, the offline optimum.
 
 A cost alone says little: 80 USD is good if running on on-demand nodes costs 120 and
 bad if the best possible plan for that trace costs 30.  Every report with a deadline
@@ -11,6 +11,8 @@ and an on-demand price therefore puts each run next to three reference runs of t
 * **greedy with fallback**: ``greedy --set deadline_fallback=true``, Can't Be Late's
   "Greedy" in N-node form: every usable spot node until the last safe moment, then
   on-demand nodes (at least the on-demand plan's count) until done;
+* **plain greedy**: ``greedy`` as it comes, every usable spot node and never an
+  on-demand one; it may miss the deadline (``greedy_met`` says);
 * **optimal**: the offline optimum (:mod:`elasim.optimal`), replayed.
 
 and reports two ratios, as Can't Be Late does:
@@ -21,6 +23,18 @@ and reports two ratios, as Can't Be Late does:
   optimum.  None when the run missed its deadline (cheap because late is not
   better), or when the baseline is within 1 % of the on-demand plan's cost of the
   optimum (the planner's own precision: no gap to speak of).
+
+and two plain ratios beside them:
+
+* ``cost_vs_greedy = cost / plain greedy cost``.  Why: greedy with fallback pays for
+  on-demand nodes it may not need, so a policy can close most of its gap and still
+  cost more than plain greedy, which met the same deadline (issue 24: ``deadline`` at
+  122.9 USD, plain greedy 111.4 USD, greedy with fallback 258.7 USD);
+* ``cost_vs_optimal = cost / optimal cost``: how far from the best possible plan,
+  without the baseline's help (the optimum's replay can be a little dearer than a
+  lucky run, so slightly under 1 happens).
+
+Plain greedy is one ordinary simulation more: the yardstick's time is the optimum's.
 """
 
 from __future__ import annotations
@@ -50,6 +64,8 @@ class Yardstick:
         optimal_cost_usd: the replayed offline optimum's cost.
         optimal_met: whether it met the deadline.
         optimal_lower_bound_usd: the planner's lower bound on its grid.
+        greedy_cost_usd: plain greedy's cost (None if it did not finish).
+        greedy_met: whether plain greedy met the deadline.
     """
 
     on_demand_cost_usd: float | None
@@ -59,10 +75,22 @@ class Yardstick:
     optimal_cost_usd: float | None
     optimal_met: bool | None
     optimal_lower_bound_usd: float | None = None
+    greedy_cost_usd: float | None = None
+    greedy_met: bool | None = None
 
     def cost_vs_on_demand(self, cost_usd: float) -> float | None:
         """``cost / on-demand plan cost`` (None without an on-demand plan)."""
         base = self.on_demand_cost_usd
+        return None if not base else cost_usd / base
+
+    def cost_vs_greedy(self, cost_usd: float) -> float | None:
+        """``cost / plain greedy cost`` (None when greedy did not finish or cost nothing)."""
+        base = self.greedy_cost_usd
+        return None if not base else cost_usd / base
+
+    def cost_vs_optimal(self, cost_usd: float) -> float | None:
+        """``cost / optimal cost`` (None when the optimum did not finish or cost nothing)."""
+        base = self.optimal_cost_usd
         return None if not base else cost_usd / base
 
     def gap_closed(self, cost_usd: float, deadline_met: bool | None) -> float | None:
@@ -76,13 +104,21 @@ class Yardstick:
         return (greedy - cost_usd) / (greedy - best)
 
     def columns(self, cost_usd: float, deadline_met: bool | None) -> dict[str, Any]:
-        """The report's columns for one run."""
+        """The report's columns for one run.
+
+        The first five are as they were before issue 24; then plain greedy's and the
+        optimum's ratios, plain greedy's cost and whether it met the deadline.
+        """
         return {
             "cost_vs_on_demand": self.cost_vs_on_demand(cost_usd),
             "gap_closed": self.gap_closed(cost_usd, deadline_met),
             "on_demand_plan_usd": self.on_demand_cost_usd,
             "greedy_fallback_usd": self.greedy_fallback_cost_usd,
             "optimal_usd": self.optimal_cost_usd,
+            "cost_vs_greedy": self.cost_vs_greedy(cost_usd),
+            "cost_vs_optimal": self.cost_vs_optimal(cost_usd),
+            "greedy_usd": self.greedy_cost_usd,
+            "greedy_met": self.greedy_met,
         }
 
 
@@ -130,7 +166,7 @@ def on_demand_baseline(trace: Any, job: Any, spec: Any, config: Any) -> tuple[fl
 
 
 def compute_yardstick(trace: Any, job: Any, spec: Any, config: Any) -> Yardstick | None:
-    """The three reference runs of ``spec`` (see the module), ``config`` the simulator's.
+    """The four reference runs of ``spec`` (see the module), ``config`` the simulator's.
 
     None without a deadline or on-demand nodes, or on a shared-cluster job trace.
     """
@@ -143,14 +179,16 @@ def compute_yardstick(trace: Any, job: Any, spec: Any, config: Any) -> Yardstick
         return None
     from elasim.progress import report
 
-    report("deadline yardstick", 0, 3)
+    report("deadline yardstick", 0, 4)
     baseline = on_demand_baseline(trace, job, spec, config)
-    report("deadline yardstick", 1, 3)
+    report("deadline yardstick", 1, 4)
     name, options = GREEDY_FALLBACK
     greedy = _run(trace, make_policy(name, options), job, spec, config)
-    report("deadline yardstick", 2, 3)
+    report("deadline yardstick", 2, 4)
+    plain = _run(trace, make_policy(name), job, spec, config)
+    report("deadline yardstick", 3, 4)
     best = _run(trace, OptimalPolicy(), job, spec, config)
-    report("deadline yardstick", 3, 3)
+    report("deadline yardstick", 4, 4)
     bound = dict(best.simulator).get("oracle_plan", {}).get("lower_bound_usd")
     return Yardstick(
         on_demand_cost_usd=None if baseline is None else baseline[0],
@@ -162,4 +200,6 @@ def compute_yardstick(trace: Any, job: Any, spec: Any, config: Any) -> Yardstick
         optimal_lower_bound_usd=bound
         if isinstance(bound, float) and math.isfinite(bound)
         else None,
+        greedy_cost_usd=plain.cost_usd if plain.completed else None,
+        greedy_met=plain.deadline_met,
     )

@@ -134,7 +134,15 @@ def write_run(result: RunResult, out_dir: str | Path, *, plot: bool = True) -> d
             f"{inputs.get('policy', '')} on {inputs.get('trace', '')} "
             f"(real run, {inputs.get('rescale', '')}, x{result.time_scale:g})"
         )
-        paths["plot"] = plot_timeline(out / "timeline.png", timeline, events, title=title)
+        deadline_s = inputs.get("deadline_s")
+        paths["plot"] = plot_timeline(
+            out / "timeline.png",
+            timeline,
+            events,
+            title=title,
+            deadline_s=None if deadline_s is None else float(deadline_s),
+            policy=str(inputs.get("policy") or "") or None,
+        )
     return paths
 
 

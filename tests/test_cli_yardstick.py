@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from elasim.cli import app
@@ -48,6 +49,27 @@ def test_simulate_reports_the_yardstick_with_a_deadline():
         "--deadline-h", "30", "--start-offset-s", "300000",
     )  # fmt: skip
     assert "cost / on-demand plan" in table.stdout and "offline optimum (USD)" in table.stdout
+
+
+def test_the_yardstick_reports_against_plain_greedy_and_the_optimum():
+    """Issue 24: gap_closed, measured against greedy with fallback (258.7 USD), hid that
+    plain greedy (111.4 USD, deadline met) was cheaper than deadline (122.9 USD)."""
+    args = ("simulate", "-t", "spot_us_east.csv", "-p", "deadline", "--deadline-h", "12")
+    summary = json.loads(invoke(*args, "--json").stdout)
+    cost = summary["cost_usd"]
+    assert summary["greedy_usd"] == pytest.approx(111.365, abs=0.01)
+    assert summary["greedy_met"] is True
+    assert summary["cost_vs_greedy"] == pytest.approx(cost / summary["greedy_usd"])
+    assert summary["cost_vs_greedy"] > 1.05  # said plainly: dearer than plain greedy
+    assert summary["cost_vs_optimal"] == pytest.approx(cost / summary["optimal_usd"])
+    # the existing columns keep their meaning
+    fallback, best = summary["greedy_fallback_usd"], summary["optimal_usd"]
+    assert fallback == pytest.approx(258.66, abs=0.01)
+    assert summary["gap_closed"] == pytest.approx((fallback - cost) / (fallback - best))
+    assert summary["cost_vs_on_demand"] == pytest.approx(cost / summary["on_demand_plan_usd"])
+    table = invoke(*args).stdout
+    for label in ("cost / plain greedy", "cost / offline optimum", "plain greedy (USD)"):
+        assert label in table, table
 
 
 def test_no_yardstick_without_a_deadline_or_when_asked():
@@ -108,6 +130,13 @@ def test_sweep_adds_the_yardstick_columns_and_the_optimum(tmp_path: Path):
         assert best[row["seed"]] <= row["cost_usd"] * 1.02, row["policy"]
     mine = frame[frame["policy"] == "deadline"]
     assert (mine["cost_vs_on_demand"] <= 1.005).all()
+    # plain greedy in the grid is the yardstick's plain greedy; the optimum is its own
+    greedy = frame[frame["policy"] == "greedy"]
+    assert greedy["cost_vs_greedy"].to_numpy() == pytest.approx(1.0)
+    assert greedy["greedy_usd"].to_numpy() == pytest.approx(greedy["cost_usd"].to_numpy())
+    oracle = frame[frame["policy"] == "optimal"]
+    assert oracle["cost_vs_optimal"].to_numpy() == pytest.approx(1.0)
+    assert "against the yardstick" in said and "cost_vs_greedy" in said
     assert (out / "pareto.png").stat().st_size > 0
 
 
@@ -116,3 +145,34 @@ def test_without_a_deadline_the_sweep_has_no_oracle_and_no_yardstick():
     assert not spec.yardstick and spec.total_points == spec.size
     frame = run_sweep(spec, workers=1)
     assert "gap_closed" not in frame
+
+
+def test_the_tables_carry_plain_greedy_and_the_optimum():
+    """The sweep's tables and ``yardstick_table`` show both new ratios, old ones kept."""
+    from elasim.analysis.sweep_tables import job_sweep_tables
+    from elasim.analysis.tables import yardstick_table
+
+    frame = pd.DataFrame(
+        {
+            "trace": ["t", "t"], "policy": ["a", "b"], "seed": [0, 0],
+            "completion_time_h": [1.0, 2.0], "cost_usd": [2.0, 1.0], "lost_work_h": [0.0, 0.0],
+            "rescales": [0, 0], "completed": [True, True], "deadline_met": [True, False],
+            "cost_vs_on_demand": [0.5, 0.25], "gap_closed": [0.1, None],
+            "cost_vs_greedy": [2.0, 1.0], "cost_vs_optimal": [4.0, 2.0],
+        }
+    )  # fmt: skip
+    first, second = job_sweep_tables(frame)
+    assert "vs on-\ndemand" not in [c.header for c in first.columns]  # fits 80 columns
+    assert second.title.endswith("against the yardstick")
+    headers = [c.header.replace("\n", " ") for c in second.columns]
+    assert headers == [
+        "policy", "cost (USD)", "vs on- demand", "gap closed", "vs greedy", "vs optimal", "on time",
+    ]  # fmt: skip
+    assert second.rows == (
+        ("a", "2.00", "0.50", "0.10", "2.00", "4.00", "1/1"),
+        ("b", "1.00", "0.25", "-", "1.00", "2.00", "0/1"),
+    )
+    table = yardstick_table(frame).set_index("policy")
+    assert table["cost_vs_greedy"].to_dict() == {"a": 2.0, "b": 1.0}
+    assert table["cost_vs_optimal"].to_dict() == {"a": 4.0, "b": 2.0}
+    assert table["gap_closed"]["a"] == 0.1 and table["cost_vs_on_demand"]["b"] == 0.25

@@ -205,3 +205,24 @@ def test_pareto_is_per_trace_and_shows_identical_policies_as_one_marker():
         plt.close(fig)
     grey = to_rgb("tab:gray")
     assert all(to_rgb(color) != grey for color in policy_colors().values())
+
+
+def test_a_json_sweep_writes_its_report_too(tmp_path: Path):
+    """Issue 24: ``--json`` with ``--out`` wrote pareto.png but no report.html."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from elasim.cli import app
+
+    out = tmp_path / "out"
+    args = ["sweep", "--traces", "spot_us_east.csv", "--policies", "greedy,price"]
+    result = CliRunner().invoke(
+        app, [*args, "--seeds", "0", "--workers", "1", "--out", str(out), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {row["policy"] for row in rows} == {"greedy", "price"}  # stdout: JSON lines only
+    assert (out / "pareto.png").is_file()
+    page = (out / "report.html").read_text()
+    assert "cheapest" in page and "greedy = price" in page and "data:image/png" in page

@@ -3,19 +3,22 @@
 matplotlib is imported inside the functions only, so importing
 :mod:`elasim.analysis` stays cheap.  Figures are created through pyplot (so a
 notebook shows them) and returned; the caller closes them.  Colours are fixed per
-policy (:func:`policy_colors`) so one policy looks the same in every figure.
+policy (:func:`policy_colors`, from :mod:`elasim.palette`, the one palette the
+timeline uses too) so one policy looks the same in every figure.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+from elasim.palette import policy_colors
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.axes import Axes
@@ -42,27 +45,6 @@ __all__ = [
 ]
 
 _WASTE_COLORS = ("tab:red", "tab:orange", "tab:blue", "tab:gray")
-
-
-def policy_colors(policies: Iterable[str] | None = None) -> dict[str, Any]:
-    """One fixed colour per policy, the same in every plot.
-
-    Registered policies get their colour from their position in
-    :func:`elasim.policies.policy_names` (so ``greedy`` has the same colour in every
-    notebook, whatever subset a figure shows); others follow.
-    """
-    from matplotlib import colormaps
-
-    from elasim.policies import policy_names
-
-    # tab10 less its grey: grey is for neutral marks (availability, "other"), so no
-    # policy may wear it
-    palette = [c for i, c in enumerate(colormaps["tab10"].colors) if i != 7]
-    names = list(policy_names(include_oracles=True))
-    for name in policies or ():
-        if name not in names:
-            names.append(name)
-    return {name: palette[i % len(palette)] for i, name in enumerate(names)}
 
 
 def _panels(count: int, width: float = 5.2, height: float = 4.0) -> tuple[Figure, list[Axes]]:

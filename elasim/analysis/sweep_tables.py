@@ -87,8 +87,11 @@ _JOB_FIGURES = (
     ("rescales", "rescales", 0, True),
 )
 _YARDSTICK_FIGURES = (
+    ("cost_usd", "cost\n(USD)", 2, False),
     ("cost_vs_on_demand", "vs on-\ndemand", 2, False),
     ("gap_closed", "gap\nclosed", 2, False),
+    ("cost_vs_greedy", "vs\ngreedy", 2, False),
+    ("cost_vs_optimal", "vs\noptimal", 2, False),
 )
 
 
@@ -99,32 +102,46 @@ def _runs_cell(rows: pd.DataFrame, deadline: bool) -> str:
     return f"{ok}/{len(rows)}"
 
 
-def job_sweep_tables(frame: pd.DataFrame, by: Sequence[str] | None = None) -> tuple[TextTable, ...]:
-    """One table per trace (per :func:`sweep_groups`): a row per policy, medians over runs.
-
-    The last column counts the runs that finished (``done``), or, with a deadline,
-    those that met it (``on time``).
-    """
-    by = tuple(by or sweep_groups(frame))
-    deadline = "deadline_met" in frame and bool(frame["deadline_met"].notna().any())
-    figures = list(_JOB_FIGURES)
-    if "cost_vs_on_demand" in frame:
-        figures += _YARDSTICK_FIGURES
+def _medians_table(
+    title: str, rows: pd.DataFrame, figures: Sequence[tuple[str, str, int, bool]], deadline: bool
+) -> TextTable:
+    """A row per policy: the median of each figure over its runs, then the runs cell."""
     columns = (
         Column("policy", numeric=False),
         *(Column(header) for _, header, _, _ in figures),
         Column("on\ntime" if deadline else "done"),
     )
+    body = []
+    for policy, runs in rows.groupby("policy", sort=True):
+        medians = [
+            cell(runs[name].astype(float).median(), digits, count)
+            for name, _, digits, count in figures
+        ]
+        body.append((str(policy), *medians, _runs_cell(runs, deadline)))
+    return TextTable(title, columns, tuple(body))
+
+
+def job_sweep_tables(frame: pd.DataFrame, by: Sequence[str] | None = None) -> tuple[TextTable, ...]:
+    """One table per trace (per :func:`sweep_groups`): a row per policy, medians over runs.
+
+    The last column counts the runs that finished (``done``), or, with a deadline,
+    those that met it (``on time``).  With the yardstick's columns (a deadline), each
+    trace's table is followed by a second one, ``TRACE: against the yardstick``: cost
+    against the on-demand plan, the gap closed, against plain greedy and against the
+    optimum.  Why a second table: with its four ratios in the first, it no longer
+    fits an 80-column terminal.
+    """
+    by = tuple(by or sweep_groups(frame))
+    deadline = "deadline_met" in frame and bool(frame["deadline_met"].notna().any())
+    # a parquet from before issue 24 lacks cost_vs_greedy and cost_vs_optimal
+    yardstick = [f for f in _YARDSTICK_FIGURES if f[0] in frame]
     tables = []
     for key, rows in frame.groupby(list(by) if len(by) > 1 else by[0], sort=True):
-        body = []
-        for policy, runs in rows.groupby("policy", sort=True):
-            medians = [
-                cell(runs[name].astype(float).median(), digits, count)
-                for name, _, digits, count in figures
-            ]
-            body.append((str(policy), *medians, _runs_cell(runs, deadline)))
-        tables.append(TextTable(group_label(by, key), columns, tuple(body)))
+        title = group_label(by, key)
+        tables.append(_medians_table(title, rows, _JOB_FIGURES, deadline))
+        if "cost_vs_on_demand" in frame:
+            title = f"{title}: against the yardstick"
+            tables.append(_medians_table(title, rows, yardstick, deadline))
     return tuple(tables)
 
 

@@ -24,14 +24,15 @@ from .cluster_options import (
     rescale_mode,
     rescale_option,
 )
+from .progress import counted_progress
 from .sweep_output import print_answers, print_tables, shown_policies, write_report
 from .tools import (
     ensure_writable_dir,
+    err_console,
     out_console,
     parse_sets,
     sets_option,
     split_list,
-    sweep_progress,
 )
 from .tools import fail as _fail
 from .tools import json_safe as _json_safe
@@ -158,14 +159,10 @@ def _sweep(
     spec.validate()
     if out is not None:
         ensure_writable_dir(out, "--out")
-    with sweep_progress(as_json) as progress:
-        task = progress.add_task("simulating", total=spec.size)
+    # on stderr, with --json too: a bar on a terminal, else a line every few seconds
+    with counted_progress(err_console, "simulating", spec.size) as tick:
         runs = run_cluster_sweep(
-            spec,
-            workers=workers or None,
-            on_done=lambda: progress.advance(task),
-            backend=backend,
-            address=address,
+            spec, workers=workers or None, on_done=tick, backend=backend, address=address
         )
     _report(runs, spec, out, as_json)
 

@@ -1,52 +1,121 @@
 """Showing the library's progress records (:mod:`elasim.progress`) in the CLI.
 
-Nothing is shown for calls that finish within :data:`QUIET_S`: most answers come in
-milliseconds and need no bar.  After that, a rich progress bar on stderr when stdout
-is a terminal, else plain lines on stderr (at most one a second), so that ``--json``
-keeps stdout to its one object.
+One mechanism for every command: progress is ``INFO`` records on the
+``elasim.progress`` logger, each with ``(done, total)``; a handler here shows them as
+a rich bar on a terminal and as plain lines on stderr otherwise, so that a piped or CI
+run is not silent for minutes and ``--json`` keeps stdout to its result.
+
+* :func:`show_progress` (``simulate``): the library's own long calls (the optimum, the
+  yardstick).  Nothing for calls that finish within :data:`QUIET_S`, most answers
+  come in milliseconds; then a bar when stdout is a terminal, else a line at most
+  once a second.
+* :func:`counted_progress` (``sweep``, ``cluster sweep``): a count of finished grid
+  points.  A bar at once when stderr is a terminal; else a line every
+  :data:`LINE_EVERY_S` seconds (done/total, elapsed, an estimate of the time left),
+  and a last one when it ends, if it ran that long.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from elasim.progress import PROGRESS_LOGGER
+from elasim.progress import PROGRESS_LOGGER, report
 
-__all__ = ["QUIET_S", "show_progress"]
+__all__ = [
+    "LINE_EVERY_S",
+    "QUIET_S",
+    "counted_progress",
+    "duration",
+    "progress_line",
+    "show_progress",
+]
 
 #: Seconds after the command starts during which progress stays quiet.
 QUIET_S = 2.0
+#: Seconds between two plain progress lines of a sweep (not a terminal).
+LINE_EVERY_S = 5.0
+
+
+def duration(seconds: float) -> str:
+    """``45 s``, ``3 min 20 s``: a time as a user reads it."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+def progress_line(what: str, done: int, total: int, elapsed_s: float) -> str:
+    """``simulating: 12/40 done, elapsed 10 s, about 23 s left``: one plain line.
+
+    The estimate assumes the remaining items take as long as the finished ones did,
+    so it comes once one has finished and not at the end.
+    """
+    if done <= 0:
+        return f"{what}: {done}/{total}, elapsed {duration(elapsed_s)}"
+    line = f"{what}: {done}/{total} done, elapsed {duration(elapsed_s)}"
+    if done < total:
+        line += f", about {duration(elapsed_s * (total - done) / done)} left"
+    return line
 
 
 class _Handler(logging.Handler):
-    """Turns progress records into a bar (terminal) or plain lines (not a terminal)."""
+    """Turns progress records into a bar (terminal) or plain lines (not a terminal).
 
-    def __init__(self, console: Any, terminal: bool) -> None:
+    Args:
+        console: where to show them (stderr).
+        terminal: a bar if true, else lines.
+        quiet_s: nothing is shown this long after the handler starts.
+        every_s: at least this long between two lines (the last one always comes).
+        only: show only the records of this ``what`` (a sweep's count; the yardstick
+            and optimum of its grid points log too, on the same logger).
+    """
+
+    def __init__(
+        self,
+        console: Any,
+        terminal: bool,
+        *,
+        quiet_s: float = QUIET_S,
+        every_s: float = 1.0,
+        only: str | None = None,
+    ) -> None:
         super().__init__(logging.INFO)
         self.console, self.terminal = console, terminal
+        self.quiet_s, self.every_s, self.only = quiet_s, every_s, only
         self.started = time.monotonic()
-        self.last_line = -1.0
+        self.last_line = -float("inf")
         self.bar: Any = None
         self.tasks: dict[str, Any] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         progress = getattr(record, "progress", None)
         now = time.monotonic()
-        if progress is None or now - self.started < QUIET_S:
+        if progress is None or now - self.started < self.quiet_s:
             return
         done, total = progress
         what = str(record.args[0]) if isinstance(record.args, tuple) and record.args else ""
+        if self.only is not None and what != self.only:
+            return
         if not self.terminal:
-            if now - self.last_line >= 1.0 or done >= total:
-                self.console.print(record.getMessage(), highlight=False, soft_wrap=True)
+            if now - self.last_line >= self.every_s or done >= total:
+                line = progress_line(what, done, total, now - self.started)
+                self.console.print(line, highlight=False, soft_wrap=True)
                 self.last_line = now
             return
-        if self.bar is None:
-            from rich.progress import Progress
+        self._draw(what, done, total)
 
-            self.bar = Progress(console=self.console, transient=True)
+    def _draw(self, what: str, done: int, total: int) -> None:
+        """The bar of ``what`` at ``done`` of ``total`` (gone when it is done)."""
+        if self.bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            columns = ("{task.description}", BarColumn(), MofNCompleteColumn())
+            self.bar = Progress(*columns, TimeElapsedColumn(), console=self.console, transient=True)
             self.bar.start()
         if what not in self.tasks:
             self.tasks[what] = self.bar.add_task(what, total=total)
@@ -60,14 +129,61 @@ class _Handler(logging.Handler):
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+            self.bar = None
         super().close()
 
 
 def show_progress(err_console: Any, out_console: Any) -> None:
-    """Show progress records from now on, until the process ends (see the module)."""
+    """Show progress records from now on, until the process ends (see the module).
+
+    A handler an earlier call left (tests run commands in one process) is replaced,
+    so no record is shown twice.
+    """
     import atexit
 
+    for old in [h for h in PROGRESS_LOGGER.handlers if isinstance(h, _Handler)]:
+        PROGRESS_LOGGER.removeHandler(old)
+        old.close()
     handler = _Handler(err_console, terminal=out_console.is_terminal)
     PROGRESS_LOGGER.addHandler(handler)
     PROGRESS_LOGGER.setLevel(logging.INFO)
     atexit.register(handler.close)
+
+
+@contextmanager
+def counted_progress(
+    console: Any, what: str, total: int, *, every_s: float | None = None
+) -> Iterator[Callable[[], None]]:
+    """Count finished items of ``what`` while the block runs; yields ``tick()``, one per item.
+
+    Each tick is a progress record (:func:`elasim.progress.report`), shown by the
+    same handler as :func:`show_progress`'s: a bar when ``console`` (stderr) is a
+    terminal, else a plain line every ``every_s`` seconds (default
+    :data:`LINE_EVERY_S`, read when called).  The handler goes when the block ends.
+    """
+    every_s = LINE_EVERY_S if every_s is None else every_s
+    terminal = bool(console.is_terminal)
+    handler = _Handler(
+        console, terminal, quiet_s=0.0 if terminal else every_s, every_s=every_s, only=what
+    )
+    # a handler show_progress left (tests run commands in one process) steps aside
+    others = [h for h in PROGRESS_LOGGER.handlers if isinstance(h, _Handler)]
+    for other in others:
+        PROGRESS_LOGGER.removeHandler(other)
+    PROGRESS_LOGGER.addHandler(handler)
+    PROGRESS_LOGGER.setLevel(logging.INFO)
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        report(what, done, total)
+
+    try:
+        report(what, 0, total)
+        yield tick
+    finally:
+        PROGRESS_LOGGER.removeHandler(handler)
+        handler.close()
+        for other in others:
+            PROGRESS_LOGGER.addHandler(other)

@@ -50,6 +50,10 @@ _SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
     ("on_demand_plan_usd", "on-demand plan (USD)"),
     ("greedy_fallback_usd", "greedy with fallback (USD)"),
     ("optimal_usd", "offline optimum (USD)"),
+    ("cost_vs_greedy", "cost / plain greedy"),
+    ("cost_vs_optimal", "cost / offline optimum"),
+    ("greedy_usd", "plain greedy (USD)"),
+    ("greedy_met", "plain greedy met deadline"),
     ("loop_turns", "job-loop turns"),
     ("wall_time_s", "wall time (s)"),
 )
@@ -148,8 +152,8 @@ def simulate(
         True,
         "--yardstick/--no-yardstick",
         help="With a deadline and an on-demand price, also run the on-demand plan, "
-        "greedy with fallback and the offline optimum, and report cost_vs_on_demand "
-        "and gap_closed.",
+        "greedy with fallback, plain greedy and the offline optimum, and report "
+        "cost_vs_on_demand, gap_closed, cost_vs_greedy and cost_vs_optimal.",
     ),
 ) -> None:
     """Replay a trace through the SimPy model with one policy and report the cost."""
@@ -238,7 +242,7 @@ def _warn_if_infeasible(job: Any, spec: JobSpec) -> None:
 def _yardstick_columns(
     trace: Any, job: Any, spec: JobSpec, config: Any, result: Any
 ) -> dict[str, Any]:
-    """``cost_vs_on_demand``, ``gap_closed`` and the reference costs (empty if none)."""
+    """The yardstick's ratios and reference costs (:meth:`Yardstick.columns`; empty if none)."""
     from elasim.yardstick import compute_yardstick
 
     reference = _run_guarded(compute_yardstick, trace, job, spec, config)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,16 +12,17 @@ import typer
 
 from elasim.jobmodel import JobSpec
 
+from .progress import counted_progress
 from .spec_options import SpecFlags, with_spec
 from .sweep_output import print_answers, print_tables, shown_policies, write_report
 from .tools import (
     UsageError,
     ensure_writable_dir,
+    err_console,
     nonnegative,
     one_of,
     out_console,
     split_list,
-    sweep_progress,
 )
 from .tools import fail as _fail
 from .tools import json_safe as _json_safe
@@ -134,7 +136,6 @@ def _sweep(
     *, workers: int, backend: str, address: str | None, out: Path, as_json: bool, **flags: Any
 ) -> None:
     """The body of ``sweep``: check everything, run the grid, write and print."""
-    from elasim.analysis.plots import plot_pareto
     from elasim.output import write_parquet
     from elasim.sweep import BACKENDS, run_sweep
 
@@ -147,24 +148,21 @@ def _sweep(
     _run_guarded(ensure_writable_dir, out, "--out")
 
     def grid() -> Any:
-        with sweep_progress(as_json) as progress:
-            task = progress.add_task("simulating", total=spec.total_points)
+        # on stderr, with --json too: a bar on a terminal, else a line every few seconds
+        with counted_progress(err_console, "simulating", spec.total_points) as tick:
             return run_sweep(
-                spec,
-                workers=workers or None,
-                on_done=lambda: progress.advance(task),
-                backend=backend,
-                address=address,
+                spec, workers=workers or None, on_done=tick, backend=backend, address=address
             )
 
     frame = _run_guarded(grid)
     _run_guarded(write_parquet, out / "sweep.parquet", frame)
+    # every file first, the same with or without --json: a JSON run's --out is the same
+    report = _run_guarded(_write_report, frame, spec, out)
     if as_json:
-        plot_pareto(shown_policies(frame), out / "pareto.png")
         for row in frame.to_dict(orient="records"):
             sys.stdout.write(json.dumps(_json_safe(row)) + "\n")
         return
-    _run_guarded(_report, frame, spec, out)
+    _print_report(report, out)
 
 
 def _notes(frame: Any, spec: Any) -> list[str]:
@@ -180,13 +178,25 @@ def _notes(frame: Any, spec: Any) -> list[str]:
             "meets the deadline; gap closed (gap_closed): share of the gap between greedy "
             "with fallback "
             "(greedy --set deadline_fallback=true) and the offline optimum closed "
-            "(1: optimal; '-': deadline missed or no gap)"
+            "(1: optimal; '-': deadline missed or no gap); vs greedy (cost_vs_greedy): "
+            "cost / plain greedy's, which may miss the deadline (greedy_met); vs optimal "
+            "(cost_vs_optimal): cost / the offline optimum's"
         )
     return notes
 
 
-def _report(frame: Any, spec: Any, out: Path) -> None:
-    """Print the tables and the answers; write pareto.png and report.html."""
+@dataclass(frozen=True)
+class _Report:
+    """What ``report.html`` holds, kept for the terminal (which prints it the same)."""
+
+    title: str
+    tables: tuple[Any, ...]
+    answers: tuple[Any, ...]
+    notes: tuple[str, ...]
+
+
+def _write_report(frame: Any, spec: Any, out: Path) -> _Report:
+    """Write pareto.png and report.html (with or without ``--json``); return the report."""
     from elasim.analysis.answers import sweep_answers
     from elasim.analysis.plots import plot_pareto
     from elasim.analysis.sweep_tables import job_sweep_tables, sweep_groups
@@ -195,23 +205,31 @@ def _report(frame: Any, spec: Any, out: Path) -> None:
     shown = shown_policies(frame)
     by = sweep_groups(shown)
     deadline_h = None if spec.base.deadline_s is None else spec.base.deadline_s / 3600
-    tables = job_sweep_tables(shown, by)
-    answers = sweep_answers(shown, by=by, deadline_h=deadline_h, leave_out=oracle_names())
-    notes = _notes(frame, spec)
+    report = _Report(
+        title=f"sweep: {spec.size} simulations (medians over seeds)",
+        tables=tuple(job_sweep_tables(shown, by)),
+        answers=tuple(sweep_answers(shown, by=by, deadline_h=deadline_h, leave_out=oracle_names())),
+        notes=tuple(_notes(frame, spec)),
+    )
     plot_pareto(shown, out / "pareto.png", by=by)
-    title = f"sweep: {spec.size} simulations (medians over seeds)"
     write_report(
         out,
-        title=title,
-        tables=tables,
-        answers=answers,
+        title=report.title,
+        tables=report.tables,
+        answers=report.answers,
         images=[("cost vs completion time, per trace", "pareto.png")],
-        notes=notes,
+        notes=report.notes,
     )
-    out_console.print(title, style="bold", highlight=False)
-    print_tables(tables, notes)
+    return report
+
+
+def _print_report(report: _Report, out: Path) -> None:
+    """The tables, what was written, and the answers, on stdout."""
+    out_console.print(report.title, style="bold", highlight=False)
+    print_tables(report.tables, report.notes)
     out_console.print(f"wrote {out}/sweep.parquet, pareto.png and report.html", highlight=False)
-    print_answers(answers, "answers (medians over seeds; unfinished runs and oracles do not count)")
+    heading = "answers (medians over seeds; unfinished runs and oracles do not count)"
+    print_answers(report.answers, heading)
 
 
 def register(app: typer.Typer) -> None:

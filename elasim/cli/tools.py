@@ -28,6 +28,8 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from .progress import duration as _duration
+
 __all__ = [
     "UsageError",
     "alias",
@@ -361,34 +363,6 @@ def policy_tables(infos: Any) -> list[Any]:
 def hidden(flag: str) -> Any:
     """An old spelling kept as a hidden alias."""
     return typer.Option(None, flag, hidden=True)
-
-
-def sweep_progress(as_json: bool) -> Any:
-    """The progress bar of a sweep (job or cluster), on stderr.
-
-    Transient: a failure's one line is then the only thing left on stderr; disabled
-    under ``--json`` so that stdout and stderr carry nothing but the result.
-    """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    return Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        disable=as_json,
-        transient=True,
-    )
-
-
-def _duration(seconds: float) -> str:
-    """``45 s``, ``3 min 20 s``: a time left, as a user reads it."""
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    minutes, rest = divmod(int(round(seconds)), 60)
-    return f"{minutes} min {rest:02d} s"
 
 
 class StageProgress:

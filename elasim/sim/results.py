@@ -58,5 +58,12 @@ def write_result(
     if plot:
         spec = result.spec
         title = f"{spec.policy} on {spec.trace} ({dict(result.simulator).get('job_model', '')})"
-        paths["plot"] = plot_timeline(out / "timeline.png", timeline, events, title=title)
+        paths["plot"] = plot_timeline(
+            out / "timeline.png",
+            timeline,
+            events,
+            title=title,
+            deadline_s=spec.deadline_s,
+            policy=str(spec.policy),
+        )
     return paths
