@@ -36,7 +36,9 @@ def _fresh(monkeypatch):
 
 
 def _warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno >= logging.WARNING]
+    return [
+        r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno >= logging.WARNING
+    ]
 
 
 def test_a_trace_shorter_than_its_jobs_warns_once(caplog):
