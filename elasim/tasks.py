@@ -64,7 +64,7 @@ logger = logging.getLogger(__name__)
 #: Names accepted by ``backend=`` (:func:`run_tasks`, :func:`elasim.sweep.run_sweep`).
 BACKENDS = ("local", "ray")
 
-RAY_MISSING = "the ray backend needs the 'ray' extra: pip install 'elasim[ray]'"
+RAY_MISSING = "the ray backend needs the 'ray' extra: pip install '.[ray]' in the elasim checkout"
 
 #: Batches per worker slot: enough that the last batches still balance the load.
 BATCHES_PER_SLOT = 8

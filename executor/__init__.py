@@ -103,7 +103,7 @@ def require_torch() -> None:
     except ImportError as exc:
         raise ImportError(
             f"this needs torch, the executor extra ({exc}); install a torch build, e.g. "
-            "`pip install torch==2.13.0` for CPU, then `pip install 'elasim[executor]'`"
+            "`pip install torch==2.13.0`, then `pip install '.[executor]'` in the elasim checkout"
         ) from None
 
 

@@ -58,7 +58,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RAY_MISSING = "--launcher ray needs the 'ray' extra: pip install 'elasim[ray]'"
+RAY_MISSING = "--launcher ray needs the 'ray' extra: pip install '.[ray]' in the elasim checkout"
 #: how long the slot count read from the cluster stays fresh (``ray.nodes()`` is a
 #: round trip to Ray's control store; the pool asks for it at every spawn)
 _CAPACITY_TTL_S = 1.0

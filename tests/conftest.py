@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     if importlib.util.find_spec("torch") is not None:
         return
-    skip = pytest.mark.skip(reason="needs torch (pip install 'elasim[executor]')")
+    skip = pytest.mark.skip(reason="needs torch (pip install '.[executor]')")
     for item in items:
         if item.get_closest_marker("executor") is not None:
             item.add_marker(skip)

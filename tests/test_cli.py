@@ -261,7 +261,7 @@ def test_commands_that_need_torch_say_so_in_one_line(args, monkeypatch, tmp_path
     assert result.exit_code == 2, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "executor extra" in lines[0], result.stderr
-    assert "elasim[executor]" in lines[0]  # printed as written, not eaten as markup
+    assert "'.[executor]'" in lines[0]  # printed as written, not eaten as markup
     assert "Traceback" not in result.output
 
 

@@ -77,7 +77,7 @@ def test_ray_missing_exits_2_and_says_which_extra(tmp_path):
     (fake / "__init__.py").write_text("raise ImportError('no ray here')\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
-    _one_line_exit_2(_run("--launcher", "ray", env=env), "elasim[ray]")
+    _one_line_exit_2(_run("--launcher", "ray", env=env), "'.[ray]'")
 
 
 class _FakeRay:

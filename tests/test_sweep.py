@@ -40,7 +40,10 @@ def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` raise ImportError
     with pytest.raises(ValueError) as info:
         run_sweep(TINY, backend="ray")
-    assert str(info.value) == "the ray backend needs the 'ray' extra: pip install 'elasim[ray]'"
+    assert (
+        str(info.value)
+        == "the ray backend needs the 'ray' extra: pip install '.[ray]' in the elasim checkout"
+    )
 
 
 @pytest.mark.timeout(120)
