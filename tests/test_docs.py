@@ -6,6 +6,12 @@ folder, under ``bash -euo pipefail``, with this install's ``elasim`` first on th
 PATH, and must exit 0 without a traceback.  Such blocks use the bundled data only and
 take seconds (see docs/development.md).  The site itself is built by ``.ci/run``
 (``mkdocs build --strict``), which needs the docs extra; these tests do not.
+
+A fenced ``text`` block preceded by ``<!-- output -->`` is a transcript: each ``$ ``
+line is a command, the lines after it what it prints (stdout and stderr, any exit
+code).  The commands run in order in one fresh folder, and what they print must match,
+whitespace aside (the page may wrap a long line) and with ``...`` matching anything (a
+temporary path).  So an error message quoted in the docs is the real one.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 MARKER = "<!-- run -->"
+OUTPUT_MARKER = "<!-- output -->"
 BLOCK_TIMEOUT_S = 120
 
 
@@ -53,6 +60,52 @@ def marked_blocks(text: str, page: str) -> list[Block]:
             raise ValueError(f"{page}:{i + 2}: unclosed ```bash fence")
         blocks.append(Block(page, i + 3, "\n".join(lines[i + 2 : end])))
     return blocks
+
+
+def transcripts(text: str, page: str) -> list[Block]:
+    """The ``text`` blocks of ``text`` that follow an ``<!-- output -->`` line."""
+    lines = text.splitlines()
+    blocks: list[Block] = []
+    for i, line in enumerate(lines):
+        if line.strip() != OUTPUT_MARKER:
+            continue
+        if i + 1 >= len(lines) or lines[i + 1].strip() != "```text":
+            raise ValueError(f"{page}:{i + 1}: {OUTPUT_MARKER} must be followed by a ```text fence")
+        end = next((j for j in range(i + 2, len(lines)) if lines[j].strip() == "```"), None)
+        if end is None:
+            raise ValueError(f"{page}:{i + 2}: unclosed ```text fence")
+        blocks.append(Block(page, i + 3, "\n".join(lines[i + 2 : end])))
+    return blocks
+
+
+def all_transcripts() -> list[Block]:
+    return [
+        block
+        for path in sorted(DOCS.rglob("*.md"))
+        for block in transcripts(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+    ]
+
+
+def transcript_steps(text: str) -> list[tuple[str, str]]:
+    """(command, expected output) pairs of a transcript's ``$ `` lines."""
+    steps: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        elif steps:
+            steps[-1][1].append(line)
+        else:
+            raise ValueError(f"a transcript starts with a '$ ' line, not {line!r}")
+    return [(command, "\n".join(out)) for command, out in steps]
+
+
+def output_matches(expected: str, actual: str) -> bool:
+    """``actual`` is ``expected``, whitespace aside, with ``...`` matching anything."""
+    pattern = r"\s+".join(
+        ".*?".join(re.escape(part) for part in word.split("..."))
+        for word in expected.split()
+    )
+    return re.fullmatch(pattern, " ".join(actual.split()), re.S) is not None
 
 
 def all_blocks() -> list[Block]:
@@ -121,3 +174,26 @@ def test_the_guides_commands_run(block, tmp_path):
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"{block.id} exited {done.returncode}:\n{output[-3000:]}"
     assert "Traceback (most recent call last)" not in output, f"{block.id}:\n{output[-3000:]}"
+
+
+def test_a_transcript_checks_what_a_command_prints(tmp_path):
+    """The transcript check is not blind: a wrong quoted message fails."""
+    steps = transcript_steps("$ printf 'a\\n'\na\n$ echo no such message\nother message")
+    assert [run_block(Block("x.md", 1, c), tmp_path).stdout for c, _ in steps] == [
+        "a\n",
+        "no such message\n",
+    ]
+    assert output_matches(steps[0][1], "a\n")
+    assert not output_matches(steps[1][1], "no such message\n")
+    assert output_matches("error: at .../mine.py:8: boom", "error: at /tmp/x/mine.py:8:\n boom")
+
+
+@pytest.mark.parametrize("block", all_transcripts(), ids=lambda block: block.id)
+def test_the_docs_quote_real_output(block, tmp_path):
+    for command, expected in transcript_steps(block.text):
+        done = run_block(Block(block.page, block.line, command), tmp_path)
+        output = done.stdout + done.stderr
+        assert output_matches(expected, output), (
+            f"{block.id}: `{command}` printed (exit {done.returncode}):\n{output}\n"
+            f"but the page says:\n{expected}"
+        )
