@@ -102,8 +102,7 @@ def transcript_steps(text: str) -> list[tuple[str, str]]:
 def output_matches(expected: str, actual: str) -> bool:
     """``actual`` is ``expected``, whitespace aside, with ``...`` matching anything."""
     pattern = r"\s+".join(
-        ".*?".join(re.escape(part) for part in word.split("..."))
-        for word in expected.split()
+        ".*?".join(re.escape(part) for part in word.split("...")) for word in expected.split()
     )
     return re.fullmatch(pattern, " ".join(actual.split()), re.S) is not None
 
