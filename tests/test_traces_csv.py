@@ -88,7 +88,7 @@ def test_job_trace_with_durations(tmp_path: Path) -> None:
         ("t,n\n0,1\nyesterday,1\n", "time=t,available=n", (3, 1), "ISO 8601"),
         ("t,n\n0,1\n60\n", "time=t,available=n", (3, None), "needs 2"),
         ("t,n\n0,1\n", "time=t,available=nodes", (1, None), "no column named 'nodes'"),
-        ("s,d,g\n0,10,0\n", "submit=s,duration=d,gpus=g", (2, 3), "gpus must be > 0"),
+        ("s,d,g\n0,10,0\n", "submit=s,duration=d,gpus=g", (2, 3), "gpus (column g) must be > 0"),
     ],
 )
 def test_errors_name_file_line_and_column(
@@ -132,7 +132,7 @@ def test_cli_maps_columns_and_fails_in_one_line(tmp_path: Path) -> None:
     bad = write(tmp_path, "t,n\n0,1\n60,x\n", "bad.csv")
     failed = runner.invoke(app, [*args[:4], str(bad), str(out), "--map", "time=t,available=n"])
     assert failed.exit_code == 2
-    assert f"{bad}:3:2: available: 'x' is not a number" in failed.output
+    assert f"{bad}:3:2: available (column n): 'x' is not a number" in failed.output
     assert failed.output.count("\n") == 1
 
 
@@ -231,3 +231,27 @@ def test_opt_help_lists_the_options_rather_than_pointing_at_itself() -> None:
     listed = CliRunner().invoke(app, ["traces", "formats"], env={"COLUMNS": "200"})
     assert listed.exit_code == 0, listed.output
     assert "time_unit" in listed.output and "unit of plain-number times" in listed.output
+
+
+@pytest.mark.parametrize(("clause", "meant"), [("gpu=>0", "gpu>=0"), ("gpu=<2", "gpu<=2")])
+def test_a_swapped_operator_is_refused_not_read_as_text(tmp_path: Path, clause, meant) -> None:
+    """``gpu=>0`` used to be ``gpu == '>0'`` (then "no data rows left")."""
+    path = write(tmp_path, PODS)
+    with pytest.raises(TraceError) as info:
+        import_trace("csv", path, map=PODS_MAP, where=[clause])
+    message = str(info.value)
+    assert repr(clause) in message and "== != >= <= > <" in message
+    assert repr(meant) in message
+    assert "\n" not in message
+
+
+def test_a_bad_cell_names_the_users_column(tmp_path: Path) -> None:
+    """The mapped column is named as the user wrote it, beside the field it fills."""
+    path = write(tmp_path, "start_s,dur,gpu\n0,10,1\nsoon,10,1\n", "badpods.csv")
+    with pytest.raises(TraceError) as info:
+        import_trace("csv", path, map="submit=start_s,duration=dur,gpus=gpu")
+    assert "submit (column start_s)" in str(info.value)
+    path = write(tmp_path, "start_s,dur,gpu\n0,10,1\n5,10,x\n", "badgpus.csv")
+    with pytest.raises(TraceError) as info:
+        import_trace("csv", path, map="submit=start_s,duration=dur,gpus=gpu")
+    assert "gpus (column gpu)" in str(info.value)

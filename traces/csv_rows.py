@@ -80,6 +80,15 @@ class WhereClause:
 def parse_where(text: str) -> WhereClause:
     """A clause ``COLUMN OP VALUE``, or a :class:`TraceError` saying what is expected."""
     match = _CLAUSE.match(str(text))
+    if match is not None and match["value"][:1] in ("<", ">", "=", "!"):
+        hint = ""
+        if match["op"] == "=":  # 'gpu=>0': the two characters of '>=' the other way round
+            meant = f"{match['column']}{match['value'][0]}={match['value'][1:]}"
+            hint = f"; did you mean {meant!r}?"
+        raise TraceError(
+            f"csv option where {text!r}: {match['op'] + match['value'][0]!r} is not an "
+            f"operator (OP is one of == != >= <= > <){hint}"
+        )
     if match is None or not match["value"]:
         raise TraceError(
             f"csv option where: expected COLUMN OP VALUE (OP one of == != >= <= > <), got {text!r}"

@@ -134,8 +134,17 @@ def _cells(table: _Table, index: int, path: Path) -> list[tuple[int, str]]:
     return out
 
 
+def _label(field: str, mapping: dict[str, str]) -> str:
+    """A field as errors name it: with the user's column (``submit (column start_s)``).
+
+    Why: the user wrote the column, not the field; naming only ``time`` for a
+    ``submit=start_s`` mapping sent them looking for a column that is not there.
+    """
+    return f"{field} (column {mapping[field]})"
+
+
 def _absolute_times(
-    cells: list[tuple[int, str]], column: int, unit: str, path: Path
+    cells: list[tuple[int, str]], column: int, unit: str, path: Path, label: str
 ) -> tuple[np.ndarray, bool]:
     """Each cell as seconds (numbers times ``unit``, or POSIX seconds of a timestamp)."""
     scale = _UNITS.get(unit)
@@ -151,7 +160,7 @@ def _absolute_times(
             stamp = timestamp(text)
         if stamp is None:
             raise TraceError(
-                f"time: neither a number nor an ISO 8601 timestamp: {text!r}",
+                f"{label}: neither a number nor an ISO 8601 timestamp: {text!r}",
                 path,
                 number,
                 column + 1,
@@ -312,19 +321,21 @@ def _capacity(
     meta: dict[str, Any],
 ) -> CapacityTrace:
     """The capacity-trace half of :func:`import_csv`."""
-    times, first = _capacity_times(path, index, column, options)
+    times, first = _capacity_times(path, index, column, options, _label("time", mapping))
     if ("available" in mapping) == ("fail" in mapping):
         raise TraceError("csv option map: give exactly one of available=COL and fail=COL")
     if "available" in mapping:
-        available = _counts(column["available"], index["available"], "available", path)
+        available = _counts(
+            column["available"], index["available"], _label("available", mapping), path
+        )
     else:
-        flags = _numbers(column["fail"], index["fail"], "fail", path)
+        flags = _numbers(column["fail"], index["fail"], _label("fail", mapping), path)
         nodes = 1 if options.nodes is None else options.nodes
         available = np.where(flags == 1, 0, nodes).astype(np.int64)
     available = available[first:]
     price = None
     if "price" in mapping:
-        price = _numbers(column["price"], index["price"], "price", path)[first:]
+        price = _numbers(column["price"], index["price"], _label("price", mapping), path)[first:]
     length = _duration_s(times, options.duration_s)
     t, a, p = _compress(times, available, price)
     metadata = _node_metadata(**meta, source=_source(path, mapping, options.source))
@@ -346,6 +357,7 @@ def _capacity_times(
     index: dict[str, int],
     column: dict[str, list[tuple[int, str]]],
     options: _CapacityOptions,
+    label: str,
 ) -> tuple[np.ndarray, int]:
     """Row times from trace time 0, and the index of the first row kept.
 
@@ -353,7 +365,7 @@ def _capacity_times(
     the one in force at the start, which moves to time 0; every other column is cut
     at the same row.
     """
-    raw, iso = _absolute_times(column["time"], index["time"], options.time_unit, path)
+    raw, iso = _absolute_times(column["time"], index["time"], options.time_unit, path, label)
     times = _relative(raw, iso, options.start, column["time"], index["time"], path)
     if times[0] > 0:
         raise TraceError(
@@ -402,10 +414,10 @@ def _jobs(
     for (number, _), value in zip(column["submit"], duration, strict=True):
         if not value > 0:
             raise TraceError(f"job runs {value:g} s: duration must be > 0", path, number, where + 1)
-    gpus, rounded = _whole_gpus(column["gpus"], index["gpus"], path)
+    gpus, rounded = _whole_gpus(column["gpus"], index["gpus"], path, _label("gpus", mapping))
     priority = None
     if "priority" in mapping:
-        priority = _counts(column["priority"], index["priority"], "priority", path)
+        priority = _counts(column["priority"], index["priority"], _label("priority", mapping), path)
     extra = left_out
     if rounded:
         logger.warning("%s: rounded %d fractional GPU counts up to whole GPUs", path, rounded)
@@ -445,25 +457,31 @@ def _job_times(
     ``end`` column less the submit time, both read in the same clock as ``submit``
     (numbers or timestamps) before ``start`` shifts it.
     """
-    raw, iso = _absolute_times(column["submit"], index["submit"], time_unit, path)
+    raw, iso = _absolute_times(
+        column["submit"], index["submit"], time_unit, path, _label("submit", mapping)
+    )
     submit = _relative(raw, iso, start, column["submit"], index["submit"], path)
     if "duration" in mapping:
-        duration = _numbers(column["duration"], index["duration"], "duration", path)
+        duration = _numbers(
+            column["duration"], index["duration"], _label("duration", mapping), path
+        )
         return submit, duration * _UNITS[time_unit]
-    ends, _ = _absolute_times(column["end"], index["end"], time_unit, path)
+    ends, _ = _absolute_times(column["end"], index["end"], time_unit, path, _label("end", mapping))
     return submit, ends - raw
 
 
-def _whole_gpus(cells: list[tuple[int, str]], column: int, path: Path) -> tuple[np.ndarray, int]:
+def _whole_gpus(
+    cells: list[tuple[int, str]], column: int, path: Path, label: str
+) -> tuple[np.ndarray, int]:
     """GPU counts rounded up to whole GPUs, and how many were fractional.
 
     Why: the simulator places whole GPUs, while some traces record fractions; the
     count of rounded jobs is logged and kept in the trace's metadata.
     """
-    raw = _numbers(cells, column, "gpus", path)
+    raw = _numbers(cells, column, label, path)
     gpus = np.ceil(raw).astype(np.int64)
     rounded = int(np.count_nonzero(gpus != raw))
     for (number, _), value in zip(cells, raw, strict=True):
         if not value > 0:
-            raise TraceError(f"gpus must be > 0, got {value:g}", path, number, column + 1)
+            raise TraceError(f"{label} must be > 0, got {value:g}", path, number, column + 1)
     return gpus, rounded
