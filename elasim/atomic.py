@@ -95,7 +95,10 @@ def atomic_write(
     if make_parents:
         target.parent.mkdir(parents=True, exist_ok=True)
     mode = _replaced_mode(target)
-    fd, tmp = _create_temp(target, suffix)
+    try:
+        fd, tmp = _create_temp(target, suffix)
+    except OSError as exc:
+        raise _naming(exc, target) from None
     try:
         try:
             if mode is not None and hasattr(os, "fchmod"):  # POSIX; Windows keeps its ACL
@@ -106,11 +109,28 @@ def atomic_write(
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _naming(exc, target) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_directory(target.parent)
     return target
+
+
+def _naming(exc: OSError, target: Path) -> OSError:
+    """``exc`` about ``target`` where it names the temporary file (or ``target``'s folder).
+
+    Why: the temporary name (``afile/.x.png.80259299.png``) is ours, not the user's;
+    an error must name the destination the user gave.  The error's kind (errno, and so
+    its class) is kept.
+    """
+    temp_prefix = str(target.with_name(f".{target.name}."))
+    names = [os.fspath(n) for n in (exc.filename, exc.filename2) if isinstance(n, (str, Path))]
+    if exc.errno is None or not any(n.startswith(temp_prefix) for n in names):
+        return exc
+    return OSError(exc.errno, exc.strerror or str(exc), str(target))
 
 
 def atomic_write_text(path: str | Path, text: str, *, make_parents: bool = True) -> Path:

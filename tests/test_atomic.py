@@ -106,3 +106,34 @@ def test_parents_are_created_unless_told_not_to(tmp_path: Path):
     with pytest.raises(FileNotFoundError):
         atomic_write_text(tmp_path / "missing" / "c.txt", "x", make_parents=False)
     assert not (tmp_path / "missing").exists()
+
+
+def test_an_error_names_the_destination_not_the_temporary_file(tmp_path: Path) -> None:
+    """``--out afile/x.png`` under a file used to say ``afile/.x.png.80259299.png: ...``."""
+    (tmp_path / "afile").write_text("")
+    target = tmp_path / "afile" / "x.png"
+    with pytest.raises(OSError) as info:
+        atomic_write(target, lambda tmp: tmp.write_bytes(b"png"), make_parents=False)
+    assert info.value.filename == str(target)
+    assert ".x.png." not in str(info.value)
+    assert isinstance(info.value, NotADirectoryError)  # the kind is kept
+
+    def fail(tmp: Path) -> None:
+        raise PermissionError(13, "Permission denied", str(tmp))
+
+    with pytest.raises(PermissionError) as info:
+        atomic_write(tmp_path / "y.json", fail)
+    assert info.value.filename == str(tmp_path / "y.json")
+    assert list(tmp_path.iterdir()) == [tmp_path / "afile"]  # no temporary file left
+
+
+def test_cli_traces_show_under_a_file_names_the_users_path(tmp_path: Path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from elasim.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    result = CliRunner().invoke(app, ["traces", "show", "spot_us_east.csv", "--out", "afile/x.png"])
+    assert result.exit_code == 2, result.output
+    assert "afile/x.png" in result.output and ".x.png." not in result.output
