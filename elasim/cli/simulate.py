@@ -300,25 +300,34 @@ def list_policies(
 
 
 def list_jobs() -> None:
-    """List the bundled job presets (use with --job NAME)."""
+    """List the bundled job presets (use with --job NAME).
+
+    The figures are one table and the descriptions a list below it, each beside its
+    name: in one table, an 80-column terminal left the descriptions 9 characters.
+    """
     from elasim.job import job_presets, load_job
 
+    presets = job_presets()
     table = Table(title="job presets")
     table.add_column("name", no_wrap=True)
-    table.add_column("description", ratio=1)
     for column in ("nodes", "batch", "1-node samples/s", "max-node samples/s"):
         table.add_column(column, justify="right")
-    for name, description in job_presets().items():
+    for name in presets:
         spec = load_job(name)
         table.add_row(
             name,
-            description,
             f"{spec.nodes.min}-{spec.nodes.max}",
             spec.batch.semantics.value,
             _fmt(spec.throughput_samples_per_s(spec.nodes.min), 1),
             _fmt(spec.throughput_samples_per_s(spec.nodes.max), 1),
         )
     out_console.print(table)
+    described = Table.grid(padding=(0, 2))
+    described.add_column(no_wrap=True, style="bold")
+    described.add_column(ratio=1, overflow="fold")
+    for name, description in presets.items():
+        described.add_row(name, description)
+    out_console.print(described)
 
 
 def register(app: typer.Typer) -> None:
