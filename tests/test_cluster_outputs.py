@@ -159,3 +159,22 @@ def test_sweep_unwritable_out_is_one_line(tmp_path: Path):
         app, ["cluster", "sweep", "--workloads", SMALL, "--policies", "fifo", "-o", str(blocker)]
     )
     _one_line(res, "--out")
+
+
+@pytest.mark.timeout(120)
+def test_simulate_table_has_labels_with_units_and_out_lists_what_it_wrote(tmp_path: Path):
+    """The table showed raw keys (``avg_jct_s``) and ``--out`` printed no "wrote" line."""
+    out = tmp_path / "run"
+    res = runner.invoke(
+        app,
+        ["cluster", "simulate", "-w", SMALL, "-p", "fifo", "--out", str(out)],
+        env={"COLUMNS": "100"},
+    )
+    assert res.exit_code == 0, res.output
+    assert "avg_jct_s" not in res.stdout and "gpu_utilization" not in res.stdout
+    assert "mean job completion time (s)" in res.stdout
+    assert "GPU utilization" in res.stdout and "lost work (h)" in res.stdout
+    wrote = [line for line in res.stdout.splitlines() if line.startswith("wrote ")]
+    assert len(wrote) == 1, res.stdout
+    for path in out.iterdir():  # every file written is named, from what was written
+        assert path.name in wrote[0]

@@ -32,6 +32,22 @@ from .tools import run_guarded as _run_guarded
 
 __all__ = ["cluster_app", "register"]
 
+#: the summary's keys as the table shows them, units in the label (the JSON keeps keys)
+SUMMARY_LABELS = {
+    "avg_jct_s": "mean job completion time (s)",
+    "p50_jct_s": "median job completion time (s)",
+    "p99_jct_s": "p99 job completion time (s)",
+    "makespan_s": "makespan (s)",
+    "jobs": "jobs",
+    "jobs_completed": "jobs completed",
+    "gpu_utilization": "GPU utilization (0-1)",
+    "rescales": "rescales, all jobs",
+    "decisions": "policy decisions",
+    "wall_time_s": "wall time (s)",
+    "preemptions": "preemptions, all jobs",
+    "lost_work_h": "lost work (h)",
+}
+
 cluster_app = typer.Typer(
     help="Cluster scheduling: many elastic jobs sharing one cluster (Pollux's workloads).",
     no_args_is_help=True,
@@ -70,8 +86,7 @@ def _simulate(
     )
     result = simulate_cluster(setup, record_timeline=out is not None)
     summary = result.summary.as_dict()
-    if out is not None:
-        write_simulate_outputs(out, setup, result)
+    written = write_simulate_outputs(out, setup, result) if out is not None else None
     if as_json:
         payload = {"workload": workload, "policy": policy, **summary}
         typer.echo(json.dumps(_json_safe(payload), sort_keys=True))
@@ -80,8 +95,12 @@ def _simulate(
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in summary.items():
-        table.add_row(key, _fmt(value) if isinstance(value, float) else str(value))
+        label = SUMMARY_LABELS.get(key, key)
+        table.add_row(label, _fmt(value) if isinstance(value, float) else f"{value:,}")
     out_console.print(table)
+    if written:
+        names = ", ".join(path.name for path in written.values())
+        out_console.print(f"wrote {out}/: {names}", highlight=False, soft_wrap=True)
 
 
 @cluster_app.command("simulate")

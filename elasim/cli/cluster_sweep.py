@@ -41,8 +41,12 @@ from .tools import run_guarded as _run_guarded
 __all__ = ["register", "write_simulate_outputs"]
 
 
-def write_simulate_outputs(out: Path, setup: Any, result: Any) -> None:
-    """``simulate --out``: jobs, allocations, summary and both plots of one run."""
+def write_simulate_outputs(out: Path, setup: Any, result: Any) -> dict[str, Path]:
+    """``simulate --out``: jobs, allocations, summary and both plots of one run.
+
+    Returns:
+        The paths written, by file kind, so that the command lists what it wrote.
+    """
     from elasim.cluster.output import write_cluster_outputs
 
     summary = {
@@ -58,7 +62,7 @@ def write_simulate_outputs(out: Path, setup: Any, result: Any) -> None:
         },
         **result.summary.as_dict(),
     }
-    _run_guarded(
+    return _run_guarded(
         write_cluster_outputs,
         out,
         [(setup.workload, setup.policy, result)],
