@@ -169,6 +169,9 @@ def run_command(
     ),
     script: Path | None = _script_option(),
     resume: Path | None = _resume_option(),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace the files of a run already in --out."
+    ),
     script_args: list[str] | None = typer.Argument(
         None, help="The script's arguments (after '--', with --script).", show_default=False
     ),
@@ -255,6 +258,7 @@ def _config(
     run_dir: Path | None,
     address: str | None,
     ray_resources: list[str] | None,
+    overwrite: bool = False,
     **same: Any,
 ) -> Any:
     """Every flag of ``run`` checked (naming the flag) and turned into a ``RunConfig``."""
@@ -267,6 +271,7 @@ def _config(
     )
     _check_flags(same, agents, agent_port, max_wall_s, collective_timeout_s)
     if out is not None:
+        _check_out_free(out, overwrite)
         ensure_writable_dir(out, "--out")
     ckpt = checkpoint_dir if checkpoint_dir is not None or out is None else out / "checkpoints"
     ckpt = None if script_spec is not None else ckpt  # a script checkpoints itself
@@ -286,6 +291,36 @@ def _config(
         ray_resources=_ray_resources(ray_resources),
         **same,
     )
+
+
+def _check_out_free(out: Path, overwrite: bool) -> None:
+    """``--out`` holds no run, or ``--overwrite`` clears the old run's journal.
+
+    Why: a second ``elasim run --out run`` overwrote the first run's files without a
+    word, and a new run appends to a journal it finds there, mixing two runs.
+
+    Raises:
+        UsageError: ``out`` holds a run and ``--overwrite`` was not given (one line).
+    """
+    from elasim.executor.journal import PARTIAL_FILES
+    from elasim.executor.resume import RUN_FILE
+
+    journal = [out / name for name in PARTIAL_FILES if (out / name).exists()]
+    if overwrite:
+        for path in journal:
+            path.unlink()
+        return
+    if (out / "summary.json").exists() and not journal:
+        raise UsageError(
+            f"--out {out} already holds a finished run (summary.json): pass --overwrite to "
+            "replace it, or choose another folder (--resume continues only a run that did "
+            "not finish)"
+        )
+    if journal or (out / RUN_FILE).exists():
+        raise UsageError(
+            f"--out {out} holds a run that did not finish: `elasim run --resume {out}` "
+            "continues it, --overwrite replaces it"
+        )
 
 
 def _ray_resources(raw: list[str] | None) -> dict[str, float]:
@@ -409,7 +444,7 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
     except typer.Exit:
         raise
     except KeyboardInterrupt:
-        raise interrupted() from None
+        raise interrupted(_resume_hint(out)) from None
     except (ValueError, RuntimeError, OSError, ImportError) as exc:
         from elasim.executor.script import ScriptFailed
 
@@ -439,6 +474,15 @@ def _run_inner(*, as_json: bool, plot: bool, profile_out: Path | None, **flags: 
             soft_wrap=True,
         )
         raise typer.Exit(code=1)
+
+
+def _resume_hint(out: Path | None) -> str | None:
+    """What Ctrl-C leaves to do: resume, when the run got as far as its settings file."""
+    from elasim.executor.resume import RUN_FILE
+
+    if out is None or not (Path(out) / RUN_FILE).exists():
+        return None
+    return f"`elasim run --resume {out}` continues it"
 
 
 def _err_line(line: str) -> None:

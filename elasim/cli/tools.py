@@ -27,6 +27,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .progress import duration as _duration
 
@@ -243,9 +244,17 @@ def command_elapsed_s() -> float:
     return time.perf_counter() - _STARTED_S[0]
 
 
-def interrupted() -> typer.Exit:
-    """One ``interrupted`` line; the exit (code 130, as a shell gives for Ctrl-C) to raise."""
-    err_console.print("[bold red]interrupted[/]", highlight=False)
+def interrupted(next_step: str | None = None) -> typer.Exit:
+    """One ``interrupted`` line; the exit (code 130, as a shell gives for Ctrl-C) to raise.
+
+    Args:
+        next_step: what the user can do now (``elasim run --resume OUT continues
+            it``), added to the line; None says only ``interrupted``.
+    """
+    line = "[bold red]interrupted[/]"
+    if next_step:
+        line += ": " + escape(next_step)
+    err_console.print(line, highlight=False, soft_wrap=True)
     return typer.Exit(code=130)
 
 
