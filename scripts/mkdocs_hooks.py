@@ -12,6 +12,7 @@ Nothing is copied and nothing is imported: the tree is rebuilt on every build.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -20,6 +21,12 @@ from mkdocs.plugins import event_priority
 ROOT = Path(__file__).resolve().parents[1]
 TREE = ROOT / "build" / "api-src" / "elasim"
 MAPPED = {"policies": "policies", "traces": "traces", "executor": "executor"}
+
+#: ``<!-- include: PATH[:LINE] -->`` ... ``<!-- /include -->``: on the site, the file
+#: from LINE on; in the repository (GitHub), what is between, a link to it
+INCLUDE = re.compile(
+    r"<!-- include: (?P<path>[^\s:]+)(?::(?P<line>\d+))? -->.*?<!-- /include -->", re.S
+)
 
 
 def build_api_tree() -> Path:
@@ -52,4 +59,19 @@ def on_page_markdown(markdown, page, **kwargs):
     if page.file.src_uri == "changelog.md":
         text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
         return text.replace("](docs/", "](")
-    return markdown
+    return include_files(markdown)
+
+
+def include_files(markdown: str) -> str:
+    """Each ``<!-- include: PATH[:LINE] -->`` region replaced by the file from LINE on.
+
+    Why not pymdownx.snippets' ``--8<--`` line: on GitHub that line shows as it is,
+    and the page says nothing.  Between the markers the page keeps a link to the file,
+    which GitHub shows and the site replaces by the file itself.
+    """
+
+    def inline(match: re.Match[str]) -> str:
+        lines = (ROOT / match["path"]).read_text(encoding="utf-8").splitlines()
+        return "\n".join(lines[int(match["line"] or 1) - 1 :])
+
+    return INCLUDE.sub(inline, markdown)

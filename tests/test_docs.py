@@ -196,3 +196,26 @@ def test_the_docs_quote_real_output(block, tmp_path):
             f"{block.id}: `{command}` printed (exit {done.returncode}):\n{output}\n"
             f"but the page says:\n{expected}"
         )
+
+
+INCLUDE = re.compile(
+    r"<!-- include: (?P<path>[^\s:]+)(?::\d+)? -->(?P<body>.*?)<!-- /include -->", re.S
+)
+
+
+def test_included_files_read_on_github_too():
+    """No raw ``--8<--`` line (GitHub shows it as is); an include region links its file.
+
+    ``scripts/mkdocs_hooks.py`` replaces each region by the file on the site.
+    """
+    for path in sorted(DOCS.rglob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        page = path.relative_to(ROOT)
+        assert not re.search(r"^\s*--8<--", text, re.M), f"{page}: a raw --8<-- include line"
+        for match in INCLUDE.finditer(text):
+            included = ROOT / match["path"]
+            assert included.is_file(), f"{page}: includes {match['path']}, which is not there"
+            links = re.findall(r"\]\(([^)]+)\)", match["body"])
+            assert any((path.parent / link).resolve() == included for link in links), (
+                f"{page}: the region for {match['path']} does not link it"
+            )
