@@ -46,11 +46,17 @@ __all__ = [
 
 _WASTE_COLORS = ("tab:red", "tab:orange", "tab:blue", "tab:gray")
 
+#: pareto.png's resolution.  With :func:`pareto_figure`'s 10-inch width the PNG is
+#: 1,000 px wide, which ``report.html`` (a 70em column) shows as drawn, unscaled.
+PARETO_DPI = 100
 
-def _panels(count: int, width: float = 5.2, height: float = 4.0) -> tuple[Figure, list[Axes]]:
+
+def _panels(
+    count: int, width: float = 5.2, height: float = 4.0, most_cols: int = 2
+) -> tuple[Figure, list[Axes]]:
     import matplotlib.pyplot as plt
 
-    cols = min(count, 2)
+    cols = min(count, most_cols)
     rows = math.ceil(count / cols)
     fig, axes = plt.subplots(
         rows, cols, figsize=(width * cols, height * rows), squeeze=False, constrained_layout=True
@@ -323,8 +329,8 @@ def _pareto_panel(ax: Axes, rows: pd.DataFrame, colors: dict[str, Any], title: s
         ax.plot(front["completion_time_h"], front["cost_usd"], "k--", lw=1, label="Pareto front")
     ax.set_xlabel("completion time (h)")
     ax.set_ylabel(f"cost ({unit})")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    ax.set_title(title, fontsize=12)
+    ax.legend(fontsize=10, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
 
 
 def pareto_figure(frame: pd.DataFrame, by: Sequence[str] | None = None) -> Figure:
@@ -333,7 +339,9 @@ def pareto_figure(frame: pd.DataFrame, by: Sequence[str] | None = None) -> Figur
     A policy's runs (dots) and its median (the large, black-edged marker) share its
     colour, the same in every plot (:func:`policy_colors`).  Why one panel per trace:
     the table and the answers are per trace, and medians pooled over traces answer
-    no question.  The legends sit beside the panels, over no point.
+    no question.  The legends sit beside the panels, over no point.  One panel a row,
+    10 inches wide, with 10-point legends: two a row, shrunk to the report's width,
+    left the legends about 6 px high.
 
     Args:
         frame: a sweep frame, one row per run.
@@ -341,7 +349,7 @@ def pareto_figure(frame: pd.DataFrame, by: Sequence[str] | None = None) -> Figur
     """
     by = tuple(by or sweep_groups(frame))
     groups = list(frame.groupby(list(by) if len(by) > 1 else by[0], sort=True))
-    fig, axes = _panels(max(len(groups), 1), width=6.4, height=4.2)
+    fig, axes = _panels(max(len(groups), 1), width=10.0, height=4.8, most_cols=1)
     colors = policy_colors(sorted(frame["policy"].unique()))
     for ax, (key, rows) in zip(axes, groups, strict=False):
         _pareto_panel(ax, rows, colors, group_label(by, key))
@@ -360,6 +368,6 @@ def plot_pareto(frame: pd.DataFrame, path: str | Path, by: Sequence[str] | None 
 
     fig = pareto_figure(frame, by)
     try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=PARETO_DPI))
     finally:
         plt.close(fig)

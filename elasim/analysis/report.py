@@ -88,7 +88,10 @@ def report_html(
     notes: Sequence[str] = (),
     tables_heading: str = "Medians",
 ) -> str:
-    """The page: title, answers, tables, notes, then the plots.
+    """The page: title, a link to the plots, answers, tables, notes, then the plots.
+
+    Why the link: the plots come after every table, below the fold of a sweep's
+    page, where a reader did not know to look.
 
     Args:
         title: the page's heading (and ``<title>``).
@@ -111,6 +114,7 @@ def report_html(
         f"<style>\n{_STYLE}\n</style>\n</head>",
         "<body>",
         f"<h1>{html.escape(title)}</h1>",
+        *(['<p class="jump"><a href="#plots">Plots below the tables</a></p>'] if images else []),
         "<h2>Answers</h2>",
         _answers(answers),
         f"<h2>{html.escape(tables_heading)}</h2>",
@@ -118,7 +122,7 @@ def report_html(
         *(f'<p class="note">{html.escape(n)}</p>' for n in notes),
     ]
     if images:
-        sections.append("<h2>Plots</h2>")
+        sections.append('<h2 id="plots">Plots</h2>')
         sections += [_figure(caption, png) for caption, png in images]
     sections += ["</body>", "</html>", ""]
     return "\n".join(sections)
