@@ -508,6 +508,11 @@ def _replay(config: Any, out: Path | None, point: Any, as_json: bool) -> Any:
 
     from .run_display import LiveProgress, LogProgress
 
+    if config.launcher == "ray":  # a missing extra is bad input: its line comes first
+        from elasim.executor.ray_launcher import RAY_MISSING
+        from elasim.ray_connect import ray_module
+
+        ray_module(RAY_MISSING)
     spec = config.spec
     workers = "" if spec.max_nodes is None else f" on up to {spec.max_nodes} workers"
     _say(
