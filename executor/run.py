@@ -276,6 +276,7 @@ def run_trace(
     on_group: Callable[[ProcessWorkerGroup], None] | None = None,
     journal_dir: str | Path | None = None,
     resume: ResumePoint | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> RunResult:
     """Replay the spec's trace with its policy on real workers.
 
@@ -283,6 +284,8 @@ def run_trace(
         config: the run.
         on_turn: called after each loop turn with the controller (progress display).
         on_group: called with the started worker group (tests inject faults).
+        on_start: called once every setting is checked, before the workers start
+            (the slow part), so a refused run prints its one error line alone.
         journal_dir: append events and steps here as the run goes
             (:class:`~.journal.RunJournal`), so a killed controller leaves them, and
             write the settings there (``run.json``) for ``--resume``.
@@ -302,14 +305,15 @@ def run_trace(
 
     if resume is not None:
         config = resume.segment_config()
-    spec = config.spec
-    trace = load_capacity_trace(str(spec.trace))
+    trace = load_capacity_trace(str(config.spec.trace))
     _check_run(config, trace)
     config = _resolved(config, trace)
     if journal_dir is not None and resume is None and config.script is None:
         save_run_config(journal_dir, config)
     policy = _live_policy(config)
     group, server, tmp = _start_group(config, None if resume is None else resume.checkpoint_step)
+    if on_start is not None:
+        on_start()
     journal = _journal(journal_dir, config, resume)
     try:
         result, steps, starts, t0 = _drive(

@@ -45,7 +45,13 @@ def elasim(*args: str, timeout: float = 60, env: dict | None = None):
 
 def one_line_error(proc, code: int = 2) -> str:
     assert proc.returncode == code, (proc.returncode, proc.stderr)
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    # a run whose settings passed says so as its workers start ('elasim run: ...'); a
+    # policy that misbehaves at its first decision is refused after that line
+    lines = [
+        line
+        for line in proc.stderr.splitlines()
+        if line.strip() and not line.startswith("elasim run: ")
+    ]
     assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
     assert "Traceback" not in proc.stderr
     return lines[0]

@@ -508,23 +508,22 @@ def _replay(config: Any, out: Path | None, point: Any, as_json: bool) -> Any:
 
     from .run_display import LiveProgress, LogProgress
 
-    if config.launcher == "ray":  # a missing extra is bad input: its line comes first
-        from elasim.executor.ray_launcher import RAY_MISSING
-        from elasim.ray_connect import ray_module
-
-        ray_module(RAY_MISSING)
     spec = config.spec
     workers = "" if spec.max_nodes is None else f" on up to {spec.max_nodes} workers"
-    _say(
-        f"replaying {spec.trace} with {spec.policy}{workers} at x{config.time_scale:g} "
-        "(starting the workers: loading torch takes a while)"
-    )
+
+    def starting() -> None:  # once the settings are checked: bad input is one line
+        _say(
+            f"replaying {spec.trace} with {spec.policy}{workers} at x{config.time_scale:g} "
+            "(starting the workers: loading torch takes a while)"
+        )
+
+    kwargs = {"journal_dir": out, "resume": point, "on_start": starting}
     if as_json or not sys.stderr.isatty():
         progress = LogProgress(config.max_steps, _err_line)
         with contextlib.redirect_stdout(sys.stderr):
-            return run_trace(config, on_turn=progress, journal_dir=out, resume=point)
+            return run_trace(config, on_turn=progress, **kwargs)
     with LiveProgress(config.max_steps) as live:
-        return run_trace(config, on_turn=live, journal_dir=out, resume=point)
+        return run_trace(config, on_turn=live, **kwargs)
 
 
 def _with_command_time(result: Any, out: Path | None) -> Any:
