@@ -166,6 +166,9 @@ def main(argv=None):
     dist.init_process_group("nccl" if cuda else "gloo")
     healthy = train(args, device)
     if healthy:
+        # leave together: a rank that tore the group down while rank 0 still wrote the
+        # last checkpoint could make gloo abort the other (exit -6 under torchrun)
+        dist.barrier()
         dist.destroy_process_group()
     return 0
 
