@@ -272,13 +272,17 @@ def test_a_slow_cold_start_keeps_events_books_and_timeline_on_one_clock(tmp_path
     # the cold start is a pause on the timeline too: the world was starting, not training
     assert events["kind"].iloc[0] == "scale_up" and events["acquire_s"].iloc[0] >= 4.0, table
     assert timeline["state"].iloc[0] == "rescaling" and timeline["group_nodes"].iloc[0] == 0
-    # each preemption comes after the timeline held the nodes it took (30 trace s, 0.1
-    # real s, before: the loop's time when it acted), at the drop or at the time it was
-    # carried out, with the drop it answered in `due_s`
+    # each preemption comes after the timeline held the nodes it took, before the loop
+    # acted on it: at its notice (120 s before the drop is due) when one was carried out,
+    # else 30 trace s (0.1 real s) before the preemption; the preemption is stamped at the
+    # drop or at the time it was carried out, with the drop it answered in `due_s`
     preempts = events[events["kind"] == "preempt"]
+    notices = events[events["kind"] == "preempt_notice"]
     assert len(preempts) >= 1, table
     for _, ev in preempts.iterrows():
-        held = timeline[timeline["time_s"] < ev["time_s"] - 30.0]["spot_held"]
+        noticed = notices[(notices["due_s"] - (ev["due_s"] - 120.0)).abs() < 1e-6]["time_s"]
+        acted_s = min([ev["time_s"] - 30.0, *noticed])
+        held = timeline[timeline["time_s"] < acted_s]["spot_held"]
         assert held.iloc[-1] == ev["nodes_before"], (ev, timeline.to_string())
         assert ev["due_s"] <= ev["time_s"] + 1e-6, table
     late = preempts[preempts["due_s"] < preempts["time_s"] - 1.0]
