@@ -85,6 +85,17 @@ class FakeProc:
             self.code = -int(sig)
 
 
+def error_lines(stderr: str) -> list[str]:
+    """The non-empty lines of ``elasim run``'s stderr other than its progress lines.
+
+    A run whose settings passed says so as its workers start (``elasim run: ...``); a
+    failure after that (a worker that cannot start, a policy refused at its first
+    decision) is then the one error line, so the tests that check "one clear line" read
+    what is left.
+    """
+    return [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("elasim run: ")]
+
+
 def greedy_fn(obs: Observation) -> Decision:
     return Decision(min(obs.spot_available, obs.max_nodes))
 

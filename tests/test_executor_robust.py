@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import error_lines
 
 from elasim.executor import agent as agent_mod
 from elasim.executor.agent import Agent, AgentError, AgentServer
@@ -45,13 +46,8 @@ def elasim(*args: str, timeout: float = 60, env: dict | None = None):
 
 def one_line_error(proc, code: int = 2) -> str:
     assert proc.returncode == code, (proc.returncode, proc.stderr)
-    # a run whose settings passed says so as its workers start ('elasim run: ...'); a
-    # policy that misbehaves at its first decision is refused after that line
-    lines = [
-        line
-        for line in proc.stderr.splitlines()
-        if line.strip() and not line.startswith("elasim run: ")
-    ]
+    # a policy that misbehaves at its first decision is refused after the start line
+    lines = error_lines(proc.stderr)
     assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
     assert "Traceback" not in proc.stderr
     return lines[0]

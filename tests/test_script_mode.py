@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import error_lines
 from typer.testing import CliRunner
 
 from elasim.cli import app
@@ -216,7 +217,7 @@ def _one_line(result, code: int, *needles: str) -> None:
     assert result.exit_code == code, result.output
     assert "Traceback" not in result.output
     # the error is one line; progress lines ("elasim run: ...") may come before it
-    lines = [ln for ln in result.stderr.strip().splitlines() if not ln.startswith("elasim run: ")]
+    lines = error_lines(result.stderr)
     text = "\n".join(lines)
     assert len(lines) == 1, result.stderr
     for needle in needles:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import error_lines
 
 pytestmark = [pytest.mark.executor, pytest.mark.slow]
 
@@ -144,11 +145,7 @@ def test_a_worker_that_cannot_start_is_one_line_with_its_reason_and_log(
     assert done.returncode == 2, done.stderr
     # the run's settings passed, so it said so as its workers started ('elasim run: ...');
     # the worker's failure is then the one error line
-    lines = [
-        line
-        for line in done.stderr.splitlines()
-        if line.strip() and not line.startswith("elasim run: ")
-    ]
+    lines = error_lines(done.stderr)
     log = out / "logs" / "worker-0.log"
     assert lines == [
         "error: no worker became ready: worker 0 exited with code 1 before it was ready: "
