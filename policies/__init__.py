@@ -3,7 +3,8 @@
 Standard library only.  See :mod:`elasim.policies.base` for the shared types and
 :mod:`elasim.policies.registry` for finding policies by name, file, module or entry
 point.  Importing this package registers the built-in policies: ``fixed``, ``greedy``,
-``hysteresis``, ``price``, ``deadline``, ``goodput`` and ``on_demand``, and the oracle
+``hysteresis``, ``price``, ``deadline``, ``uniform_progress``, ``goodput`` and
+``on_demand``, and the oracle
 ``optimal`` (the offline optimum, which only the simulator can run: see
 :func:`~elasim.policies.registry.is_oracle`).
 """
@@ -50,6 +51,7 @@ from .registry import (
     policy_names,
     register,
 )
+from .uniform import UniformProgressPolicy
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -89,4 +91,5 @@ __all__ = [
     "oracle_names",
     "policy_names",
     "register",
+    "UniformProgressPolicy",
 ]

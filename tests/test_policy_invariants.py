@@ -4,7 +4,8 @@ Over every bundled spot trace, random windows of the real traces in ``../shared`
 synthetic degenerate traces (labelled synthetic), at 1 to 16 nodes, with the deadline
 at 1.5 times the job's fastest time:
 
-* ``deadline`` meets every deadline that an on-demand plan meets;
+* ``deadline`` meets every deadline that an on-demand plan meets, and so do the
+  other deadline policies (:data:`DEADLINE_POLICIES`: ``uniform_progress``);
 * it costs at most the cheapest on-demand plan (plus its stated bet, ``risk_fraction``);
 * ``optimal`` (the replayed offline optimum) is never beaten by a policy that met the
   deadline (up to the planner's stated tolerance, :data:`OPTIMAL_TOLERANCE`);
@@ -45,6 +46,8 @@ NODES = (1, 2, 4, 8, 16)
 BUNDLED = ("spot_us_east.csv", "spot_us_west.csv", "spot_p3_bamboo.csv")
 #: Policies checked against the optimum besides the deadline ones.
 OTHERS = (("greedy", {}), ("fixed", {"use_on_demand": "true"}), ("hysteresis", {}))
+#: Policies that promise the deadline whenever an on-demand plan meets it.
+DEADLINE_POLICIES = ("uniform_progress",)
 
 
 @lru_cache(maxsize=32)
@@ -117,6 +120,9 @@ def check_invariants(trace: CapacityTrace, nodes: int, offset_s: float) -> dict[
     }
     for name, options in OTHERS:
         runs[name] = simulate(config, trace=trace, policy=make_policy(name, options), job=spec)
+    for name in DEADLINE_POLICIES:
+        runs[name] = simulate(config, trace=trace, policy=make_policy(name), job=spec)
+        assert runs[name].deadline_met, f"{name} missed the deadline on {where}"
     costs = {name: r.cost_usd for name, r in runs.items() if r.deadline_met}
     costs["on_demand"] = plan_usd
     cheapest = min(costs, key=costs.get)
