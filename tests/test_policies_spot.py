@@ -1,4 +1,4 @@
-"""Hand-computed expectations for ``uniform_progress`` and ``plan_ahead``.
+"""Hand-computed expectations for ``uniform_progress``.
 
 The job of ``test_policies_builtin``'s deadline tests: 1e6 samples at 100/s per node,
 deadline 10 000 s, 60 s per pause, on-demand 3 USD/h, spot 1 USD/h; the cheapest
