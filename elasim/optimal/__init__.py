@@ -40,7 +40,7 @@ from elasim.policies import OptimalPolicy, Plan
 from elasim.progress import report
 from elasim.traces.model import CapacityTrace, on_demand_price_of, start_offset_of
 
-from .horizon import CAP_TOLERANCE, HorizonCap, find_cap
+from .horizon import CAP_TOLERANCE, HorizonCap, far_s, find_cap
 from .problem import PlanningProblem, build_problem
 from .solve import Solution, solve
 
@@ -141,7 +141,8 @@ def _capped_problem(
     """The problem over the horizon capped where more time cannot lower the cost.
 
     The trace repeats (as the replay repeats it), so the cap is found within two of
-    its periods (:mod:`.horizon`); a deadline past the trace's end is logged once.
+    its periods, or as long as a run at the cheapest price needs (:mod:`.horizon`); a
+    deadline past the trace's end is logged once.
     """
 
     def build(horizon: float, like: PlanningProblem | None = None) -> PlanningProblem:
@@ -161,7 +162,10 @@ def _capped_problem(
     replay = _replay_of(trace, job, spec)
     period_s = replay.period_s
     scan = build(min(horizon_s, 2 * period_s))
-    cap = find_cap(scan, horizon_s, period_s)
+    far = far_s(scan, period_s)  # a slow, cheap run may outlast two periods
+    if min(horizon_s, far) > scan.horizon_s:
+        scan = build(min(horizon_s, far), like=scan)
+    cap = find_cap(scan, horizon_s, period_s, far)
     end_s = period_s - replay.start_offset_s  # the trace's end, in job time
     if horizon_s > end_s:
         _note_past_end(horizon_s, end_s, cap)
@@ -186,7 +190,8 @@ def _note_past_end(horizon_s: float, end_s: float, cap: HorizonCap) -> None:
         )
     else:
         how = (
-            f"planning over one period ({cap.horizon_s / 3600:,.1f} h); no deadline can "
+            f"planning over {cap.horizon_s / 3600:,.1f} h (as long as a run at the cheapest "
+            f"price needs, at least two periods); no deadline can "
             f"cost less than {cap.bound_usd:,.4f} USD (reported as the lower bound)"
         )
     log.warning(
