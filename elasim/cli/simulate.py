@@ -175,7 +175,7 @@ def simulate(
     result = _run_guarded(run_simulation, spec, config, trace=trace, policy=policy, job=job)
     summary = result.summary()
     summary["wall_time_s"] = round(time.perf_counter() - started, 6)
-    extra = _yardstick_columns(trace, job, spec, config, result) if yardstick else {}
+    extra = _yardstick_columns(trace, job, spec, config, (policy, result)) if yardstick else {}
     summary.update(extra)
     if out is not None:
         _write_simulation(result, out, plot, summary["wall_time_s"], extra)
@@ -240,12 +240,17 @@ def _warn_if_infeasible(job: Any, spec: JobSpec) -> None:
 
 
 def _yardstick_columns(
-    trace: Any, job: Any, spec: JobSpec, config: Any, result: Any
+    trace: Any, job: Any, spec: JobSpec, config: Any, own: tuple[Any, Any]
 ) -> dict[str, Any]:
-    """The yardstick's ratios and reference costs (:meth:`Yardstick.columns`; empty if none)."""
+    """The yardstick's ratios and reference costs (:meth:`Yardstick.columns`; empty if none).
+
+    ``own`` is this run, ``(policy, result)``: the yardstick takes its optimum from it
+    when the run is that optimum (``-p optimal``), instead of planning it again.
+    """
     from elasim.yardstick import compute_yardstick
 
-    reference = _run_guarded(compute_yardstick, trace, job, spec, config)
+    result = own[1]
+    reference = _run_guarded(compute_yardstick, trace, job, spec, config, own=own)
     if reference is None:
         return {}
     return reference.columns(result.cost_usd, result.deadline_met)
