@@ -72,7 +72,7 @@ def universal_bound(problem: PlanningProblem) -> tuple[float, float]:
     least ``r*`` per sample, and the work needs ``W`` of them.
     """
     running = problem.goodput > 0
-    usd = np.stack([problem.hold_usd_per_s(k) for k in range(problem.segments)])
+    usd = problem.hold_usd_table()
     rate = (usd[:, running] / problem.goodput[running]).min(axis=0)  # per configuration
     start = np.minimum(problem.first_loss, problem.loss[0])[running]
     best_rate = float(rate.min())
@@ -98,7 +98,7 @@ def _earliest_finish(problem: PlanningProblem, bound: float) -> float | None:
     price of the work alone stays within the budget can be part of such a run.
     None: no such schedule in ``problem``.
     """
-    usd = np.stack([problem.hold_usd_per_s(k) for k in range(problem.segments)])
+    usd = problem.hold_usd_table()
     spot = problem.configs[:, 0]
     best: float | None = None
     for c in np.flatnonzero(problem.goodput > 0):

@@ -99,7 +99,11 @@ class PlanningProblem:
 
     def hold_usd_per_s(self, k: int) -> np.ndarray:
         """USD per second of holding each configuration in segment ``k``."""
-        spot = self.configs[:, 0] * self.spot_price_per_hour[k]
+        return self.hold_usd_table(slice(k, k + 1))[0]
+
+    def hold_usd_table(self, segments: slice = slice(None)) -> np.ndarray:
+        """``(segments, C)``: :meth:`hold_usd_per_s` of every segment, in one product."""
+        spot = self.configs[None, :, 0] * self.spot_price_per_hour[segments, None]
         od = self.configs[:, 1]
         od_cost = np.where(od > 0, od * self.on_demand_price_per_hour, 0.0)
         return (spot + od_cost) / 3600.0
