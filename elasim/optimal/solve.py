@@ -45,7 +45,7 @@ __all__ = ["Progress", "Solution", "solve"]
 #: At most this many cutting planes narrowing the bracket.
 _PASSES = 40
 #: Forward passes of a typical solve (for progress reports).
-_TYPICAL_PASSES = 12
+_TYPICAL_PASSES = 10
 
 #: ``progress(done, total)``: forward passes done, and the expected total.
 Progress = Callable[[int, int], None]
@@ -79,13 +79,6 @@ class Solution:
     progress: np.ndarray
 
 
-def _outcome(kernel: Kernel, lam: float) -> tuple[float, float]:
-    """Work and cost of the best schedule for ``lam``."""
-    value, work, cost, _, _ = kernel.run(lam, keep=False)
-    best = int(value.argmax())
-    return float(work[best]), float(cost[best])
-
-
 def _bracket(problem: PlanningProblem) -> tuple[float, float]:
     """A starting range of ``lam``: from far below to far above one node's sample price."""
     prices = [float(problem.spot_price_per_hour.max(initial=0.0))]
@@ -97,12 +90,18 @@ def _bracket(problem: PlanningProblem) -> tuple[float, float]:
 
 
 class _Dual:
-    """The evaluated points of the dual: each ``lam`` with its schedule's work and cost."""
+    """The evaluated points of the dual: each ``lam`` with its schedule's work and cost.
+
+    Each pass keeps its choices, and the schedule of every evaluated ``lam`` is kept:
+    the answer's two schedules are those of the final bracket's ends, both evaluated
+    already, so no pass is run twice (issue 23: two passes of eleven).
+    """
 
     def __init__(self, kernel: Kernel, target: float, progress: Progress | None) -> None:
         self.kernel, self.target, self.progress = kernel, target, progress
         self.bound = 0.0
         self.evaluations = 0
+        self.paths: dict[float, np.ndarray] = {}
 
     def tick(self) -> None:
         """One more forward pass done (the total is a typical count, not a promise)."""
@@ -112,10 +111,19 @@ class _Dual:
 
     def at(self, lam: float) -> tuple[float, float]:
         """``(work, cost)`` at ``lam``; every point also tightens the lower bound."""
-        work, cost = _outcome(self.kernel, lam)
+        value, works, costs, choices, sources = self.kernel.run(lam, keep=True)
+        best = int(value.argmax())
+        work, cost = float(works[best]), float(costs[best])
+        self.paths[lam] = _backtrack(best, choices, sources)
         self.tick()
         self.bound = max(self.bound, cost + lam * (self.target - work))
         return work, cost
+
+    def path(self, lam: float) -> np.ndarray:
+        """The best schedule for ``lam`` (kept from its evaluation, else one pass)."""
+        if lam not in self.paths:
+            self.at(lam)
+        return self.paths[lam]
 
 
 def _search(problem: PlanningProblem, dual: _Dual) -> tuple[float, float, float, bool]:
@@ -169,12 +177,6 @@ def _same(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return all(math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12) for x, y in zip(a, b, strict=True))
 
 
-def _path(kernel: Kernel, lam: float) -> np.ndarray:
-    """The best schedule for one ``lam``."""
-    value, _, _, choices, sources = kernel.run(lam, keep=True)
-    return _backtrack(int(value.argmax()), choices, sources)
-
-
 def solve(problem: PlanningProblem, progress: Progress | None = None) -> Solution:
     """The cheapest schedule on ``problem``'s grid that does its work (see the module).
 
@@ -190,13 +192,11 @@ def solve(problem: PlanningProblem, progress: Progress | None = None) -> Solutio
     kernel = Kernel(problem, drops_of(problem))
     dual = _Dual(kernel, problem.work_samples, progress)
     low, high, bound, found = _search(problem, dual)
-    top = _path(kernel, high)
-    dual.tick()
+    top = dual.path(high)
     tables = _tables(problem)
     candidates = [top]
     if found and low < high:
-        candidates += _splices(problem, tables, top, _path(kernel, low))
-        dual.tick()
+        candidates += _splices(problem, tables, top, dual.path(low))
     best = None
     for path in candidates:
         reached, cost, progress = _evaluate(problem, tables, path)
@@ -253,7 +253,7 @@ def _tables(problem: PlanningProblem) -> _Tables:
             forced_to[k, rows] = targets
             forced_loss[k, rows] = losses
             fresh_loss[k, rows] = fresh
-    usd = np.stack([problem.hold_usd_per_s(k) for k in range(count)])
+    usd = problem.hold_usd_table()
     return _Tables(forced_to, forced_loss, fresh_loss, usd)
 
 
