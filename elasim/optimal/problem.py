@@ -170,8 +170,18 @@ class _Losses:
         self.write_s = write_s
         self.ckpt_s = ckpt_s  # periodic checkpoint interval at the start (for rollbacks)
         self.longest_ckpt_s = longest_ckpt_s  # ... and at the horizon, without preemptions
+        # a few hundred distinct pauses among the ~45,000 the tables ask for at 16 nodes
+        self._pauses: dict[tuple[Any, ...], float] = {}
 
     def pause_s(self, before: int, after: int, survivors: int, **kw: Any) -> float:
+        """The fluid model's pause of one change (:func:`pause_for`), each computed once."""
+        key = (before, after, survivors, *sorted(kw.items()))
+        found = self._pauses.get(key)
+        if found is None:
+            found = self._pauses[key] = self._pause_s(before, after, survivors, **kw)
+        return found
+
+    def _pause_s(self, before: int, after: int, survivors: int, **kw: Any) -> float:
         restart_write = (
             self.write_s if self.mode is RescaleMode.RESTART and not kw.get("failure") else 0.0
         )
