@@ -1,8 +1,8 @@
 """Turning a :class:`~elasim.sim.config.SimResult` into files.
 
-pandas and the writers are imported when a result is written, not with the simulator:
-``elasim simulate`` without ``--out`` never needs them, and importing pandas was a
-third of its whole process (issue 23: every run in <= 2 s).
+pandas is imported when a result is written, not with the simulator: ``elasim
+simulate`` without ``--out`` never needs it, and importing it was a third of that
+whole process (issue 23: every run in <= 2 s).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from elasim.output import events_frame, plot_timeline, write_json, write_parquet
 
 from .config import SimResult
 
@@ -48,8 +50,6 @@ def write_result(
     ``extra`` adds deterministic figures computed beside the run (the yardstick's
     ``cost_vs_on_demand`` and ``gap_closed``), before the inputs.
     """
-    from elasim.output import events_frame, plot_timeline, write_json, write_parquet
-
     out = Path(out_dir)
     summary = result.summary()
     if extra:
