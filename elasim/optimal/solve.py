@@ -103,6 +103,8 @@ class _Dual:
         self.bound = 0.0
         self.evaluations = 0
         self.paths: dict[float, np.ndarray] = {}
+        if progress is not None:  # started: a first pass of minutes shows as under way
+            progress(0, _TYPICAL_PASSES)
 
     def tick(self) -> None:
         """One more forward pass done (the total is a typical count, not a promise)."""
@@ -188,7 +190,8 @@ def solve(problem: PlanningProblem, progress: Progress | None = None) -> Solutio
     schedule and every splice of the two at a segment boundary, each evaluated as
     the replay runs it: it stops paying when the work is done.
 
-    ``progress(done, total)`` is called after every forward pass.
+    ``progress(done, total)`` is called once at the start (0 done) and after every
+    forward pass.
     """
     kernel = Kernel(problem, drops_of(problem))
     dual = _Dual(kernel, problem.work_samples, progress)
