@@ -1,17 +1,16 @@
 """The offline optimum's speed and answers, old against new in one run.
 
     python benchmarks/bench_optimal.py [--against REF] [--repeats 3]
-        [--case spot_us_east.csv:48 ...] [--cli]
+        [--case spot_us_east.csv:48 ...]
 
 For each case (trace and deadline in hours; the default job at its 16 nodes) it
 times :func:`elasim.optimal.plan_optimal` in a fresh interpreter and prints the
 median wall time, the plan's model cost and lower bound.  ``--against REF`` also
 runs commit ``REF`` (exported with ``git archive`` as in ``bench_simulator.py``),
 interleaved round by round so that the machine's drift hits both alike, and prints
-the new / old ratio and whether the figures agree.  ``--cli`` times the whole
-``elasim simulate`` process with the default deadline yardstick for every registered
-policy on every bundled spot trace (goal: 2 s).  Timings are noisy: the load is
-printed next to them; read medians and ratios.
+the new / old ratio and whether the figures agree.  Whole ``elasim simulate``
+processes, the yardstick included, are timed by ``bench_simulate_e2e.py`` (goal:
+2 s).  Timings are noisy: the load is printed next to them; read medians and ratios.
 """
 
 from __future__ import annotations
@@ -99,43 +98,15 @@ def compare(args: argparse.Namespace) -> None:
     print(f"load {load()} at end")
 
 
-def cli_times(repeats: int) -> None:
-    """Whole ``elasim simulate`` processes with the yardstick: every policy and trace."""
-    from elasim.policies import policy_names
-    from elasim.traces import bundled_trace_names, load_trace
-
-    elasim = Path(sys.executable).with_name("elasim")
-    traces = [n for n in bundled_trace_names() if load_trace(n).kind == "capacity"]
-    print(f"load {load()}; whole process, median of {repeats}, 16 nodes, deadline at the trace")
-    worst = 0.0
-    for name in traces:
-        hours = max(float(load_trace(name).duration_s) / 3600 - 1, 10.0)
-        for policy in policy_names(include_oracles=True):
-            walls = []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                command = [str(elasim), "simulate", "-t", name, "-p", policy]
-                command += ["--deadline-h", f"{hours:g}", "--on-demand-price-per-hour", "3.06"]
-                subprocess.run([*command, "--json"], check=True, capture_output=True)
-                walls.append(time.perf_counter() - start)
-            wall = statistics.median(walls)
-            worst = max(worst, wall)
-            print(f"{name:20} {hours:7.1f} h {policy:11} {wall:6.2f} s", flush=True)
-    print(f"slowest {worst:.2f} s (goal 2 s); load {load()}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", help="git commit to compare with, in the same run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--case", action="append", help="TRACE:DEADLINE_H (repeatable)")
-    parser.add_argument("--cli", action="store_true", help="time whole simulate processes")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(measure(args.worker)))
-    elif args.cli:
-        cli_times(args.repeats)
     else:
         compare(args)
 

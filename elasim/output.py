@@ -5,7 +5,9 @@ one schema (the columns are :data:`elasim.policies.EVENT_COLUMNS`).  Every file 
 written atomically (temporary file, fsync, rename; :func:`elasim.atomic.atomic_write`,
 re-exported here): an interrupted run never leaves a half-written result next to good
 ones, and a new file gets the permissions the umask allows, as any other file.  No
-simpy, no torch here.
+simpy, no torch here; pandas only inside the functions that build frames, since
+``json_ready`` serves every ``--json`` answer and importing pandas was a third of a
+short ``elasim simulate`` (issue 23).
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from elasim.atomic import atomic_write
 from elasim.policies import EVENT_COLUMNS, EventKind, EventRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "atomic_write",
@@ -60,6 +63,8 @@ def events_frame(
     events: Iterable[EventRecord], extra: Mapping[str, Sequence[Any]] | None = None
 ) -> pd.DataFrame:
     """Events as a DataFrame with the shared columns (and optional extra columns)."""
+    import pandas as pd
+
     rows = [event.as_row() for event in events]
     frame = pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
     frame = frame.astype(

@@ -176,3 +176,31 @@ def test_the_tables_carry_plain_greedy_and_the_optimum():
     assert table["cost_vs_greedy"].to_dict() == {"a": 2.0, "b": 1.0}
     assert table["cost_vs_optimal"].to_dict() == {"a": 4.0, "b": 2.0}
     assert table["gap_closed"]["a"] == 0.1 and table["cost_vs_on_demand"]["b"] == 0.25
+
+
+@pytest.mark.parametrize(
+    ("extra", "plans"),
+    [((), 1), (("--set", "step_s=600"), 2), (("--no-yardstick",), 1)],
+    ids=["default-oracle-once", "other-options-twice", "no-yardstick"],
+)
+def test_simulate_with_the_optimum_plans_each_problem_once(monkeypatch, extra, plans):
+    """Issue 23: ``-p optimal`` planned the same problem twice, once as the policy and
+    once for the yardstick; the yardstick now takes the run itself as its optimum."""
+    import elasim.optimal
+
+    calls = []
+    plan_optimal = elasim.optimal.plan_optimal
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("step_s"))
+        return plan_optimal(*args, **kwargs)
+
+    monkeypatch.setattr(elasim.optimal, "plan_optimal", counted)
+    args = ("simulate", "-t", "spot_p3_bamboo.csv", "-p", "optimal", "--deadline-h", "10.4")
+    prices = ("--on-demand-price-per-hour", "3.06", "--spot-price-per-hour", "0.9")
+    result = invoke(*args, *prices, *extra, "--json")
+    assert result.exit_code == 0, result.output
+    assert len(calls) == plans, calls
+    summary = json.loads(result.stdout)
+    if plans == 1 and not extra:
+        assert summary["cost_vs_optimal"] == 1.0  # the run is its own optimum

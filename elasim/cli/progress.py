@@ -5,10 +5,13 @@ One mechanism for every command: progress is ``INFO`` records on the
 a rich bar on a terminal and as plain lines on stderr otherwise, so that a piped or CI
 run is not silent for minutes and ``--json`` keeps stdout to its result.
 
-* :func:`show_progress` (``simulate``): the library's own long calls (the optimum, the
-  yardstick).  Nothing for calls that finish within :data:`QUIET_S`, most answers
-  come in milliseconds; then a bar when stdout is a terminal, else a line at most
-  once a second.
+* :func:`show_progress` (``simulate``): the command's own steps and the library's long
+  calls (the optimum, the yardstick).  Nothing for what finishes within
+  :data:`QUIET_S`, most answers come in milliseconds; then a bar when stdout is a
+  terminal, else a line at most once a second.  A step still under way when the
+  quiet time ends is shown then, not at its next record: a step of minutes that
+  reports rarely (one long pass of a large optimum) is not silent (issue 23:
+  anything longer than 2 s shows progress).
 * :func:`counted_progress` (``sweep``, ``cluster sweep``): a count of finished grid
   points.  A bar at once when stderr is a terminal; else a line every
   :data:`LINE_EVERY_S` seconds (done/total, elapsed, an estimate of the time left),
@@ -18,6 +21,7 @@ run is not silent for minutes and ``--json`` keeps stdout to its result.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -66,11 +70,17 @@ def progress_line(what: str, done: int, total: int, elapsed_s: float) -> str:
 class _Handler(logging.Handler):
     """Turns progress records into a bar (terminal) or plain lines (not a terminal).
 
+    Each ``what`` is timed from its first record: its line's elapsed time and
+    estimate are its own, not the command's (the yardstick's optimum starts seconds
+    into a run).  The last record of every ``what`` still under way when the quiet
+    time ends is shown then (a timer), so a long step is seen even between records.
+
     Args:
         console: where to show them (stderr).
         terminal: a bar if true, else lines.
         quiet_s: nothing is shown this long after the handler starts.
-        every_s: at least this long between two lines (the last one always comes).
+        every_s: at least this long between two lines of one ``what`` (its last one
+            always comes).
         only: show only the records of this ``what`` (a sweep's count; the yardstick
             and optimum of its grid points log too, on the same logger).
     """
@@ -88,26 +98,57 @@ class _Handler(logging.Handler):
         self.console, self.terminal = console, terminal
         self.quiet_s, self.every_s, self.only = quiet_s, every_s, only
         self.started = time.monotonic()
-        self.last_line = -float("inf")
+        self.last_line: dict[str, float] = {}  # when each what's last line came
         self.bar: Any = None
         self.tasks: dict[str, Any] = {}
+        self.begun: dict[str, float] = {}  # when each unfinished what began
+        self.pending: dict[str, tuple[int, int]] = {}  # its last record, while quiet
+        self.timer: threading.Timer | None = None
+        if quiet_s > 0:
+            self.timer = threading.Timer(quiet_s, self._wake)
+            self.timer.daemon = True
+            self.timer.start()
 
     def emit(self, record: logging.LogRecord) -> None:
         progress = getattr(record, "progress", None)
-        now = time.monotonic()
-        if progress is None or now - self.started < self.quiet_s:
+        if progress is None:
             return
         done, total = progress
         what = str(record.args[0]) if isinstance(record.args, tuple) and record.args else ""
         if self.only is not None and what != self.only:
             return
-        if not self.terminal:
-            if now - self.last_line >= self.every_s or done >= total:
-                line = progress_line(what, done, total, now - self.started)
-                self.console.print(line, highlight=False, soft_wrap=True)
-                self.last_line = now
+        now = time.monotonic()
+        self.begun.setdefault(what, now)
+        if now - self.started < self.quiet_s:
+            self.pending[what] = (done, total)
+            if done >= total:  # done within the quiet time: never shown
+                del self.pending[what], self.begun[what]
             return
-        self._draw(what, done, total)
+        self._show(what, done, total, now)
+
+    def _wake(self) -> None:
+        """The quiet time is over: show what is still under way (the timer's thread)."""
+        self.acquire()
+        try:
+            now = time.monotonic()
+            for what, (done, total) in list(self.pending.items()):
+                self._show(what, done, total, now)
+            self.pending.clear()
+        finally:
+            self.release()
+
+    def _show(self, what: str, done: int, total: int, now: float) -> None:
+        """``what`` at ``done`` of ``total``: a bar, or a line (at most every ``every_s``)."""
+        if not self.terminal:
+            if now - self.last_line.get(what, -float("inf")) >= self.every_s or done >= total:
+                elapsed = now - self.begun.get(what, now)
+                line = progress_line(what, done, total, elapsed)
+                self.console.print(line, highlight=False, soft_wrap=True)
+                self.last_line[what] = now
+        else:
+            self._draw(what, done, total)
+        if done >= total:
+            self.begun.pop(what, None)
 
     def _draw(self, what: str, done: int, total: int) -> None:
         """The bar of ``what`` at ``done`` of ``total`` (gone when it is done)."""
@@ -127,27 +168,33 @@ class _Handler(logging.Handler):
                 self.bar = None
 
     def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
         super().close()
 
 
-def show_progress(err_console: Any, out_console: Any) -> None:
-    """Show progress records from now on, until the process ends (see the module).
+@contextmanager
+def show_progress(err_console: Any, out_console: Any) -> Iterator[None]:
+    """Show progress records while the block runs (see the module).
 
-    A handler an earlier call left (tests run commands in one process) is replaced,
-    so no record is shown twice.
+    The quiet time, :data:`QUIET_S`, is read when called.  A handler an earlier call
+    left is replaced, so no record is shown twice; the handler goes when the block
+    ends, its timer with it, so nothing is shown after the command's own output.
     """
-    import atexit
-
     for old in [h for h in PROGRESS_LOGGER.handlers if isinstance(h, _Handler)]:
         PROGRESS_LOGGER.removeHandler(old)
         old.close()
-    handler = _Handler(err_console, terminal=out_console.is_terminal)
+    handler = _Handler(err_console, terminal=out_console.is_terminal, quiet_s=QUIET_S)
     PROGRESS_LOGGER.addHandler(handler)
     PROGRESS_LOGGER.setLevel(logging.INFO)
-    atexit.register(handler.close)
+    try:
+        yield
+    finally:
+        PROGRESS_LOGGER.removeHandler(handler)
+        handler.close()
 
 
 @contextmanager

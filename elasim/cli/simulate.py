@@ -7,6 +7,8 @@ import json
 import math
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -157,33 +159,60 @@ def simulate(
     ),
 ) -> None:
     """Replay a trace through the SimPy model with one policy and report the cost."""
-    from elasim.sim import simulate as run_simulation
-
-    show_progress(err_console, out_console)  # long steps (the optimum) report progress
-    if out is not None:
-        _run_guarded(ensure_writable_dir, out, "--out")
-    spec, config, trace, policy, job = _run_guarded(
-        build_simulation,
-        spec,
-        cluster_gpus=cluster_gpus,
-        profile=profile,
-        target_samples=target_samples,
-        batch=batch,
-    )
-    _warn_if_infeasible(job, spec)
-    started = time.perf_counter()
-    result = _run_guarded(run_simulation, spec, config, trace=trace, policy=policy, job=job)
-    summary = result.summary()
-    summary["wall_time_s"] = round(time.perf_counter() - started, 6)
-    extra = _yardstick_columns(trace, job, spec, config, result) if yardstick else {}
-    summary.update(extra)
-    if out is not None:
-        _write_simulation(result, out, plot, summary["wall_time_s"], extra)
+    with show_progress(err_console, out_console):  # anything over 2 s shows progress
+        if out is not None:
+            _run_guarded(ensure_writable_dir, out, "--out")
+        with _step("reading the inputs"):
+            spec, config, trace, policy, job = _run_guarded(
+                build_simulation,
+                spec,
+                cluster_gpus=cluster_gpus,
+                profile=profile,
+                target_samples=target_samples,
+                batch=batch,
+            )
+        _warn_if_infeasible(job, spec)
+        result, summary, extra = _simulated(spec, config, trace, policy, job, yardstick)
+        if out is not None:
+            with _step("writing the results"):
+                _write_simulation(result, out, plot, summary["wall_time_s"], extra)
     if as_json:
         sys.stdout.write(json.dumps(_json_safe(summary)) + "\n")
     else:
         _report_simulation(summary, spec, job.name, out, plot)
     _exit_if_unfinished(summary)
+
+
+def _simulated(
+    spec: JobSpec, config: Any, trace: Any, policy: Any, job: Any, yardstick: bool
+) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The run, its summary (its wall time included) and the yardstick's columns."""
+    from elasim.sim import simulate as run_simulation
+
+    started = time.perf_counter()
+    with _step("simulating"):
+        result = _run_guarded(run_simulation, spec, config, trace=trace, policy=policy, job=job)
+    summary = result.summary()
+    summary["wall_time_s"] = round(time.perf_counter() - started, 6)
+    extra = _yardstick_columns(trace, job, spec, config, (policy, result)) if yardstick else {}
+    summary.update(extra)
+    return result, summary, extra
+
+
+@contextmanager
+def _step(what: str) -> Iterator[None]:
+    """One step of the command as a progress record at its start and at its end.
+
+    Why: a step that reports nothing itself (a long run, a plot that imports
+    matplotlib) still shows, once it has lasted :data:`.progress.QUIET_S`.
+    """
+    from elasim.progress import report
+
+    report(what, 0, 1)
+    try:
+        yield
+    finally:
+        report(what, 1, 1)
 
 
 def _exit_if_unfinished(summary: dict[str, Any]) -> None:
@@ -240,12 +269,17 @@ def _warn_if_infeasible(job: Any, spec: JobSpec) -> None:
 
 
 def _yardstick_columns(
-    trace: Any, job: Any, spec: JobSpec, config: Any, result: Any
+    trace: Any, job: Any, spec: JobSpec, config: Any, own: tuple[Any, Any]
 ) -> dict[str, Any]:
-    """The yardstick's ratios and reference costs (:meth:`Yardstick.columns`; empty if none)."""
+    """The yardstick's ratios and reference costs (:meth:`Yardstick.columns`; empty if none).
+
+    ``own`` is this run, ``(policy, result)``: the yardstick takes its optimum from it
+    when the run is that optimum (``-p optimal``), instead of planning it again.
+    """
     from elasim.yardstick import compute_yardstick
 
-    reference = _run_guarded(compute_yardstick, trace, job, spec, config)
+    result = own[1]
+    reference = _run_guarded(compute_yardstick, trace, job, spec, config, own=own)
     if reference is None:
         return {}
     return reference.columns(result.cost_usd, result.deadline_met)

@@ -92,23 +92,46 @@ def drops_of(problem: PlanningProblem) -> list[Drop | None]:
 class _Block:
     """The planned changes from one availability level into another (one loss variant).
 
+    The two candidate tables of a segment, restarting changes (``(tgt, slot)``) then
+    all others (``(tgt, src)``), lie flat one after the other in ``loss`` (and in the
+    segment's scratch ``work``), so that the best candidate of every target state,
+    both ages, is gathered with one ``take`` per quantity (issue 23: a pass is some
+    3,000 small segments, where each NumPy call counts).
+
     Attributes:
         src: source configurations (feasible before), ascending.
         tgt: target configurations (feasible now), ascending.
-        rows: ``arange(len(tgt))``.
-        old: ``(tgt, src)``: loss of the change, ``+inf`` where it restarts the group.
+        states: the target flat states, fresh then old: ``tgt`` and ``tgt + C``.
+        loss: the fresh table ``(tgt, slot)``, then the old table ``(tgt, src)``
+            (``+inf`` where a change restarts the group), raveled.
         fresh_from: ``(tgt, slot)``: the sources whose change restarts the group.
-        fresh_loss: ``(tgt, slot)``: their losses.
         fresh_bar: ``(tgt, slot)``: ``+inf`` on padding.
+        came_from: for every flat candidate, the configuration it comes from.
+        first: per target state, the flat index of its first candidate.
+        work: scratch for the candidates' values (one segment at a time), and its
+            two tables ``fresh`` and ``old`` (views).
+        pick: scratch for each target state's best candidate, and its two halves.
     """
 
     src: np.ndarray
     tgt: np.ndarray
-    rows: np.ndarray
-    old: np.ndarray
+    states: np.ndarray
+    loss: np.ndarray
     fresh_from: np.ndarray
-    fresh_loss: np.ndarray
     fresh_bar: np.ndarray
+    came_from: np.ndarray
+    first: np.ndarray
+    work: np.ndarray
+    fresh: np.ndarray
+    old: np.ndarray
+    pick: np.ndarray
+    pick_fresh: np.ndarray
+    pick_old: np.ndarray
+
+    def tables(self, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``flat`` (laid out as ``loss``) with its two tables: (flat, fresh, old)."""
+        rows, split = len(self.tgt), self.fresh_from.size
+        return flat, flat[:split].reshape(rows, -1), flat[split:].reshape(rows, len(self.src))
 
 
 class Kernel:
@@ -123,8 +146,7 @@ class Kernel:
         self.levels = np.minimum(problem.available, top).astype(np.int64)
         self.short = problem.length_s < problem.min_add_s
         self.gain = problem.goodput[None, :] * problem.length_s[:, None]  # (segments, C)
-        usd = np.stack([problem.hold_usd_per_s(k) for k in range(count)])
-        self.paid = usd * problem.length_s[:, None]
+        self.paid = problem.hold_usd_table() * problem.length_s[:, None]
         self.tie = 1.0 + 1e-9 * (count - np.arange(count)) / count
         cols = np.arange(size)
         self._bar_old = np.where(problem.restarts, np.inf, 0.0)
@@ -143,6 +165,24 @@ class Kernel:
         self.dropping = np.concatenate([[True], self.levels[1:] < self.levels[:-1]])
         self._cols = cols
         self._olds = cols + size
+        self._none = np.full(2 * size, _NEG)  # a segment's states before its changes
+        self._zeros = np.zeros(2 * size)
+        self._segment_rows()
+
+    def _segment_rows(self) -> None:
+        """Gain and price of each segment's target states (both ages), laid end to end.
+
+        A segment's rows are a slice of these (no NumPy call per segment); the reward
+        ``lam x gain x tie`` is one product per pass over all of them.
+        """
+        rows = [self._feasible[int(level)] for level in self.levels]
+        ks = np.repeat(np.arange(len(rows)), [2 * len(r) for r in rows])
+        both = np.concatenate([np.concatenate([r, r]) for r in rows])
+        self._gain_rows = self.gain[ks, both]
+        self._paid_rows = self.paid[ks, both]
+        self._tie_rows = self.tie[ks]
+        ends = np.cumsum([2 * len(r) for r in rows]).tolist()
+        self._spans = list(zip([0, *ends[:-1]], ends, strict=True))
 
     def _key(self, k: int) -> tuple[int, int, bool, bool]:
         """Block of segment ``k``: (source level or -1 at the start, level, first, short)."""
@@ -169,16 +209,28 @@ class Kernel:
         loss = self._loss(first, short)
         src = np.zeros(1, dtype=np.int64) if before < 0 else self._feasible[before]
         tgt = self._feasible[level]
-        old = np.ascontiguousarray((loss + self._bar_old)[np.ix_(src, tgt)].T)
+        old = (loss + self._bar_old)[np.ix_(src, tgt)].T
         fresh_from = self._fresh_from[tgt]
+        fresh_loss = loss[fresh_from, tgt[:, None]]
+        rows = np.arange(len(tgt))
+        split = fresh_from.size
+        work = np.empty(split + old.size)
+        pick = np.empty(2 * len(tgt), dtype=np.intp)
         made = _Block(
             src=src,
             tgt=tgt,
-            rows=np.arange(len(tgt)),
-            old=old,
+            states=np.concatenate([tgt, tgt + self.size]),
+            loss=np.concatenate([fresh_loss.ravel(), old.ravel()]),
             fresh_from=fresh_from,
-            fresh_loss=loss[fresh_from, tgt[:, None]],
             fresh_bar=self._fresh_bar[tgt],
+            came_from=np.concatenate([fresh_from.ravel(), np.tile(src, len(tgt))]),
+            first=np.concatenate([rows * fresh_from.shape[1], split + rows * len(src)]),
+            work=work,
+            fresh=work[:split].reshape(len(tgt), -1),
+            old=work[split:].reshape(len(tgt), len(src)),
+            pick=pick,
+            pick_fresh=pick[: len(tgt)],
+            pick_old=pick[len(tgt) :],
         )
         self._blocks[key] = made
         return made
@@ -197,7 +249,8 @@ class Kernel:
         value[OLD * size] = 0.0  # nothing held
         work = np.zeros(2 * size)
         cost = np.zeros(2 * size)
-        priced = {key: self._priced(block, lam) for key, block in self._blocks.items()}
+        priced = {key: block.tables(lam * block.loss) for key, block in self._blocks.items()}
+        rewards = lam * self._gain_rows * self._tie_rows
         choices: list[np.ndarray] = []
         sources: list[np.ndarray | None] = []
         for k, key in enumerate(self.keys):
@@ -208,67 +261,61 @@ class Kernel:
             block = self.block(key)
             tables = priced.get(key)
             if tables is None:
-                tables = priced[key] = self._priced(block, lam)
-            value, work, cost, choice = self._step(k, block, tables, (value, work, cost), lam, keep)
+                tables = priced[key] = block.tables(lam * block.loss)
+            a, b = self._spans[k]
+            value, work, cost, choice = self._step(
+                block, tables, (value, work, cost), (rewards[a:b], a, b), keep
+            )
             if choice is not None:
                 choices.append(choice)
                 sources.append(source)
         return value, work, cost, choices, sources
 
-    @staticmethod
-    def _priced(block: _Block, lam: float) -> tuple[np.ndarray, np.ndarray]:
-        """``lam x`` the block's losses (what the program subtracts from a value)."""
-        return lam * block.old, lam * block.fresh_loss
-
     def _step(
         self,
-        k: int,
         block: _Block,
-        tables: tuple[np.ndarray, np.ndarray],
+        priced: tuple[np.ndarray, np.ndarray, np.ndarray],
         states: tuple[np.ndarray, np.ndarray, np.ndarray],
-        lam: float,
+        rows: tuple[np.ndarray, int, int],
         keep: bool,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-        """Segment ``k``: the best planned change into each feasible state, then its gain.
+        """One segment: the best planned change into each feasible state, then its gain.
 
-        ``states`` is (value, work, cost) of every flat state; with ``keep``, also the
-        flat source state of each planned change (``(2, C)``).
+        ``states`` is (value, work, cost) of every flat state, ``priced`` the block's
+        losses times ``lam`` (:meth:`_Block.tables`), ``rows`` the segment's rewards
+        and its span in the gain and price rows; with ``keep``, also the flat source
+        state of each planned change (``(2, C)``).
         """
         size = self.size
         value, work, cost = states
-        old_priced, fresh_priced = tables
+        reward, a, b = rows
+        _, fresh_priced, old_priced = priced
         # each configuration at the better of its two ages: a planned change costs the
         # same from either, the age matters only to what a forced preemption loses
         state = np.where(value[size:] >= value[:size], self._olds, self._cols)
         best_value = value[state]
-        tgt, rows = block.tgt, block.rows
         # fresh: the few restarting changes into each target
-        fresh = best_value[block.fresh_from] - fresh_priced - block.fresh_bar
-        slot = fresh.argmax(axis=1)
-        fresh_arg = block.fresh_from[rows, slot]
+        fresh = np.subtract(best_value.take(block.fresh_from), fresh_priced, out=block.fresh)
+        fresh -= block.fresh_bar
         # old: every other change, the maximum along the sources of a contiguous row
-        table = best_value[block.src] - old_priced
-        at = table.argmax(axis=1)
-        old_arg = block.src[at]
-        gain = self.gain[k, tgt]
-        paid = self.paid[k, tgt]
-        reward = lam * gain * self.tie[k]
-        new_value = np.full(2 * size, _NEG)
-        new_work = np.zeros(2 * size)
-        new_cost = np.zeros(2 * size)
-        for states_to, arg, best, lost in (
-            (tgt, fresh_arg, fresh[rows, slot], block.fresh_loss[rows, slot]),
-            (tgt + size, old_arg, table[rows, at], block.old[rows, at]),
-        ):
-            came = state[arg]
-            new_value[states_to] = best + reward - paid
-            new_work[states_to] = work[came] - lost + gain
-            new_cost[states_to] = cost[came] + paid
+        np.subtract(best_value[block.src], old_priced, out=block.old)
+        fresh.argmax(axis=1, out=block.pick_fresh)
+        block.old.argmax(axis=1, out=block.pick_old)
+        pick = block.pick
+        pick += block.first
+        came = state[block.came_from[pick]]
+        paid = self._paid_rows[a:b]
+        new_value = self._none.copy()
+        new_work = self._zeros.copy()
+        new_cost = self._zeros.copy()
+        new_value[block.states] = block.work[pick] + reward - paid
+        new_work[block.states] = work[came] - block.loss[pick] + self._gain_rows[a:b]
+        new_cost[block.states] = cost[came] + paid
         choice = None
         if keep:
-            choice = np.zeros((2, size), dtype=np.int32)
-            choice[FRESH, tgt] = state[fresh_arg]
-            choice[OLD, tgt] = state[old_arg]
+            choice = np.zeros(2 * size, dtype=np.int32)
+            choice[block.states] = came
+            choice = choice.reshape(2, size)
         return new_value, new_work, new_cost, choice
 
 

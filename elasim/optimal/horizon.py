@@ -82,7 +82,7 @@ def universal_bound(problem: PlanningProblem) -> tuple[float, float]:
     least ``r*`` per sample, and the work needs ``W`` of them.
     """
     running = problem.goodput > 0
-    usd = _usd_table(problem)
+    usd = problem.hold_usd_table()
     rate = (usd[:, running] / problem.goodput[running]).min(axis=0)  # per configuration
     start = np.minimum(problem.first_loss, problem.loss[0])[running]
     best_rate = float(rate.min())
@@ -97,7 +97,7 @@ def far_s(problem: PlanningProblem, period_s: float) -> float:
     it; a configuration never usable there is ignored.
     """
     running = np.flatnonzero(problem.goodput > 0)
-    usd = _usd_table(problem)
+    usd = problem.hold_usd_table()
     first = problem.start_s < period_s
     lengths = problem.length_s[first]
     rates = usd[first][:, running] / problem.goodput[running]
@@ -125,11 +125,6 @@ def find_cap(problem: PlanningProblem, horizon_s: float, period_s: float, far: f
     return HorizonCap(min(horizon_s, far), False, bound, math.nan)
 
 
-def _usd_table(problem: PlanningProblem) -> np.ndarray:
-    """USD per second of every configuration in every segment (segments x configurations)."""
-    return np.stack([problem.hold_usd_per_s(k) for k in range(problem.segments)])
-
-
 def _earliest_finish(problem: PlanningProblem, bound: float) -> float | None:
     """When the earliest one-run schedule within ``CAP_TOLERANCE`` of the bound is done.
 
@@ -139,7 +134,7 @@ def _earliest_finish(problem: PlanningProblem, bound: float) -> float | None:
     price of the work alone stays within the budget can be part of such a run.
     None: no such schedule in ``problem``.
     """
-    usd = _usd_table(problem)
+    usd = problem.hold_usd_table()
     spot = problem.configs[:, 0]
     best: float | None = None
     for c in np.flatnonzero(problem.goodput > 0):

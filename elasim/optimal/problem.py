@@ -99,7 +99,11 @@ class PlanningProblem:
 
     def hold_usd_per_s(self, k: int) -> np.ndarray:
         """USD per second of holding each configuration in segment ``k``."""
-        spot = self.configs[:, 0] * self.spot_price_per_hour[k]
+        return self.hold_usd_table(slice(k, k + 1))[0]
+
+    def hold_usd_table(self, segments: slice = slice(None)) -> np.ndarray:
+        """``(segments, C)``: :meth:`hold_usd_per_s` of every segment, in one product."""
+        spot = self.configs[None, :, 0] * self.spot_price_per_hour[segments, None]
         od = self.configs[:, 1]
         od_cost = np.where(od > 0, od * self.on_demand_price_per_hour, 0.0)
         return (spot + od_cost) / 3600.0
@@ -166,8 +170,18 @@ class _Losses:
         self.write_s = write_s
         self.ckpt_s = ckpt_s  # periodic checkpoint interval at the start (for rollbacks)
         self.longest_ckpt_s = longest_ckpt_s  # ... and at the horizon, without preemptions
+        # a few hundred distinct pauses among the ~45,000 the tables ask for at 16 nodes
+        self._pauses: dict[tuple[Any, ...], float] = {}
 
     def pause_s(self, before: int, after: int, survivors: int, **kw: Any) -> float:
+        """The fluid model's pause of one change (:func:`pause_for`), each computed once."""
+        key = (before, after, survivors, *sorted(kw.items()))
+        found = self._pauses.get(key)
+        if found is None:
+            found = self._pauses[key] = self._pause_s(before, after, survivors, **kw)
+        return found
+
+    def _pause_s(self, before: int, after: int, survivors: int, **kw: Any) -> float:
         restart_write = (
             self.write_s if self.mode is RescaleMode.RESTART and not kw.get("failure") else 0.0
         )
