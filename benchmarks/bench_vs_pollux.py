@@ -52,11 +52,16 @@ TAIL_BYTES = 65536
 
 @dataclass(frozen=True)
 class Run:
-    """One whole-process run of one simulator: its average JCT (None if stopped)."""
+    """One whole-process run of one simulator: its average JCT (None if stopped).
+
+    ``reached_s``: for a run stopped at its budget, the simulated time it had reached
+    (Pollux's last ``SIMULATOR TIME``), so that its lower bound can be read.
+    """
 
     avg_jct_s: float | None
     wall_s: float
     cpu_s: float
+    reached_s: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -119,7 +124,10 @@ def run_pollux(python: str, folder: Path, workload: int, policy: str, budget_s: 
         out.seek(max(out.seek(0, os.SEEK_END) - TAIL_BYTES, 0))
         tail = out.read().decode(errors="replace")
     if not ended:
-        return Run(None, wall_s, cpu_s)
+        times = [
+            line.split(":")[1].strip(" -") for line in tail.splitlines() if "SIMULATOR TIME" in line
+        ]
+        return Run(None, wall_s, cpu_s, float(times[-1]) if times else 0.0)
     lines = [line for line in tail.splitlines() if line.startswith("Average JCT:")]
     if not lines:
         raise RuntimeError(f"no 'Average JCT:' line at the end of {' '.join(cmd)}")
@@ -166,7 +174,10 @@ def why_skipped(python: Path, folder: Path) -> str | None:
 
 
 def fmt_jct(run: Run) -> str:
-    return f"{run.avg_jct_s:8.0f}" if run.finished else "  budget"
+    """The average JCT, or how far a run stopped at its budget got (simulated hours)."""
+    if run.finished:
+        return f"{run.avg_jct_s:8.0f}"
+    return "stopped" if run.reached_s is None else f"@{run.reached_s / 3600:.1f} h"
 
 
 def fmt_ratio(slow: Run, fast: Run, attr: str) -> str:

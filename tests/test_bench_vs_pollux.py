@@ -6,6 +6,7 @@ in its place: a folder with a ``simulator.py`` that prints the lines Pollux's pr
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +79,23 @@ def test_a_pair_prints_both_jcts_the_deviation_and_the_ratio(tmp_path):
     assert abs(float(row[5].rstrip("%")) / 100 - (ours / theirs - 1)) < 0.001  # JCTs rounded
     summary = next(line for line in proc.stdout.splitlines() if line.startswith("tiresias "))
     assert summary.split()[1:4] == [row[3], "2000", row[5]]
+
+
+def test_a_run_past_its_budget_says_how_far_it_got(tmp_path, monkeypatch):
+    """Stopped at ``--budget-s``: no JCT, and the simulated time its output had reached."""
+    spec = importlib.util.spec_from_file_location("bench_vs_pollux", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_vs_pollux", module)  # its dataclass needs it
+    spec.loader.exec_module(module)
+    body = (
+        "import time\n"
+        "for t in (60, 120, 7200):\n"
+        "    print('---------------- SIMULATOR TIME: {} ----------------'.format(t))\n"
+        "    print('Average JCT:', 5.0, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    folder = fake_artifact(tmp_path / "sim", body)
+    run = module.run_pollux(sys.executable, folder, 1, "pollux", budget_s=2.0)
+    assert not run.finished and run.reached_s == 7200.0
+    assert 2.0 <= run.wall_s < 30.0
+    assert module.fmt_jct(run) == "@2.0 h"
