@@ -22,6 +22,7 @@ On the bundled traces a third of the time has no spot at all, where a segment co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -168,6 +169,7 @@ class Kernel:
         self._none = np.full(2 * size, _NEG)  # a segment's states before its changes
         self._zeros = np.zeros(2 * size)
         self._segment_rows()
+        self._laid_out: list[Any] | None = None
 
     def _segment_rows(self) -> None:
         """Gain and price of each segment's target states (both ages), laid end to end.
@@ -253,16 +255,13 @@ class Kernel:
         rewards = lam * self._gain_rows * self._tie_rows
         choices: list[np.ndarray] = []
         sources: list[np.ndarray | None] = []
-        for k, key in enumerate(self.keys):
+        for key, block, drop, (a, b) in self._segments():
             source = None
-            drop = self.drops[k]
-            if drop is not None and self.dropping[k]:
+            if drop is not None:
                 value, work, cost, source = _preempt(drop, value, work, cost, lam, keep)
-            block = self.block(key)
             tables = priced.get(key)
             if tables is None:
                 tables = priced[key] = block.tables(lam * block.loss)
-            a, b = self._spans[k]
             value, work, cost, choice = self._step(
                 block, tables, (value, work, cost), (rewards[a:b], a, b), keep
             )
@@ -270,6 +269,14 @@ class Kernel:
                 choices.append(choice)
                 sources.append(source)
         return value, work, cost, choices, sources
+
+    def _segments(self) -> list[tuple[tuple[int, int, bool, bool], _Block, Drop | None, Any]]:
+        """Per segment: its block's key and block, the drop to replay (or None), its span."""
+        if self._laid_out is None:
+            drops = [d if go else None for d, go in zip(self.drops, self.dropping, strict=True)]
+            blocks = [self.block(key) for key in self.keys]
+            self._laid_out = list(zip(self.keys, blocks, drops, self._spans, strict=True))
+        return self._laid_out
 
     def _step(
         self,
