@@ -20,7 +20,10 @@ Within one turn at time ``t``:
 4. the next time: the next arrival, the earliest job event, the wake-up.
 
 The decision log (:attr:`ClusterLoop.decisions`) is a list of frozen records, equal
-bit for bit for the same inputs, whichever shell ran the loop.
+bit for bit for the same inputs, whichever shell ran the loop.  A run that needs no
+log keeps none (``keep_decisions=False``: on the full Philly trace the log was most of
+the memory, 138,588 decisions naming hundreds of jobs each); ``on_decision`` gets each
+record as it is made, to stream it to disk.
 """
 
 from __future__ import annotations
@@ -115,6 +118,10 @@ class ClusterLoop:
             jobs on the lost nodes without notice.  None: every node, always.
         capacity_period_s: repeat the capacity rows with this period (a trace's
             duration); None: the last row holds forever.
+        keep_decisions: keep the decision log in :attr:`decisions` (off: only
+            :attr:`decision_count` is kept).
+        on_decision: called with each :class:`ClusterDecisionRecord` as it is made
+            (a writer that streams the log to disk).
     """
 
     def __init__(
@@ -132,6 +139,8 @@ class ClusterLoop:
         on_change: Callable[[float, str, Placement, int], None] | None = None,
         capacity: Sequence[tuple[float, int]] | None = None,
         capacity_period_s: float | None = None,
+        keep_decisions: bool = True,
+        on_decision: Callable[[ClusterDecisionRecord], None] | None = None,
     ) -> None:
         if num_nodes < 1 or gpus_per_node < 1:
             raise ValueError("a cluster needs at least one node and one GPU per node")
@@ -149,6 +158,9 @@ class ClusterLoop:
         self.active: list[ClusterJob] = []
         self._init_incremental_state()
         self.decisions: list[ClusterDecisionRecord] = []
+        self.decision_count = 0
+        self._keep_decisions = keep_decisions
+        self._on_decision = on_decision
         #: (time_s, job, gpus, nodes, batch_size) at every change of a job's allocation
         self.timeline: list[tuple[float, str, int, int, int]] = []
         self._record_timeline = record_timeline
@@ -440,7 +452,7 @@ class ClusterLoop:
             detail = f"decide() raised {type(exc).__name__}: {exc}".splitlines()[0]
             raise _policy_error(policy, exc, detail) from exc  # type: ignore[arg-type]
         decision = self._validate(raw, obs)
-        self.decisions.append(ClusterDecisionRecord(now_s, len(obs.jobs), decision))
+        self._log(ClusterDecisionRecord(now_s, len(obs.jobs), decision))
         idle = obs.jobs and not decision.allocations and obs.total_gpus > 0
         pending = self._next_arrival < len(self.jobs)
         self._stalled = self._stalled + 1 if idle and not pending else 0
@@ -460,6 +472,13 @@ class ClusterLoop:
                 self._timeline(now_s, job)
             self._push(job)
             self._track(job)
+
+    def _log(self, record: ClusterDecisionRecord) -> None:
+        self.decision_count += 1
+        if self._keep_decisions:
+            self.decisions.append(record)
+        if self._on_decision is not None:
+            self._on_decision(record)
 
     def _named(self, allocations: dict[str, Placement], batches: dict[str, int]) -> list:
         """The jobs a decision can change, in arrival order (the order of its effects).
@@ -567,6 +586,6 @@ class ClusterLoop:
                 )
             )
         result = summarize_jobs(
-            rows, self.num_nodes * self.gpus_per_node, len(self.decisions), wall_time_s
+            rows, self.num_nodes * self.gpus_per_node, self.decision_count, wall_time_s
         )
         return dataclasses.replace(result, timeline=tuple(self.timeline))
