@@ -24,7 +24,7 @@ def run_cluster_loop(loop: ClusterLoop, horizon_s: float = math.inf) -> simpy.En
 
     def clock():
         while True:
-            nxt = loop.turn(env.now)
+            nxt = loop.turn(env.now, horizon_s)
             if nxt == math.inf or nxt > horizon_s:
                 return
             yield env.timeout(max(nxt - env.now, 0.0))
