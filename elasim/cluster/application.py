@@ -146,6 +146,8 @@ class Application:
         self._stats_cache: dict[tuple[float, int], tuple[float, float]] = {}
         self._frontiers: dict[tuple[int, ...], list[tuple[int, int]]] = {}
         self._epoch_rows: dict[tuple[tuple[int, ...], int], list[BatchChoice | None]] = {}
+        #: (epoch, GPUs per node) -> the jobs' shared speed model (see ``JobSpeedModel.of``)
+        self.speed_models: dict[tuple[int, int], object] = {}
 
     # -- step time ------------------------------------------------------------------------
 

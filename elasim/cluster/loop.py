@@ -505,9 +505,7 @@ class ClusterLoop:
         except Exception as exc:  # noqa: BLE001 - a user's plugin may raise anything
             detail = f"decide() raised {type(exc).__name__}: {exc}".splitlines()[0]
             raise _policy_error(policy, exc, detail) from exc  # type: ignore[arg-type]
-        decision = validate_decision(
-            raw, obs, self._active_names, lambda detail: _policy_error(policy, None, detail)
-        )
+        decision = validate_decision(raw, obs, policy, self._by_name, self._active_names)
         self._log(ClusterDecisionRecord(now_s, len(obs.jobs), decision))
         idle = obs.jobs and not decision.allocations and obs.total_gpus > 0
         pending = self._next_arrival < len(self.jobs)
@@ -523,6 +521,7 @@ class ClusterLoop:
             name = job.name
             if name not in holding:
                 job.advance(now_s)  # a waiting job is brought to the present only now
+            target = job.batch_target
             job.set_batch(batches.get(name))
             placement = allocations.get(name, ())
             if placement != job.placement:  # else reallocate() changes nothing
@@ -530,6 +529,9 @@ class ClusterLoop:
                 job.reallocate(placement, now_s)
                 if (job.placement, job.batch_size) != before:
                     self._timeline(now_s, job)
+            elif name in holding and job.batch_target == target:
+                self._push(job)  # it keeps its GPUs and batch: the sets above stay
+                continue
             self._push(job)
             self._track(job)
 

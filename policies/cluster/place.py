@@ -79,7 +79,7 @@ def place(
         count = counts.get(job.name, 0)
         if count <= 0:
             continue
-        if job.gpus == count and _fits(job.placement, free):
+        if job.placement and job.gpus == count and _fits(job.placement, free):
             for node, gpus in job.placement:
                 free[node] -= gpus
             out[job.name] = job.placement
