@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from elasim.cli import app
-from elasim.cluster.output import ALLOCATION_COLUMNS, JOB_COLUMNS
+from elasim.cluster import ClusterSetup, build_loop
+from elasim.cluster.output import ALLOCATION_COLUMNS, DECISION_COLUMNS, JOB_COLUMNS
 
 runner = CliRunner()
 SMALL = "philly:max_jobs=14"  # 14 jobs of the bundled Philly week: a run takes ~1 s
@@ -50,6 +51,7 @@ def test_simulate_out_writes_jobs_allocations_summary_and_plots(tmp_path: Path):
     assert names == {
         "jobs.parquet",
         "allocations.parquet",
+        "decisions.parquet",
         "summary.json",
         "jct_cdf.png",
         "gpus_per_job.png",
@@ -178,3 +180,41 @@ def test_simulate_table_has_labels_with_units_and_out_lists_what_it_wrote(tmp_pa
     assert len(wrote) == 1, res.stdout
     for path in out.iterdir():  # every file written is named, from what was written
         assert path.name in wrote[0]
+
+
+@pytest.mark.timeout(120)
+def test_simulate_out_streams_the_decision_log_the_loop_keeps(tmp_path: Path, monkeypatch):
+    """``decisions.parquet`` is written in row groups during the run, and holds the log
+    a loop that keeps it in memory has, decision for decision."""
+    import pyarrow.parquet as pq
+
+    import elasim.cluster.output
+
+    monkeypatch.setattr(elasim.cluster.output, "DECISIONS_PER_GROUP", 7)
+    out = tmp_path / "run"
+    args = ["-w", SMALL, "-p", "pollux", "--rescale", "restart", "-o", str(out)]
+    res = runner.invoke(app, ["cluster", "simulate", *args])
+    assert res.exit_code == 0, res.output
+    loop = build_loop(ClusterSetup(SMALL, "pollux"))  # restart: the setup's default
+    loop.run_to_end()
+    log = loop.decision_log()
+    frame = pd.read_parquet(out / "decisions.parquet")
+    assert tuple(frame.columns) == DECISION_COLUMNS and len(frame) == len(log) > 7
+    assert pq.ParquetFile(out / "decisions.parquet").num_row_groups == -(-len(log) // 7)
+    for row, (time_s, active, allocations, batches, wake) in zip(
+        frame.itertuples(index=False), log, strict=True
+    ):
+        assert (row.time_s, row.active_jobs, row.wake_after_s) == (time_s, active, wake)
+        assert json.loads(row.allocations) == [[n, [list(c) for c in p]] for n, p in allocations]
+        assert json.loads(row.batch_sizes) == [list(pair) for pair in batches]
+
+
+def test_simulate_with_a_raising_policy_leaves_no_decision_log(tmp_path: Path):
+    plugin = tmp_path / "boom.py"
+    plugin.write_text(RAISING)
+    out = tmp_path / "run"
+    res = runner.invoke(
+        app, ["cluster", "simulate", "-w", SMALL, "-p", f"{plugin}:Boom", "-o", str(out)]
+    )
+    _one_line(res, "boom", "ZeroDivisionError")
+    assert not out.exists() or not os.listdir(out)

@@ -156,3 +156,33 @@ def test_events_a_rounding_error_away_are_taken_months_into_a_run() -> None:
     assert other.last_s >= other.next_due_s() - 1e-9
     other.advance(other.next_due_s())
     assert other.state is JobState.RUNNING and other.next_due_s() > other.last_s
+
+
+def test_a_view_copied_from_the_last_one_equals_the_constructors() -> None:
+    # a running job's view is copied from its last one with the changed fields (not
+    # built by the dataclass's __init__): it must hold the same fields, no more
+    loop = build_loop(ClusterSetup("pollux-workload-1", "pollux"))
+    loop.run_to_end(horizon_s=20_000.0)
+    copied = [(job, job.view()) for job in loop.active if job._view_key and job.placement]
+    assert copied
+    for job, view in copied:
+        job._view, job._view_key = None, ()
+        built = job.view()
+        assert vars(view) == vars(built) and view == built and view.speed is built.speed
+
+
+def test_an_overfull_node_is_named_by_its_lowest_index() -> None:
+    class Overfull:
+        name = "overfull"
+
+        def decide(self, obs):
+            if len(obs.jobs) < 2:
+                return ClusterDecision()
+            first, second = obs.jobs[0].name, obs.jobs[1].name
+            # nodes 5 and 2 are both overfull, and node 5 is named first
+            return ClusterDecision(((first, ((5, 3), (2, 3))), (second, ((2, 3), (5, 3)))))
+
+    loop = build_loop(ClusterSetup("pollux-workload-1", "fifo"))
+    loop.policy = Overfull()
+    with pytest.raises(ValueError, match="policy 'overfull'.*node 2 given 6 GPUs; it has 4"):
+        loop.run_to_end()

@@ -84,9 +84,17 @@ def _simulate(
         applications=applications,
         capacity=capacity,
     )
-    result = simulate_cluster(setup, record_timeline=out is not None)
+    written = None
+    if out is None:
+        result = simulate_cluster(setup, record_timeline=False)
+    else:
+        from elasim.cluster.output import stream_decisions
+
+        # the decision log goes to disk while the run goes (never held in memory)
+        decisions = out / "decisions.parquet"
+        result = stream_decisions(decisions, lambda sink: simulate_cluster(setup, on_decision=sink))
+        written = {"decisions": decisions, **write_simulate_outputs(out, setup, result)}
     summary = result.summary.as_dict()
-    written = write_simulate_outputs(out, setup, result) if out is not None else None
     if as_json:
         payload = {"workload": workload, "policy": policy, **summary}
         typer.echo(json.dumps(_json_safe(payload), sort_keys=True))
@@ -116,7 +124,10 @@ def simulate(
     capacity: str | None = capacity_option(),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     out: Path | None = typer.Option(
-        None, "--out", "-o", help="Write jobs/allocations parquet, summary.json and plots here."
+        None,
+        "--out",
+        "-o",
+        help="Write jobs/allocations/decisions parquet, summary.json and plots here.",
     ),
 ) -> None:
     """Simulate one workload on a shared cluster under one cluster policy."""

@@ -134,6 +134,7 @@ def _write(out: Path, payload: dict[str, Any], run: Any, rows: list[Any] | None)
 
     import pandas as pd
 
+    from elasim.cluster.output import write_decisions
     from elasim.output import write_json, write_parquet
 
     write_json(out / "summary.json", _json_safe(payload))
@@ -146,12 +147,7 @@ def _write(out: Path, payload: dict[str, Any], run: Any, rows: list[Any] | None)
         for e in evs
     ]  # fmt: skip
     write_parquet(out / "events.parquet", pd.DataFrame(events))
-    decisions = [
-        {"time_s": d.time_s, "active_jobs": d.active_jobs,
-         "allocations": json.dumps([[n, list(map(list, pl))] for n, pl in d.decision.allocations])}
-        for d in run.decisions
-    ]  # fmt: skip
-    write_parquet(out / "decisions.parquet", pd.DataFrame(decisions))
+    write_decisions(out / "decisions.parquet", run.decisions)
     if rows is not None:
         write_parquet(out / "compare.parquet", pd.DataFrame([dataclasses.asdict(r) for r in rows]))
 

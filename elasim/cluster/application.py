@@ -145,6 +145,9 @@ class Application:
         self._config_cache: dict[tuple, BatchChoice] = {}
         self._stats_cache: dict[tuple[float, int], tuple[float, float]] = {}
         self._frontiers: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        self._epoch_rows: dict[tuple[tuple[int, ...], int], list[BatchChoice | None]] = {}
+        #: (epoch, GPUs per node) -> the jobs' shared speed model (see ``JobSpeedModel.of``)
+        self.speed_models: dict[tuple[int, int], object] = {}
 
     # -- step time ------------------------------------------------------------------------
 
@@ -260,6 +263,29 @@ class Application:
         total = step + accum * (step - sync)
         gain = self.gain(batch, epoch)
         return BatchChoice(batch, atomic, accum, total, gain / total, batch / total)
+
+    def choose(self, placement: tuple[int, ...], batch_size: int, epoch: int) -> BatchChoice:
+        """:meth:`configure`, where ``batch_size`` 0 is adaptive.
+
+        Adaptive: the best batch (:meth:`best`), or the initial one where none fits.
+        """
+        if batch_size == 0:
+            return self.best(placement, epoch) or self.configure(placement, self.init_batch, epoch)
+        return self.configure(placement, batch_size, epoch)
+
+    def epoch_choices(
+        self, placement: tuple[int, ...], batch_size: int
+    ) -> list[BatchChoice | None]:
+        """The row of :meth:`choose` by epoch for one shape and batch (None: not yet asked).
+
+        Shared by the jobs on that shape; a job keeps its row and fills it as it
+        goes, so that an epoch (millions of them on a long trace) costs a list index.
+        """
+        key = (tuple(sorted(placement)), batch_size)
+        row = self._epoch_rows.get(key)
+        if row is None:
+            row = self._epoch_rows[key] = [None] * self.max_epochs
+        return row
 
     def best(self, placement: tuple[int, ...], epoch: int) -> BatchChoice | None:
         """The batch configuration of highest goodput on ``placement`` in ``epoch``.

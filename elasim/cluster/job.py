@@ -33,6 +33,7 @@ from elasim.policies.cluster import ClusterJobView, Placement, placement_gpus
 from elasim.traces.cluster import WorkloadJob
 
 from .application import Application, BatchChoice
+from .results import JobResult
 
 __all__ = ["ADAPTIVE", "ClusterJob", "JobSpeedModel", "ModelTraining", "Training", "model_job"]
 
@@ -40,6 +41,27 @@ __all__ = ["ADAPTIVE", "ClusterJob", "JobSpeedModel", "ModelTraining", "Training
 #: every epoch (what AdaptDL's library does inside a Pollux job).
 ADAPTIVE = 0
 _EPS = 1e-9
+# The states a job's event depends on, read at every epoch of every job: an enum member
+# read off its class costs a descriptor call (about 20 times a module global's read).
+_RESCALING = JobState.RESCALING
+_RUNNING = JobState.RUNNING
+
+
+def _replaced(view: ClusterJobView, changes: dict[str, Any]) -> ClusterJobView:
+    """``dataclasses.replace(view, **changes)``, without the dataclass's ``__init__``.
+
+    Why: a running job's view changes at every decision, and the generated
+    ``__init__`` of a frozen dataclass sets its 16 fields one ``object.__setattr__``
+    at a time (about 2 us, against 0.3 us to copy the fields): on the full Philly
+    trace at 1,024 GPUs that is 7 million views.  The copy has the fields of
+    ``view`` and ``changes`` and nothing else (the view has no ``__post_init__``);
+    ``tests/test_cluster_scale.py`` checks it equals the constructor's.
+    """
+    new = object.__new__(ClusterJobView)
+    fields = new.__dict__
+    fields.update(view.__dict__)
+    fields.update(changes)
+    return new
 
 
 class JobSpeedModel:
@@ -52,6 +74,21 @@ class JobSpeedModel:
         self._epoch = epoch
         self._gpn = gpus_per_node
         self._cache: dict[tuple[int, int, int | None], float] = {}
+
+    @classmethod
+    def of(cls, app: Application, epoch: int, gpus_per_node: int) -> JobSpeedModel:
+        """The model of every job of ``app`` in ``epoch``: one, shared, and its cache too.
+
+        Why shared: a speed depends on the application, the epoch and the shape only,
+        and a policy that sizes jobs (``srtf``, ``pollux``) asks hundreds of shapes per
+        decision; with a model per job and epoch, a quarter of the asks on the Philly
+        trace at 1,024 GPUs missed the cache.
+        """
+        key = (epoch, gpus_per_node)
+        model = app.speed_models.get(key)
+        if model is None:
+            model = app.speed_models[key] = cls(app, epoch, gpus_per_node)
+        return model
 
     def _shape(self, nodes: int, gpus: int) -> tuple[int, ...]:
         nodes = max(1, min(nodes, gpus))
@@ -156,7 +193,9 @@ class ClusterJob:
         self.books = Accounting()
         self.placement: Placement = ()
         self.gpus = 0
-        self.batch_target = min(spec.requested_batch_size, app.max_batch)
+        #: the batch it trains with unless told otherwise (its request, within the validated)
+        self.default_batch = min(spec.requested_batch_size, app.max_batch)
+        self.batch_target = self.default_batch
         self.choice: BatchChoice | None = None
         self.progress = 0.0
         self.epoch = 0
@@ -169,6 +208,9 @@ class ClusterJob:
         self.peak_gpus = 0
         self.events: list[EventRecord] = []
         self._speed: JobSpeedModel | None = None
+        self._choices_of: tuple[Placement, int] = ((), -1)  # what _choices hold choices of
+        self._choices: list[BatchChoice | None] = []  # by epoch, for _choices_of
+        self._shape: tuple[int, ...] = ()  # GPUs per node of _choices_of
         self._view: ClusterJobView | None = None
         self._view_key: tuple[Any, ...] = ()
 
@@ -215,42 +257,57 @@ class ClusterJob:
             return self._view
         app = self.app
         if self._speed is None or self._speed._epoch != self.epoch:
-            self._speed = JobSpeedModel(app, self.epoch, self.gpus_per_node)
+            self._speed = JobSpeedModel.of(app, self.epoch, self.gpus_per_node)
         self._view_key = key
-        self._view = ClusterJobView(
-            name=self.name,
-            application=app.name,
-            arrival_s=self.spec.arrival_s,
-            requested_gpus=self.spec.requested_gpus,
-            requested_batch_size=self.spec.requested_batch_size,
-            max_gpus=app.max_gpus(),
-            placement=self.placement,
-            batch_size=self.batch_size or self.spec.requested_batch_size,
-            attained_gpu_s=self.attained_gpu_s,
-            running_s=self.held_s,
-            progress=min(self.progress / app.target_progress, 1.0),
-            remaining=max(app.target_progress - self.progress, 0.0),
-            epoch=self.epoch,
-            restarts=max(self.restarts, 0),
-            peak_gpus=self.peak_gpus,
-            speed=self._speed,
-        )
+        state = {
+            "placement": self.placement,
+            "batch_size": key[1] or self.spec.requested_batch_size,
+            "attained_gpu_s": self.attained_gpu_s,
+            "running_s": self.held_s,
+            "progress": min(self.progress / app.target_progress, 1.0),
+            "remaining": max(app.target_progress - self.progress, 0.0),
+            "epoch": self.epoch,
+            "restarts": max(self.restarts, 0),
+            "peak_gpus": self.peak_gpus,
+            "speed": self._speed,
+        }
+        if self._view is None:
+            self._view = ClusterJobView(
+                name=self.name,
+                application=app.name,
+                arrival_s=self.spec.arrival_s,
+                requested_gpus=self.spec.requested_gpus,
+                requested_batch_size=self.spec.requested_batch_size,
+                max_gpus=app.max_gpus(),
+                **state,
+            )
+        else:
+            self._view = _replaced(self._view, state)
         return self._view
 
     # -- time -----------------------------------------------------------------------------
 
     def configure(self) -> None:
-        """The batch choice of the placement, target batch and epoch (None unplaced)."""
-        if not self.placement:
+        """The batch choice of the placement, target batch and epoch (None unplaced).
+
+        A job asks at every epoch (millions of times on the full Philly trace): it
+        keeps the application's row of choices by epoch for its placement and target
+        (:meth:`Application.epoch_choices`), so that an epoch costs a list index.
+        """
+        placement = self.placement
+        if not placement:
             self.choice = None
             return
-        shape = tuple(g for _, g in self.placement)
-        if self.batch_target == ADAPTIVE:
-            self.choice = self.app.best(shape, self.epoch) or self.app.configure(
-                shape, self.app.init_batch, self.epoch
-            )
-        else:
-            self.choice = self.app.configure(shape, self.batch_target, self.epoch)
+        if placement is not self._choices_of[0] or self.batch_target != self._choices_of[1]:
+            self._choices_of = (placement, self.batch_target)
+            self._shape = tuple(g for _, g in placement)
+            self._choices = self.app.epoch_choices(self._shape, self.batch_target)
+        row = self._choices
+        epoch = min(self.epoch, len(row) - 1)
+        choice = row[epoch]
+        if choice is None:
+            choice = row[epoch] = self.app.choose(self._shape, self.batch_target, epoch)
+        self.choice = choice
 
     def poll(self, now_s: float) -> bool:
         """A polling job's news at ``now_s``; True when it finished."""
@@ -299,6 +356,25 @@ class ClusterJob:
             self.events.append(event)
             self.books.count(event)
 
+    def result(self) -> JobResult:
+        """Its row of the run's results."""
+        finish, books = self.finish_s, self.books
+        return JobResult(
+            name=self.name,
+            application=self.app.name,
+            arrival_s=self.spec.arrival_s,
+            start_s=self.start_s,
+            finish_s=finish,
+            jct_s=None if finish is None else finish - self.spec.arrival_s,
+            gpu_s=self.attained_gpu_s,
+            rescales=books.rescales,
+            final_batch_size=self.batch_size,
+            running_s=books.running_s,
+            rescale_s=books.rescale_s,
+            preemptions=books.preemptions,
+            lost_work_h=books.lost_s / 3600.0,
+        )
+
     # -- changes --------------------------------------------------------------------------
 
     def preempt(self, now_s: float) -> EventRecord | None:
@@ -317,7 +393,7 @@ class ClusterJob:
                 self.batch_ignored = batch_size
             batch_size = None
         if batch_size is None:
-            batch_size = min(self.spec.requested_batch_size, self.app.max_batch)
+            batch_size = self.default_batch
         if batch_size != self.batch_target:
             self.batch_target = batch_size
             self.configure()
@@ -379,9 +455,9 @@ class ModelTraining:
     def next_due_s(self, job: ClusterJob) -> float:
         """When the job next changes on its own: a pause ends or an epoch ends."""
         state = self.sm.state
-        if state is JobState.RESCALING:
+        if state is _RESCALING:
             return self.pause_end_s
-        if state is JobState.RUNNING and job.choice is not None:
+        if state is _RUNNING and job.choice is not None:
             boundary = job.app.epoch_progress[job.epoch + 1]
             return job.last_s + max(boundary - job.progress, 0.0) / job.choice.goodput
         return math.inf
@@ -397,19 +473,20 @@ class ModelTraining:
         at the same time, and the loop popped it forever (the full Philly trace on 64
         GPUs hung 238 simulated days in).
         """
-        while not job.done:
-            state = self.sm.state
+        sm = self.sm
+        while job.finish_s is None:
+            state = sm.state
             if job.last_s >= t - _EPS and self.next_due_s(job) > t + _EPS:
                 return  # nothing left to integrate and no event due
-            if state is JobState.RESCALING:
+            if state is _RESCALING:
                 end = max(min(self.pause_end_s, t), job.last_s)
                 job.hold(end - job.last_s, running=False)
                 job.last_s = end
                 if end >= self.pause_end_s - _EPS:
-                    self.sm.to(JobState.RUNNING)
+                    sm.to(_RUNNING)
                     self.pause_end_s = math.inf
                 continue
-            if state is not JobState.RUNNING or job.choice is None:
+            if state is not _RUNNING or job.choice is None:
                 job.books.idle_s += t - job.last_s
                 job.last_s = t
                 return
@@ -434,7 +511,7 @@ class ModelTraining:
     def _train(self, job: ClusterJob, dt: float) -> None:
         if dt > 0:
             self.run_since_ckpt_s += dt
-        job.hold(dt, running=True)
+            job.hold(dt, running=True)
 
     def _saved(self, job: ClusterJob) -> None:
         self.ckpt_progress = job.progress

@@ -20,7 +20,10 @@ Within one turn at time ``t``:
 4. the next time: the next arrival, the earliest job event, the wake-up.
 
 The decision log (:attr:`ClusterLoop.decisions`) is a list of frozen records, equal
-bit for bit for the same inputs, whichever shell ran the loop.
+bit for bit for the same inputs, whichever shell ran the loop.  A run that needs no
+log keeps none (``keep_decisions=False``: on the full Philly trace the log was most of
+the memory, 138,588 decisions naming hundreds of jobs each); ``on_decision`` gets each
+record as it is made, to stream it to disk.
 """
 
 from __future__ import annotations
@@ -32,22 +35,22 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from elasim.jobmodel import PolicyError, RescaleMode, pause_for
+from elasim.jobmodel import RescaleMode, pause_for
 from elasim.jobmodel.loop import MIN_WAKE_S, _policy_error
 from elasim.policies.cluster import (
-    ClusterDecision,
     ClusterDecisionRecord,
     ClusterJobView,
     ClusterObservation,
     ClusterPolicy,
-    JobViews,
     Placement,
 )
 from elasim.traces.cluster import WorkloadJob
 
 from .application import Application
 from .job import ClusterJob, model_job
-from .results import ClusterResult, JobResult, summarize_jobs
+from .results import ClusterResult, summarize_jobs
+from .validate import validate_decision
+from .views import ViewChunks
 
 __all__ = ["ClusterLoop"]
 
@@ -87,6 +90,13 @@ def _jobs_of(
     ]
 
 
+def _stale(job: ClusterJob, due: float) -> bool:
+    """Whether a queued event no longer is the job's (it finished or changed since)."""
+    return job.finish_s is not None or abs(job.training.next_due_s(job) - due) > _EPS * max(
+        1.0, abs(due)
+    )
+
+
 class ClusterLoop:
     """The jobs of one workload on ``num_nodes`` x ``gpus_per_node`` GPUs.
 
@@ -115,6 +125,10 @@ class ClusterLoop:
             jobs on the lost nodes without notice.  None: every node, always.
         capacity_period_s: repeat the capacity rows with this period (a trace's
             duration); None: the last row holds forever.
+        keep_decisions: keep the decision log in :attr:`decisions` (off: only
+            :attr:`decision_count` is kept).
+        on_decision: called with each :class:`ClusterDecisionRecord` as it is made
+            (a writer that streams the log to disk).
     """
 
     def __init__(
@@ -132,6 +146,8 @@ class ClusterLoop:
         on_change: Callable[[float, str, Placement, int], None] | None = None,
         capacity: Sequence[tuple[float, int]] | None = None,
         capacity_period_s: float | None = None,
+        keep_decisions: bool = True,
+        on_decision: Callable[[ClusterDecisionRecord], None] | None = None,
     ) -> None:
         if num_nodes < 1 or gpus_per_node < 1:
             raise ValueError("a cluster needs at least one node and one GPU per node")
@@ -149,6 +165,9 @@ class ClusterLoop:
         self.active: list[ClusterJob] = []
         self._init_incremental_state()
         self.decisions: list[ClusterDecisionRecord] = []
+        self.decision_count = 0
+        self._keep_decisions = keep_decisions
+        self._on_decision = on_decision
         #: (time_s, job, gpus, nodes, batch_size) at every change of a job's allocation
         self.timeline: list[tuple[float, str, int, int, int]] = []
         self._record_timeline = record_timeline
@@ -170,16 +189,12 @@ class ClusterLoop:
         an overloaded cluster whose queue holds tens of thousands of waiting jobs: a
         job without GPUs neither moves nor changes its view until a decision names it.
         """
-        # each active job's last view, in chunks of VIEW_CHUNK arrival ranks (see
-        # JobViews): chunk -> its active jobs' views in order, the tuple last built of
-        # it, chunks to rebuild
-        self._chunk_views: dict[int, dict[str, ClusterJobView]] = {}
-        self._chunk_tuples: dict[int, tuple[ClusterJobView, ...]] = {}
-        self._stale_chunks: set[int] = set()
+        self._views = ViewChunks(VIEW_CHUNK)  # each active job's last view
+        self._active_names: set[str] = set()  # the names of ``active``
         self._holding: set[str] = set()  # active jobs with a placement
         self._dirty: set[str] = set()  # jobs whose view may have changed since observe()
         self._own_batch: set[str] = set()  # jobs whose batch target is not the requested one
-        self._events: list[tuple[float, int, str]] = []  # (due, seq, job): lazy heap
+        self._events: list[tuple[float, int, ClusterJob]] = []  # (due, seq, job): lazy heap
         self._seq = 0
         self._queued: dict[str, float] = {}  # the due time last pushed, per job
 
@@ -220,8 +235,56 @@ class ClusterLoop:
 
     # -- the turn -------------------------------------------------------------------------
 
-    def turn(self, now_s: float) -> float:
-        """Do everything due at ``now_s``; return when the loop next has work (inf: done)."""
+    def turn(self, now_s: float, until_s: float = math.inf) -> float:
+        """Do everything due at ``now_s``; return when the loop next has work (inf: done).
+
+        Then, unless a job polls, the turns that follow and take job events only (an
+        epoch or a pause ends, a job finishes, and what the policy decides then) are
+        taken here too, each at its own time, up to the next arrival, wake-up or
+        capacity change or past ``until_s``: exactly the turns a shell that calls at
+        every time returned would make, since nothing else happens between them.  Why:
+        a job has a turn at every epoch (its speed changes), about 4 million on the
+        full Philly trace; each call through a shell (SimPy's) cost more than the turn.
+        """
+        self._turn(now_s)
+        if self._polls:
+            return self.next_time_s()
+        return self._job_turns(until_s)
+
+    def _job_turns(self, until_s: float) -> float:
+        """The turns from now on that take job events only (see :meth:`turn`); the next time.
+
+        The same turns, in the same order, as :meth:`_turn` at each time
+        :meth:`next_time_s` gives, with what cannot change between them (the next
+        arrival, capacity change and wake-up, the active jobs) read again only after a
+        decision, and the event a turn is for checked once, not twice.
+        """
+        while not self.stalled:
+            other_s = self._next_other_s()
+            wake_s = self.wake_at_s - _EPS
+            capacity_s = self._next_capacity_s()
+            pending = self._next_arrival < len(self.jobs)
+            arrival_s = self.jobs[self._next_arrival].spec.arrival_s if pending else math.inf
+            while True:
+                due = self._top_due()
+                nxt = due if due < other_s else other_s
+                if not (
+                    nxt <= until_s
+                    and nxt < wake_s
+                    and nxt + _EPS < capacity_s
+                    and nxt + _EPS < arrival_s
+                ):
+                    return nxt  # a turn the shell makes (or past until_s)
+                self.turns += 1
+                self.now_s = nxt
+                self._due_jobs(nxt, top_checked=True)
+                if self.decision_due:
+                    self._decide(nxt)
+                    break  # the wake-up and the active jobs may have changed
+        return math.inf
+
+    def _turn(self, now_s: float) -> None:
+        """One turn: jobs' events, polls, capacity, arrivals, wake-up, then a decision."""
         self.turns += 1
         self.now_s = now_s
         self._due_jobs(now_s)
@@ -238,6 +301,7 @@ class ClusterLoop:
             self._next_arrival += 1
             job.last_s = job.spec.arrival_s
             self.active.append(job)
+            self._active_names.add(job.name)
             self._set_view(job.name, job.view())
             self.decision_due = True
         if now_s >= self.wake_at_s - _EPS:
@@ -245,7 +309,6 @@ class ClusterLoop:
             self.decision_due = True
         if self.decision_due:
             self._decide(now_s)
-        return self.next_time_s()
 
     @property
     def finished(self) -> bool:
@@ -286,55 +349,69 @@ class ClusterLoop:
         """The next arrival, job event or wake-up (inf when nothing is left to happen)."""
         if self.stalled:
             return math.inf
+        due, other_s = self._top_due(), self._next_other_s()
+        return due if due < other_s else other_s
+
+    def _next_other_s(self) -> float:
+        """The next arrival, capacity change or wake-up (inf: none)."""
         best = self.wake_at_s if self.active else math.inf
         if self.active or self._next_arrival < len(self.jobs):
             best = min(best, self._next_capacity_s())
         if self._next_arrival < len(self.jobs):
             best = min(best, self.jobs[self._next_arrival].spec.arrival_s)
-        events = self._events
-        while events:
-            due, _, name = events[0]
-            job = self._by_name[name]
-            if job.done or abs(job.next_due_s() - due) > _EPS * max(1.0, abs(due)):
-                heapq.heappop(events)  # stale: the job changed since
-                self._unqueue(name, due)
-                continue
-            best = min(best, due)
-            break
         return best
 
+    def _top_due(self) -> float:
+        """When the earliest queued job event is due (inf: none); stale ones are dropped."""
+        events = self._events
+        while events:
+            due, _, job = events[0]
+            if not _stale(job, due):
+                return due
+            heapq.heappop(events)  # the job changed since
+            self._unqueue(job.name, due)
+        return math.inf
+
     def _push(self, job: ClusterJob) -> None:
-        due = job.next_due_s()
-        if due < math.inf and due != self._queued.get(job.name):
-            self._queued[job.name] = due
+        due = job.training.next_due_s(job)
+        queued = self._queued
+        if due < math.inf and due != queued.get(job.name):
+            queued[job.name] = due
             self._seq += 1
-            heapq.heappush(self._events, (due, self._seq, job.name))
+            heapq.heappush(self._events, (due, self._seq, job))
 
     def _unqueue(self, name: str, due: float) -> None:
-        if self._queued.get(name) == due:
-            del self._queued[name]
+        queued = self._queued
+        if queued.get(name) == due:
+            del queued[name]
 
-    def _due_jobs(self, now_s: float) -> None:
-        events = self._events
-        while events and events[0][0] <= now_s + _EPS * max(1.0, abs(now_s)):
-            due, _, name = heapq.heappop(events)
-            self._unqueue(name, due)
-            job = self._by_name[name]
-            if job.done or abs(job.next_due_s() - due) > _EPS * max(1.0, abs(due)):
+    def _due_jobs(self, now_s: float, top_checked: bool = False) -> None:
+        """Advance the jobs whose events are due by ``now_s``.
+
+        With ``top_checked`` the first one is known current (:meth:`_top_due` just
+        checked it), so it is not checked again.
+        """
+        events, queued = self._events, self._queued
+        limit_s = now_s + _EPS * max(1.0, abs(now_s))
+        while events and events[0][0] <= limit_s:
+            due, _, job = heapq.heappop(events)
+            if queued.get(job.name) == due:
+                del queued[job.name]
+            if not top_checked and _stale(job, due):
                 continue
-            job.advance(max(due, job.last_s))
-            if job.done:
-                self._complete(job)
-            else:
+            top_checked = False
+            job.training.advance(job, max(due, job.last_s))
+            if job.finish_s is None:
                 self._push(job)
+            else:
+                self._complete(job)
 
     def _complete(self, job: ClusterJob) -> None:
         rank = self._rank
         index = bisect_left(self.active, rank[job.name], key=lambda j: rank[j.name])
         del self.active[index]  # O(log n) to find: ``active`` stays in arrival order
-        chunk = rank[job.name] // VIEW_CHUNK
-        del self._chunk_views[chunk][job.name]
-        self._stale_chunks.add(chunk)
+        self._active_names.discard(job.name)
+        self._views.drop(rank[job.name], job.name)
         self._holding.discard(job.name)
         self._dirty.discard(job.name)
         self._own_batch.discard(job.name)
@@ -362,7 +439,7 @@ class ClusterLoop:
             self._holding.add(name)
         else:
             self._holding.discard(name)
-        if job.batch_target != min(job.spec.requested_batch_size, job.app.max_batch):
+        if job.batch_target != job.default_batch:
             self._own_batch.add(name)
         else:
             self._own_batch.discard(name)
@@ -382,53 +459,42 @@ class ClusterLoop:
             if job.done:
                 self._complete(job)
         by_name = self._by_name
-        for name in self._dirty.union(self._holding):
-            self._set_view(name, by_name[name].view())
         if self._polls:
+            for name in self._dirty.union(self._holding):
+                self._set_view(name, by_name[name].view())
             for job in movers:
                 if not job.done:
                     self._set_view(job.name, job.view())
+            held = tuple(map(self._view_of, sorted(self._holding, key=self._rank.__getitem__)))
+        else:
+            # the movers still active are the jobs that hold GPUs, in arrival order
+            views = []
+            for job in movers:
+                if job.finish_s is None:
+                    view = job.view()
+                    self._set_view(job.name, view)
+                    views.append(view)
+            for name in self._dirty.difference(self._holding):
+                self._set_view(name, by_name[name].view())
+            held = tuple(views)
         self._dirty.clear()
-        held = sorted(self._holding, key=self._rank.__getitem__)
         return ClusterObservation(
             now_s=now_s,
             num_nodes=self.num_nodes,
             gpus_per_node=self.gpus_per_node,
-            jobs=self._job_views(),
+            jobs=self._views.views(),
             rescale_cost_s=self._rescale_estimate_s,
             available_nodes=self.available_nodes,
-            held=tuple(map(self._view_of, held)),
+            held=held,
         )
 
     def _view_of(self, name: str) -> ClusterJobView | None:
         """The active job's last view (None: not an active job)."""
         rank = self._rank.get(name)
-        if rank is None:
-            return None
-        return self._chunk_views.get(rank // VIEW_CHUNK, {}).get(name)
+        return None if rank is None else self._views.get(rank, name)
 
     def _set_view(self, name: str, view: ClusterJobView) -> None:
-        """Keep ``view`` as the job's view (an arrival is appended in arrival order)."""
-        chunk = self._rank[name] // VIEW_CHUNK
-        members = self._chunk_views.setdefault(chunk, {})
-        if members.get(name) is not view:
-            members[name] = view
-            self._stale_chunks.add(chunk)
-
-    def _job_views(self) -> JobViews:
-        """Every active job's view in arrival order; only changed chunks are rebuilt."""
-        tuples, chunk_views = self._chunk_tuples, self._chunk_views
-        for chunk in sorted(self._stale_chunks):
-            members = chunk_views[chunk]
-            if members:
-                tuples[chunk] = tuple(members.values())
-            else:
-                del chunk_views[chunk]
-                tuples.pop(chunk, None)
-        # ``tuples`` stays in chunk order: jobs join in rank order, so a chunk is first
-        # built (or built again after it emptied) only when no later chunk exists yet
-        self._stale_chunks.clear()
-        return JobViews(tuples.values())
+        self._views.set(self._rank[name], name, view)
 
     def _decide(self, now_s: float) -> None:
         obs = self.observe(now_s)
@@ -439,8 +505,8 @@ class ClusterLoop:
         except Exception as exc:  # noqa: BLE001 - a user's plugin may raise anything
             detail = f"decide() raised {type(exc).__name__}: {exc}".splitlines()[0]
             raise _policy_error(policy, exc, detail) from exc  # type: ignore[arg-type]
-        decision = self._validate(raw, obs)
-        self.decisions.append(ClusterDecisionRecord(now_s, len(obs.jobs), decision))
+        decision = validate_decision(raw, obs, policy, self._by_name, self._active_names)
+        self._log(ClusterDecisionRecord(now_s, len(obs.jobs), decision))
         idle = obs.jobs and not decision.allocations and obs.total_gpus > 0
         pending = self._next_arrival < len(self.jobs)
         self._stalled = self._stalled + 1 if idle and not pending else 0
@@ -450,16 +516,31 @@ class ClusterLoop:
         self.wake_at_s = math.inf if wake is None else now_s + max(wake, MIN_WAKE_S)
         allocations = decision.allocation_map()
         batches = decision.batch_map()
+        holding = self._holding
         for job in self._named(allocations, batches):
-            if job.name not in self._holding:
+            name = job.name
+            if name not in holding:
                 job.advance(now_s)  # a waiting job is brought to the present only now
-            job.set_batch(batches.get(job.name))
-            before = job.placement, job.batch_size
-            job.reallocate(allocations.get(job.name, ()), now_s)
-            if (job.placement, job.batch_size) != before:
-                self._timeline(now_s, job)
+            target = job.batch_target
+            job.set_batch(batches.get(name))
+            placement = allocations.get(name, ())
+            if placement != job.placement:  # else reallocate() changes nothing
+                before = job.placement, job.batch_size
+                job.reallocate(placement, now_s)
+                if (job.placement, job.batch_size) != before:
+                    self._timeline(now_s, job)
+            elif name in holding and job.batch_target == target:
+                self._push(job)  # it keeps its GPUs and batch: the sets above stay
+                continue
             self._push(job)
             self._track(job)
+
+    def _log(self, record: ClusterDecisionRecord) -> None:
+        self.decision_count += 1
+        if self._keep_decisions:
+            self.decisions.append(record)
+        if self._on_decision is not None:
+            self._on_decision(record)
 
     def _named(self, allocations: dict[str, Placement], batches: dict[str, int]) -> list:
         """The jobs a decision can change, in arrival order (the order of its effects).
@@ -473,42 +554,6 @@ class ClusterLoop:
         names = self._holding.union(allocations, batches, self._own_batch)
         by_name = self._by_name
         return [by_name[name] for name in sorted(names, key=self._rank.__getitem__)]
-
-    def _validate(self, raw: object, obs: ClusterObservation) -> ClusterDecision:
-        """The decision, or a :class:`PolicyError` saying what is wrong with it."""
-        policy = self.policy
-
-        def bad(detail: str) -> PolicyError:
-            return _policy_error(policy, None, detail)  # type: ignore[arg-type]
-
-        if not isinstance(raw, ClusterDecision):
-            raise bad(f"decide() returned {type(raw).__name__} {raw!r:.60}, not a ClusterDecision")
-        usable = obs.usable_nodes
-        used = [0] * self.num_nodes
-        for name, placement in raw.allocations:
-            if self._view_of(name) is None:
-                raise bad(f"allocated GPUs to {name!r}, which is not an active job")
-            for node, gpus in placement:
-                if not (isinstance(node, int) and 0 <= node < usable):
-                    raise bad(f"placed {name!r} on node {node!r}; usable nodes are 0..{usable - 1}")
-                if not (isinstance(gpus, int) and gpus > 0):
-                    raise bad(f"gave {name!r} {gpus!r} GPUs on node {node}; must be an int > 0")
-                used[node] += gpus
-        for node, total in enumerate(used):
-            if total > self.gpus_per_node:
-                raise bad(f"node {node} given {total} GPUs; it has {self.gpus_per_node}")
-        for name, batch in raw.batch_sizes:
-            if self._view_of(name) is None:
-                raise bad(f"set the batch size of {name!r}, which is not an active job")
-            if not (isinstance(batch, int) and batch >= 0):
-                raise bad(f"batch size of {name!r} is {batch!r}; must be an int >= 0")
-        wake = raw.wake_after_s
-        if wake is not None and not (isinstance(wake, (int, float)) and wake > 0):
-            raise bad(f"wake_after_s is {wake!r}; must be a number > 0 or None")
-        names = [name for name, _ in raw.allocations]
-        if len(set(names)) != len(names):
-            raise bad("allocated to the same job twice")
-        return raw
 
     def _timeline(self, t: float, job: ClusterJob) -> None:
         if self._record_timeline:
@@ -539,34 +584,15 @@ class ClusterLoop:
         """Drive the loop on a plain (non-SimPy) clock until nothing is left; end time."""
         now = 0.0
         while True:
-            nxt = self.turn(now)
+            nxt = self.turn(now, horizon_s)
             if nxt == math.inf or nxt > horizon_s:
                 return now
             now = max(nxt, now)
 
     def result(self, wall_time_s: float = 0.0) -> ClusterResult:
         """Per-job rows and the summary."""
-        rows = []
-        for job in self.jobs:
-            finish = job.finish_s
-            rows.append(
-                JobResult(
-                    name=job.name,
-                    application=job.app.name,
-                    arrival_s=job.spec.arrival_s,
-                    start_s=job.start_s,
-                    finish_s=finish,
-                    jct_s=None if finish is None else finish - job.spec.arrival_s,
-                    gpu_s=job.attained_gpu_s,
-                    rescales=job.books.rescales,
-                    final_batch_size=job.batch_size,
-                    running_s=job.books.running_s,
-                    rescale_s=job.books.rescale_s,
-                    preemptions=job.books.preemptions,
-                    lost_work_h=job.books.lost_s / 3600.0,
-                )
-            )
+        rows = [job.result() for job in self.jobs]
         result = summarize_jobs(
-            rows, self.num_nodes * self.gpus_per_node, len(self.decisions), wall_time_s
+            rows, self.num_nodes * self.gpus_per_node, self.decision_count, wall_time_s
         )
         return dataclasses.replace(result, timeline=tuple(self.timeline))

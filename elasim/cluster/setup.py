@@ -16,7 +16,7 @@ from typing import Any
 import elasim.policies.cluster  # noqa: F401 - registers the built-in cluster policies
 from elasim.job import TrainingJob, load_job
 from elasim.jobmodel import RescaleMode
-from elasim.policies.cluster import Placement
+from elasim.policies.cluster import ClusterDecisionRecord, Placement
 from elasim.policies.registry import CLUSTER_KIND, make_policy
 from elasim.traces.cluster import WorkloadJob, bundled_application_names, load_application
 from elasim.traces.workloads import load_workload
@@ -127,8 +127,10 @@ def build_loop(
     capacity: tuple[tuple[float, int], ...] | None = None,
     capacity_period_s: float | None = None,
     job_factory: Any = None,
+    keep_decisions: bool = True,
+    on_decision: Callable[[ClusterDecisionRecord], None] | None = None,
 ) -> ClusterLoop:
-    """The loop of one run (``on_change``, ``capacity``, ``job_factory``: see the loop).
+    """The loop of one run (each keyword: see :class:`ClusterLoop`).
 
     Raises:
         TraceError: a bad workload or application profile.
@@ -152,5 +154,7 @@ def build_loop(
         on_change=on_change,
         capacity=capacity,
         capacity_period_s=capacity_period_s,
+        keep_decisions=keep_decisions,
+        on_decision=on_decision,
         **({} if job_factory is None else {"job_factory": job_factory}),
     )

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import simpy
 
 from elasim.cluster import ClusterLoop, ClusterResult, ClusterSetup, build_loop
+from elasim.policies.cluster import ClusterDecisionRecord
 
 __all__ = ["run_cluster_loop", "simulate_cluster"]
 
@@ -22,7 +24,7 @@ def run_cluster_loop(loop: ClusterLoop, horizon_s: float = math.inf) -> simpy.En
 
     def clock():
         while True:
-            nxt = loop.turn(env.now)
+            nxt = loop.turn(env.now, horizon_s)
             if nxt == math.inf or nxt > horizon_s:
                 return
             yield env.timeout(max(nxt - env.now, 0.0))
@@ -32,11 +34,18 @@ def run_cluster_loop(loop: ClusterLoop, horizon_s: float = math.inf) -> simpy.En
     return env
 
 
-def simulate_cluster(setup: ClusterSetup, *, record_timeline: bool = True) -> ClusterResult:
+def simulate_cluster(
+    setup: ClusterSetup,
+    *,
+    record_timeline: bool = True,
+    on_decision: Callable[[ClusterDecisionRecord], None] | None = None,
+) -> ClusterResult:
     """Build, run and summarise one cluster simulation (wall time included).
 
     A capacity trace (``setup.capacity``) repeats with its duration, as the
-    single-job simulator's replay does.
+    single-job simulator's replay does.  The decision log is not kept (the result
+    counts the decisions); ``on_decision`` gets each record as it is made, for a
+    writer that streams it to disk.
     """
     start = time.perf_counter()
     rows, period = None, None
@@ -47,7 +56,12 @@ def simulate_cluster(setup: ClusterSetup, *, record_timeline: bool = True) -> Cl
         rows = tuple(zip(trace.time_s.tolist(), trace.available.tolist(), strict=True))
         period = float(trace.duration_s)
     loop = build_loop(
-        setup, record_timeline=record_timeline, capacity=rows, capacity_period_s=period
+        setup,
+        record_timeline=record_timeline,
+        capacity=rows,
+        capacity_period_s=period,
+        keep_decisions=False,
+        on_decision=on_decision,
     )
     run_cluster_loop(loop)
     return loop.result(wall_time_s=time.perf_counter() - start)

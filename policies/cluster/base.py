@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import itemgetter
 from typing import Protocol, overload, runtime_checkable
 
 from ..base import ConfiguredPolicy
@@ -35,11 +36,26 @@ __all__ = [
 
 #: GPUs per node a job holds: ``((node index, gpus), ...)``, sorted by node, gpus > 0.
 Placement = tuple[tuple[int, int], ...]
+_gpus_of = itemgetter(1)  # a placement cell's GPUs (``sum(map(...))`` runs in C)
 
 
 def placement_gpus(placement: Placement) -> int:
     """GPUs in a placement."""
-    return sum(g for _, g in placement)
+    return sum(map(_gpus_of, placement))
+
+
+def _sorted_cells(placement: Placement) -> Placement:
+    """``tuple(sorted(placement))``: the placement itself when it is that already.
+
+    A kept placement is then the job's own tuple, which the loop checks and compares
+    by identity first (a decision keeps hundreds of them on a large cluster).
+    """
+    if type(placement) is tuple:
+        for i in range(1, len(placement)):
+            if not placement[i - 1] < placement[i]:
+                return tuple(sorted(placement))
+        return placement
+    return tuple(sorted(placement))
 
 
 def placement_nodes(placement: Placement) -> int:
@@ -243,7 +259,7 @@ class ClusterDecision:
         wake_after_s: float | None = None,
     ) -> ClusterDecision:
         """Build a decision from mappings, in a canonical (sorted) order."""
-        allocs = tuple(sorted((k, tuple(sorted(v))) for k, v in allocations.items() if v))
+        allocs = tuple(sorted((k, _sorted_cells(v)) for k, v in allocations.items() if v))
         batches = tuple(sorted((batch_sizes or {}).items()))
         return cls(allocs, batches, wake_after_s)
 

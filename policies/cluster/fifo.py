@@ -48,7 +48,7 @@ class FifoPolicy(ClusterPolicyBase):
             counts[job.name] = job.gpus
             free -= job.gpus
         for job in obs.jobs:
-            if job.gpus:
+            if job.placement:  # held (a placement is never empty of GPUs)
                 continue
             want = min(job.requested_gpus, obs.total_gpus)
             if want <= free:

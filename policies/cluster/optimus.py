@@ -49,7 +49,7 @@ class OptimusPolicy(ClusterPolicyBase):
         """One GPU each, then marginal remaining-time reduction."""
         gpn = obs.gpus_per_node
         total = obs.total_gpus
-        jobs = sorted(obs.jobs, key=lambda j: (j.arrival_s, j.name))
+        jobs = list(obs.jobs)  # by (arrival, name) already
         cap_all = self.config.max_gpus or total
         caps = {j.name: min(cap_all, total, max(j.max_gpus, 1)) for j in jobs}
 
@@ -59,10 +59,16 @@ class OptimusPolicy(ClusterPolicyBase):
             rate = job.speed.goodput(shape_nodes(n, gpn), n, job.requested_batch_size)
             return job.remaining / rate if rate > 0 else math.inf
 
+        last: dict[str, tuple[int, float]] = {}  # the greedy asks n, then n + 1, ...
+
         def gain(job: ClusterJobView, n: int) -> float:
             if n == 0:
                 return math.inf
-            return time_left(job, n) - time_left(job, n + 1)
+            known = last.get(job.name)
+            before = known[1] if known is not None and known[0] == n else time_left(job, n)
+            after = time_left(job, n + 1)
+            last[job.name] = (n + 1, after)
+            return before - after
 
         start = {j.name: 1 for j in jobs[:total]}
         counts = greedy_counts(jobs, total, gain, caps, start)

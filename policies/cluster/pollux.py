@@ -110,16 +110,25 @@ class PolluxPolicy(ClusterPolicyBase):
         speedups = {j.name: speedup_fn(obs, j, fair, delay) for j in jobs}
         p = self.config.p
 
+        last: dict[str, tuple[int, float]] = {}  # the greedy asks n, then n + 1, ...
+
         def gain(job: ClusterJobView, n: int) -> float:
             s = speedups[job.name]
-            lo, hi = s(n), s(n + 1)
             if p < 0:
                 # maximising -sum s^p (p < 0): a job at zero speedup is infinitely bad
-                before = math.inf if lo <= _TINY else lo**p
+                known = last.get(job.name)
+                if known is not None and known[0] == n:
+                    before = known[1]
+                else:
+                    lo = s(n)
+                    before = math.inf if lo <= _TINY else lo**p
+                hi = s(n + 1)
                 after = math.inf if hi <= _TINY else hi**p
+                last[job.name] = (n + 1, after)
                 if before == math.inf:
                     return math.inf if after < math.inf else 0.0
                 return before - after
+            lo, hi = s(n), s(n + 1)
             try:
                 return hi**p - lo**p
             except OverflowError:  # astronomically large speedups with p > 1

@@ -74,9 +74,10 @@ class SrtfPolicy(ClusterPolicyBase):
             return min(1, free)
         first = speed.goodput(1, 1)
         n, rate = 1, first
-        while n < min(cap, free):
+        most, least_gain = min(cap, free), self.config.efficiency * first
+        while n < most:
             nxt = speed.goodput(shape_nodes(n + 1, gpn), n + 1)
-            if nxt - rate < self.config.efficiency * first:
+            if nxt - rate < least_gain:
                 break
             n, rate = n + 1, nxt
         return n

@@ -45,7 +45,10 @@ class TiresiasPolicy(ClusterPolicyBase):
     def decide(self, obs: ClusterObservation) -> ClusterDecision:
         """Admit jobs by (queue, arrival) while they fit."""
         limit_s = self.config.threshold_gpu_h * 3600.0
-        order = sorted(obs.jobs, key=lambda j: (j.attained_gpu_s >= limit_s, j.arrival_s, j.name))
+        # the high queue, then the low one, each by (arrival, name): the order of
+        # ``obs.jobs`` already, so a stable split, not a sort
+        order = [j for j in obs.jobs if not j.attained_gpu_s >= limit_s]
+        order += [j for j in obs.jobs if j.attained_gpu_s >= limit_s]
         free = obs.total_gpus
         counts: dict[str, int] = {}
         for job in order:

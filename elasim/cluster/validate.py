@@ -1,0 +1,75 @@
+"""A cluster policy's answer, checked before the loop applies any of it."""
+
+from __future__ import annotations
+
+from collections.abc import Container, Mapping
+
+from elasim.jobmodel import PolicyError
+from elasim.jobmodel.loop import _policy_error
+from elasim.policies.cluster import ClusterDecision, ClusterObservation, ClusterPolicy
+
+from .job import ClusterJob
+
+__all__ = ["validate_decision"]
+
+
+def validate_decision(
+    raw: object,
+    obs: ClusterObservation,
+    policy: ClusterPolicy,
+    jobs: Mapping[str, ClusterJob],
+    active: Container[str],
+) -> ClusterDecision:
+    """The decision, or a :class:`PolicyError` naming ``policy`` and what is wrong.
+
+    Args:
+        raw: what ``decide`` returned.
+        obs: the observation it was given.
+        policy: the policy that answered.
+        jobs: every job by name.
+        active: the names of the active jobs.
+
+    A decision that keeps the very placement tuple a job holds needs no check of its
+    cells: they were checked when it was given (and a job on a node that went away
+    was preempted).
+
+    The GPUs given per node are summed over the nodes named only (a 1,024-GPU cluster
+    has 256 nodes, and a decision names a few of them per job); an overfull node is
+    reported by its index, the lowest first.
+    """
+
+    def bad(detail: str) -> PolicyError:
+        return _policy_error(policy, None, detail)  # type: ignore[arg-type]
+
+    if not isinstance(raw, ClusterDecision):
+        raise bad(f"decide() returned {type(raw).__name__} {raw!r:.60}, not a ClusterDecision")
+    usable = obs.usable_nodes
+    used: dict[int, int] = {}
+    for name, placement in raw.allocations:
+        if name not in active:
+            raise bad(f"allocated GPUs to {name!r}, which is not an active job")
+        checked = placement is jobs[name].placement
+        for node, gpus in placement:
+            if not checked:
+                if not (isinstance(node, int) and 0 <= node < usable):
+                    raise bad(f"placed {name!r} on node {node!r}; usable nodes are 0..{usable - 1}")
+                if not (isinstance(gpus, int) and gpus > 0):
+                    raise bad(f"gave {name!r} {gpus!r} GPUs on node {node}; must be an int > 0")
+            used[node] = used.get(node, 0) + gpus
+    per_node = obs.gpus_per_node
+    over = [node for node, total in used.items() if total > per_node]
+    if over:
+        node = min(over)
+        raise bad(f"node {int(node)} given {used[node]} GPUs; it has {per_node}")
+    for name, batch in raw.batch_sizes:
+        if name not in active:
+            raise bad(f"set the batch size of {name!r}, which is not an active job")
+        if not (isinstance(batch, int) and batch >= 0):
+            raise bad(f"batch size of {name!r} is {batch!r}; must be an int >= 0")
+    wake = raw.wake_after_s
+    if wake is not None and not (isinstance(wake, (int, float)) and wake > 0):
+        raise bad(f"wake_after_s is {wake!r}; must be a number > 0 or None")
+    names = [name for name, _ in raw.allocations]
+    if len(set(names)) != len(names):
+        raise bad("allocated to the same job twice")
+    return raw
