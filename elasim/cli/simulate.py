@@ -171,9 +171,7 @@ def simulate(
         batch=batch,
     )
     _warn_if_infeasible(job, spec)
-    # the timeline is written to --out only: without it, no row of it is kept (as
-    # `elasim cluster` does); nothing in the summary reads it
-    config = dataclasses.replace(config, record_timeline=out is not None)
+    config = dataclasses.replace(config, record_timeline=out is not None)  # only --out has it
     started = time.perf_counter()
     result = _run_guarded(run_simulation, spec, config, trace=trace, policy=policy, job=job)
     summary = result.summary()
