@@ -47,6 +47,7 @@ from .pause import pause_for, planned_rescale_estimate_s, resume_estimate_s
 __all__ = ["FluidJob"]
 
 _EPS = 1e-9
+_NO_PAUSE = PauseComponents()  # immutable: one for every event without a pause
 
 
 class FluidJob:
@@ -271,7 +272,7 @@ class FluidJob:
                 kind=kind,
                 nodes_before=before,
                 nodes_after=after,
-                pause=pause or PauseComponents(),
+                pause=pause or _NO_PAUSE,
                 lost_samples=lost_samples,
                 lost_work_h=lost_s / 3600.0,
                 lost_steps=lost_steps,

@@ -64,6 +64,8 @@ def _warn_if_copies_overlap(
     """
     if not durations_s or (name, period_s) in _WARNED_OVERLAP:
         return
+    if max(durations_s) <= period_s:  # no copy overlaps the next (the sums below are 0)
+        return
     work = sum(d * g for d, g in zip(durations_s, gpus, strict=True))
     past = sum(max(0.0, d - period_s) * g for d, g in zip(durations_s, gpus, strict=True))
     if work <= 0 or past / work < OVERLAP_WARN_SHARE:

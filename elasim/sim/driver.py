@@ -75,10 +75,11 @@ class SimShell:
         """The SimPy process: one loop turn per wake-up."""
         env, loop = self.env, self.loop
         while True:
-            deadline = loop.turn(env.now)
+            now = env.now
+            deadline = loop.turn(now)
             if loop.finished or not math.isfinite(deadline):
                 break
-            yield env.timeout(max(deadline - env.now, 0.0))
+            yield env.timeout(max(deadline - now, 0.0))
         loop.close(env.now)
         self.done_event.succeed()
 
