@@ -30,7 +30,6 @@ from elasim.jobmodel import (
     pause_for,
     summarize,
 )
-from elasim.optimal import prepare_oracle
 from elasim.policies import Observation, Policy, is_oracle
 from elasim.policies._ondemand import fastest_finish_s
 from elasim.traces.model import (
@@ -251,6 +250,8 @@ def simulate(
     spec, trace = _compressed(spec, trace, config.time_scale)
     oracle_report = None
     if is_oracle(policy) and getattr(policy, "plan", None) is None:
+        from elasim.optimal import prepare_oracle  # the offline planner: only for an oracle
+
         policy, oracle_report = prepare_oracle(policy, trace, job, spec)
     cluster, od_price = capacity_for(trace, spec, config, job.nodes.gpus_per_node)
     made: list[FluidJob] = []
