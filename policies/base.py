@@ -239,6 +239,29 @@ class Observation:
     checkpoint_write_s: float = 0.0
 
     def __post_init__(self) -> None:
+        # every check in one chained test first (one observation per decision), the
+        # checks one by one only to word what failed
+        inf, n = math.inf, self.max_nodes
+        if (
+            1 <= self.min_nodes <= n
+            and len(self.throughput_samples_per_s) == n + 1 == len(self.statistical_efficiency)
+            and self.spot_available >= 0
+            and self.spot_held >= 0
+            and self.on_demand_held >= 0
+            and 0.0 <= self.progress <= 1.0
+            and 0.0 <= self.spot_price_per_hour < inf
+            and self.on_demand_price_per_hour >= 0
+            and 0.0 <= self.rescale_cost_s < inf
+            and (self.resume_cost_s is None or 0.0 <= self.resume_cost_s < inf)
+            and 0.0 <= self.spent_usd < inf
+            and self.checkpoint_interval_s > 0
+            and 0.0 <= self.checkpoint_write_s < inf
+        ):
+            return
+        self._check_one_by_one()
+
+    def _check_one_by_one(self) -> None:
+        """Each rule in turn, raising the first one broken in its own words."""
         if self.min_nodes < 1 or self.max_nodes < self.min_nodes:
             raise ValueError(
                 f"need 1 <= min_nodes <= max_nodes, got {self.min_nodes}, {self.max_nodes}"

@@ -99,3 +99,47 @@ def test_refuses_what_it_cannot_build_the_same() -> None:
     for cls in (WithFactory, WithInitVar, NotFrozen):
         with pytest.raises(TypeError, match="quick_init takes"):
             quick_init(cls)
+
+
+_NUMBER = st.sampled_from([0, 1, 2, 3, -1, 0.5, -0.0, 1.5, math.inf, -math.inf, math.nan])
+_VALID = {
+    "spot_available": 2,
+    "spot_held": 1,
+    "on_demand_held": 0,
+    "spot_price_per_hour": 0.9,
+    "on_demand_price_per_hour": math.inf,
+    "progress": 0.5,
+    "rescale_cost_s": 30.0,
+    "min_nodes": 1,
+    "max_nodes": 2,
+    "resume_cost_s": None,
+    "spent_usd": 3.0,
+    "checkpoint_interval_s": 600.0,
+    "checkpoint_write_s": 1.5,
+}
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(sorted(_VALID)), st.none() | _NUMBER), max_size=2),
+    st.integers(1, 4),
+)
+def test_observation_check_accepts_and_words_as_one_by_one(
+    changes: list[tuple[str, float | None]], width: int
+) -> None:
+    """The chained test in front of the rules accepts nothing that one of them refuses."""
+    values = dict(_VALID, now_s=0.0, remaining_samples=1.0, deadline_s=None)
+    values.update((k, v) for k, v in changes if v is not None or k == "resume_cost_s")
+    values["throughput_samples_per_s"] = values["statistical_efficiency"] = (1.0,) * width
+    twin = object.__new__(base.Observation)
+    vars(twin).update(values)  # the same fields, no check run yet
+    try:
+        twin._check_one_by_one()
+        expected = None
+    except ValueError as exc:
+        expected = str(exc)
+    try:
+        base.Observation(**values)
+    except ValueError as exc:
+        assert str(exc) == expected
+    else:
+        assert expected is None

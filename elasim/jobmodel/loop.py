@@ -79,6 +79,7 @@ __all__ = ["JobLoop", "PolicyError", "TimelineRow"]
 log = logging.getLogger(__name__)
 
 _EPS = 1e-9
+_CHECKPOINT, _PAUSE, _PREEMPT = EventKind.CHECKPOINT, EventKind.PAUSE, EventKind.PREEMPT
 #: The earliest a policy's ``wake_after_s`` can ask to be asked again (trace seconds).
 MIN_WAKE_S = 1e-3
 
@@ -551,9 +552,9 @@ class JobLoop:
             self._recent.append(
                 ObservedEvent(event.time_s, kind, event.nodes_before, event.nodes_after, deadline_s)
             )
-            if kind is EventKind.CHECKPOINT or kind is EventKind.PAUSE:
+            if kind is _CHECKPOINT or kind is _PAUSE:
                 self._since_checkpoint_s = 0.0
-            if kind is EventKind.CHECKPOINT or kind is EventKind.PREEMPT:
+            if kind is _CHECKPOINT or kind is _PREEMPT:
                 self.checkpoint_interval_s = self.schedule.current_interval_s(
                     self.estimates.checkpoint_write_s(), event.time_s, self.books.preemptions
                 )
