@@ -121,8 +121,11 @@ class ClusterCapacity:
         self.running_jobs = 0
         self.started_jobs = 0
         self._queue: deque[tuple[float, int]] = deque()
-        #: (time, order, kind, payload): 0 = an arrival wake-up, 1 = a job's end
-        self._events: list[tuple[float, int, int, int]] = []
+        #: the running jobs' ends: (time, order, GPUs); order counts every scheduling
+        self._ends: list[tuple[float, int, int]] = []
+        #: the next arrival's wake-up (time, order, index), kept out of the heap: the
+        #: arrivals come in trace order, so only the ends need sorting
+        self._wake: tuple[float, int, int] | None = None
         self._order = 0
         self._changes: deque[ReplayItem] = deque()
         self._last_available = self._available()
@@ -179,7 +182,7 @@ class ClusterCapacity:
             self._next_arrival = index + 1
             if time_s - now_s > 0:
                 self._order += 1
-                heapq.heappush(self._events, (time_s, self._order, 0, index))
+                self._wake = (time_s, self._order, index)
                 return
             self._queue.append((self._duration[index], self._gpus[index]))
             self._start_and_publish(now_s)
@@ -191,7 +194,7 @@ class ClusterCapacity:
         The simulator's hottest path on a long job trace (one call per background
         event): plain locals, no helper calls.
         """
-        queue, events = self._queue, self._events
+        queue, ends = self._queue, self._ends
         cluster, used = self.cluster_gpus, self.used_gpus
         while queue and queue[0][1] <= cluster - used:
             duration_s, gpus = queue.popleft()
@@ -199,7 +202,7 @@ class ClusterCapacity:
             self.running_jobs += 1
             self.started_jobs += 1
             self._order += 1
-            heapq.heappush(events, (now_s + duration_s, self._order, 1, gpus))
+            heapq.heappush(ends, (now_s + duration_s, self._order, gpus))
         self.used_gpus = used
         available = (cluster - used) // self.gpus_per_node
         if available > self.cap_nodes:
@@ -214,14 +217,22 @@ class ClusterCapacity:
         Stops at a published change, when no event is left, or (see
         :meth:`next_time_s`) one trace period after the first event without a change,
         returning the time reached then (else None).  ``warm_up`` runs the events
-        before job time 0 instead, whatever they publish.  One loop with plain
-        locals: it is the simulator's hottest on a long job trace.
+        before job time 0 instead, whatever they publish.  The next event is the
+        earlier of the first end and the arrival's wake-up (by time, then by when each
+        was scheduled, as SimPy orders them).  It is the simulator's hottest loop on a
+        long job trace.
         """
-        events, queue, changes = self._events, self._queue, self._changes
+        ends, queue, changes = self._ends, self._queue, self._changes
         durations, gpus_of, period_s = self._duration, self._gpus, self.period_s
-        started_s = events[0][0] if events else 0.0
-        while events:
-            time_s = events[0][0]
+        started_s = None
+        while True:
+            wake = self._wake
+            arrival = wake is not None and (not ends or wake < ends[0])
+            if not (arrival or ends):
+                return None
+            time_s = wake[0] if arrival else ends[0][0]  # type: ignore[index]
+            if started_s is None:
+                started_s = time_s
             if warm_up:
                 if time_s >= 0:
                     return None
@@ -229,16 +240,16 @@ class ClusterCapacity:
                 return None
             elif time_s - started_s > period_s:
                 return time_s
-            _, _, kind, payload = heapq.heappop(events)
-            if kind == 0:  # an arrival's wake-up: admit it and those due with it
-                queue.append((durations[payload], gpus_of[payload]))
+            if arrival:  # an arrival's wake-up: admit it and those due with it
+                self._wake = None
+                index = wake[2]  # type: ignore[index]
+                queue.append((durations[index], gpus_of[index]))
                 self._start_and_publish(time_s)
                 self._schedule_arrivals(time_s)
             else:  # a job's end
-                self.used_gpus -= payload
+                self.used_gpus -= heapq.heappop(ends)[2]
                 self.running_jobs -= 1
                 self._start_and_publish(time_s)
-        return None
 
     def next_time_s(self) -> float:
         """Job time of the next change of the leftovers (``inf``: none).
