@@ -20,7 +20,14 @@ from elasim.sim.driver import DEFAULT_JOB
 
 from .progress import show_progress
 from .spec_options import SpecFlags, with_spec
-from .tools import UsageError, ensure_writable_dir, err_console, out_console, policy_tables
+from .tools import (
+    UsageError,
+    ensure_writable_dir,
+    err_console,
+    leave_when_done,
+    out_console,
+    policy_tables,
+)
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 from .tools import run_guarded as _run_guarded
@@ -158,6 +165,7 @@ def simulate(
     ),
 ) -> None:
     """Replay a trace through the SimPy model with one policy and report the cost."""
+    leave_when_done()  # every file is written before it returns: no teardown after
     show_progress(err_console, out_console)  # long steps (the optimum) report progress
     if out is not None:
         _run_guarded(ensure_writable_dir, out, "--out")

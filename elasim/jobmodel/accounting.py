@@ -114,6 +114,11 @@ class Accounting:
         return self.running_s + self.rescale_s + self.checkpoint_s + self.idle_s
 
 
+#: Every legal ``(from, to)`` pair of :meth:`JobState.can_become`, looked up without a
+#: call: the simulator changes state twice per checkpoint.
+_LEGAL = frozenset((a, b) for a in JobState for b in JobState if a.can_become(b))
+
+
 class JobStateMachine:
     """The job's :class:`JobState`, changed only along the legal transitions."""
 
@@ -130,7 +135,7 @@ class JobStateMachine:
         """
         if new is self.state:
             return False
-        if not self.state.can_become(new):
+        if (self.state, new) not in _LEGAL:
             raise RuntimeError(f"illegal job transition {self.state.value} -> {new.value}")
         self.state = new
         return True

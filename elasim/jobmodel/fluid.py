@@ -67,6 +67,7 @@ class FluidJob:
         self.job, self.mode = job, rules.rescale
         self.min_nodes, self.max_nodes = rules.min_nodes, rules.max_nodes
         self.target_samples = float(job.target_samples)
+        self._done_within = _EPS * max(self.target_samples, 1.0)  # samples left that count as done
         self._thr = job.throughput_table(self.max_nodes)
         self._eff = job.efficiency_table(self.max_nodes)
         self._good = tuple(t * e for t, e in zip(self._thr, self._eff, strict=True))
@@ -239,7 +240,7 @@ class FluidJob:
             return self._sm.state is JobState.DONE
         remaining = self.target_samples - self.progress_samples
         good = self._good[self.group_spot + self.group_od]
-        if remaining > _EPS * max(self.target_samples, 1.0) and remaining / good >= 1e-6:
+        if remaining > self._done_within and remaining / good >= 1e-6:
             return False
         self.progress_samples = self.target_samples
         self._to(JobState.DONE)
