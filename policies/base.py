@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
+from ._quick import quick_init
+
 __all__ = [
     "Decision",
     "DecisionRecord",
@@ -108,6 +110,7 @@ _LEGAL_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
 PAUSE_COMPONENTS: tuple[str, ...] = ("detect_s", "acquire_s", "rendezvous_s", "state_s", "warmup_s")
 
 
+@quick_init
 @dataclass(frozen=True)
 class PauseComponents:
     """The pause that survivors see during one membership change, split by cause.
@@ -128,6 +131,16 @@ class PauseComponents:
     warmup_s: float = 0.0
 
     def __post_init__(self) -> None:
+        # one chained test first (one per event in a simulation), the loop to word it
+        inf = math.inf
+        if (
+            0.0 <= self.detect_s < inf
+            and 0.0 <= self.acquire_s < inf
+            and 0.0 <= self.rendezvous_s < inf
+            and 0.0 <= self.state_s < inf
+            and 0.0 <= self.warmup_s < inf
+        ):
+            return
         for name in PAUSE_COMPONENTS:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0.0):
@@ -143,6 +156,7 @@ class PauseComponents:
         return {name: float(getattr(self, name)) for name in PAUSE_COMPONENTS}
 
 
+@quick_init
 @dataclass(frozen=True)
 class ObservedEvent:
     """An event as a policy sees it in :attr:`Observation.recent_events`.
@@ -162,6 +176,7 @@ class ObservedEvent:
     deadline_s: float | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class Observation:
     """An immutable snapshot of the world, built by the driver before each decision.
@@ -224,6 +239,29 @@ class Observation:
     checkpoint_write_s: float = 0.0
 
     def __post_init__(self) -> None:
+        # every check in one chained test first (one observation per decision), the
+        # checks one by one only to word what failed
+        inf, n = math.inf, self.max_nodes
+        if (
+            1 <= self.min_nodes <= n
+            and len(self.throughput_samples_per_s) == n + 1 == len(self.statistical_efficiency)
+            and self.spot_available >= 0
+            and self.spot_held >= 0
+            and self.on_demand_held >= 0
+            and 0.0 <= self.progress <= 1.0
+            and 0.0 <= self.spot_price_per_hour < inf
+            and self.on_demand_price_per_hour >= 0
+            and 0.0 <= self.rescale_cost_s < inf
+            and (self.resume_cost_s is None or 0.0 <= self.resume_cost_s < inf)
+            and 0.0 <= self.spent_usd < inf
+            and self.checkpoint_interval_s > 0
+            and 0.0 <= self.checkpoint_write_s < inf
+        ):
+            return
+        self._check_one_by_one()
+
+    def _check_one_by_one(self) -> None:
+        """Each rule in turn, raising the first one broken in its own words."""
         if self.min_nodes < 1 or self.max_nodes < self.min_nodes:
             raise ValueError(
                 f"need 1 <= min_nodes <= max_nodes, got {self.min_nodes}, {self.max_nodes}"
@@ -286,6 +324,7 @@ class Observation:
         return self.throughput_samples_per_s[nodes] * self.statistical_efficiency[nodes]
 
 
+@quick_init
 @dataclass(frozen=True)
 class Decision:
     """What a policy wants: node counts to hold, and when to be asked again.
@@ -389,6 +428,7 @@ class PolicyBase(ConfiguredPolicy):
         raise NotImplementedError
 
 
+@quick_init
 @dataclass(frozen=True)
 class DecisionRecord:
     """One turn of the observe -> decide -> apply loop, as both drivers log it.
@@ -411,6 +451,7 @@ class DecisionRecord:
     decision: Decision
 
 
+@quick_init
 @dataclass(frozen=True)
 class EventRecord:
     """One row of ``events.parquet``: the record both environments write.

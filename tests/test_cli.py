@@ -446,3 +446,23 @@ def test_an_interrupted_or_failed_sweep_leaves_no_empty_out_folder(
     argv = ["sweep", "--traces", "spot_us_east.csv", "--policies", "greedy", "--out", str(out)]
     assert runner.invoke(app, argv).exit_code == code
     assert out.is_dir()
+
+
+def test_simulate_leaves_without_the_interpreters_teardown(monkeypatch):
+    """``simulate`` asks to leave at once, and ``main`` then ends the process itself."""
+    import elasim.cli as cli
+    from elasim.cli import tools
+
+    monkeypatch.setattr(tools, "_LEAVE_WHEN_DONE", [False])
+    assert invoke("simulate", "-t", "spot_p3_bamboo.csv", "--json").exit_code == 0
+    assert tools.leaving_when_done()
+
+    left: list[object] = []
+    monkeypatch.setattr(cli, "_leave_now", left.append)
+    monkeypatch.setattr(cli, "app", lambda: sys.exit(3))
+    monkeypatch.setattr(tools, "_LEAVE_WHEN_DONE", [False])
+    with pytest.raises(SystemExit):  # a command that did not ask exits as usual
+        cli.main()
+    tools.leave_when_done()
+    cli.main()
+    assert left == [3]

@@ -7,6 +7,7 @@ import random
 import re
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -18,14 +19,17 @@ from elasim.traces import (
     JobTrace,
     TraceError,
     TraceMetadata,
+    bundled_trace_names,
     format_capacity_trace,
     load_capacity_trace,
     load_job_trace,
     load_trace,
+    reader,
     resolve_trace,
     write_capacity_trace,
     write_job_trace,
 )
+from elasim.traces.reader import CAPACITY_COLUMNS, JOB_COLUMNS
 
 GOOD_CAPACITY = """\
 # instance_type: p3.2xlarge
@@ -455,3 +459,72 @@ def test_corruption_only_raises_trace_error_with_line(text: str) -> None:
             assert str(err).startswith(f"{path}:{err.line}:"), str(err)
             assert "\n" not in str(err)
             assert re.fullmatch(r".+:\d+(:[^:]+)?: .+", str(err), flags=re.S)
+
+
+# --------------------------------------------------------------------------- bulk path
+#: cells that the bulk path's alphabet allows, good and bad (its refusals must be the
+#: strict path's errors, its values the strict path's values)
+_BULK_CELLS = ["0", "1", "-0", "+3", "7", "12", "1.5", "1e3", "1E-2", ".5", "5.", "16.0", "007"]
+_BULK_CELLS += ["-1", "1e999", "9" * 18, "9" * 19, "", "e5", "1e", "+", ".", "1.2.3", "2-1", "E"]
+
+
+@st.composite
+def bulk_texts(draw: st.DrawFn) -> str:
+    """Small traces of either kind, mostly clean, with cells from :data:`_BULK_CELLS`."""
+    kind = draw(st.sampled_from([CAPACITY_COLUMNS, JOB_COLUMNS]))
+    names = list(kind[: draw(st.sampled_from([len(kind) - 1, len(kind)]))])
+    names = draw(st.permutations(names))
+    rows, time_s = [], 0
+    for _ in range(draw(st.integers(0, 6))):
+        row = {n: str(time_s) if n in ("time_s", "submit_time_s") else "2" for n in names}
+        time_s += draw(st.sampled_from([0, 5, 10]))  # ties: legal for jobs only
+        for name in draw(st.lists(st.sampled_from(names), max_size=1)):
+            row[name] = draw(st.sampled_from(_BULK_CELLS))
+        rows.append(",".join(row[n] for n in names))
+    end = draw(st.sampled_from(["\n", "\r\n"]))
+    body = end.join([",".join(names), *rows])
+    return body + (end if draw(st.booleans()) else "")
+
+
+def _outcome(path: Path) -> tuple[str, ...]:
+    """What loading gives: the error, or every array's dtype and bytes."""
+    try:
+        trace = load_trace(path)
+    except TraceError as err:
+        return ("error", str(err))
+    if isinstance(trace, JobTrace):
+        arrays = [trace.submit_time_s, trace.duration_s, trace.num_gpus, trace.priority]
+    else:
+        arrays = [trace.time_s, trace.available, trace.price_per_hour]
+        arrays.append(np.asarray(trace.duration_s))
+    return tuple(repr(None if a is None else (a.dtype.str, a.tobytes())) for a in arrays)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bulk_texts())
+def test_bulk_path_reads_what_the_strict_path_reads(text: str) -> None:
+    """Same arrays, bit for bit, or the same error at the same line and column."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write(Path(tmp), text)
+        fast = _outcome(path)
+        with mock.patch.object(reader, "bulk_columns", lambda *_: None):
+            strict = _outcome(path)
+    assert fast == strict
+
+
+def test_clean_traces_are_read_in_bulk(tmp_path: Path) -> None:
+    """The bundled traces and an imported-looking job trace never go cell by cell."""
+    rows = "".join(f"{i},{1 + i % 7}.5,{1 + i % 8}\r\n" for i in range(2000))
+    jobs = write(tmp_path, "# source: test\r\nsubmit_time_s,duration_s,num_gpus\r\n" + rows)
+    read, original = [], reader.bulk_columns
+
+    def spy(*args: object) -> object:
+        read.append(original(*args))  # type: ignore[arg-type]
+        return read[-1]
+
+    with mock.patch.object(reader, "bulk_columns", spy):
+        assert load_job_trace(jobs).duration_s[3] == 4.5
+        for name in bundled_trace_names():
+            load_trace(name)
+    assert read and all(r is not None for r in read)
+    assert read[0] is not None and read[0][1] == 2000

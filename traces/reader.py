@@ -7,7 +7,9 @@ file (:mod:`.io`) and writing one (:mod:`.writer`) need none of it.
 The parser is written by hand on top of the ``csv`` module instead of
 ``pandas.read_csv`` because every complaint must name the physical file line and
 the column, and pandas loses both (it skips comments and blank lines, coerces
-``"nan"``, accepts ``1_000`` ...).  The rules, also in ``traces/README.md``:
+``"nan"``, accepts ``1_000`` ...).  A clean file's data rows are read in bulk
+(:mod:`.bulk`), and cell by cell only where that path cannot vouch for them, which is
+where the error is worded.  The rules, also in ``traces/README.md``:
 
 * The file is UTF-8 (a BOM is tolerated), lines end in ``\n`` or ``\r\n``.
 * Leading lines ``# key: value`` are metadata (``key`` an identifier, each key at
@@ -30,14 +32,16 @@ physical line and whose ``column`` is the 1-based field index.
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
+from .bulk import bulk_columns
 from .cells import (
     _NUM_RE,
     CellError,
@@ -61,6 +65,9 @@ JOB_COLUMNS: tuple[str, ...] = ("submit_time_s", "duration_s", "num_gpus", "prio
 _CAPACITY_REQUIRED = CAPACITY_COLUMNS[:2]
 _JOB_REQUIRED = JOB_COLUMNS[:3]
 
+#: ``(path, line, column)`` of a cell, as a TraceError takes them
+Where = tuple[str, int, int]
+
 _META_RE = re.compile(r"#\s*([A-Za-z_][A-Za-z0-9_]*)\s*:(.*)\Z")
 
 
@@ -81,11 +88,13 @@ class _Header:
 _KIND_WORDS = {"capacity": "a capacity trace", "jobs": "a job trace"}
 
 
-def _parse_preamble(lines: list[tuple[int, str]], path: str) -> tuple[list[_Meta], _Header, int]:
-    """Metadata lines and the header; returns the index of the first data line."""
+def _parse_preamble(lines: Iterable[tuple[int, str]], path: str) -> tuple[list[_Meta], _Header]:
+    """Metadata lines and the header, read from the file's first lines only."""
     metas: list[_Meta] = []
     seen: dict[str, int] = {}
-    for idx, (number, line) in enumerate(lines):
+    last = 0
+    for number, line in lines:
+        last = number
         stripped = line.strip()
         if not stripped:
             continue
@@ -108,14 +117,14 @@ def _parse_preamble(lines: list[tuple[int, str]], path: str) -> tuple[list[_Meta
             seen[key] = number
             metas.append(_Meta(number, key, value))
             continue
-        return metas, _parse_header(number, line, path), idx + 1
-    if not metas:
+        return metas, _parse_header(number, line, path)
+    if not metas:  # blank lines and free comments only, or nothing at all
         raise TraceError("empty file (expected '# key: value' metadata and a header row)", path)
     raise TraceError(  # reported at the end of the file, where the header is missing
         f"no header row after {len(metas)} metadata line(s); expected "
         f"'{','.join(CAPACITY_COLUMNS)}' or '{','.join(JOB_COLUMNS[:3])}'",
         path,
-        lines[-1][0],
+        last,
     )
 
 
@@ -217,10 +226,11 @@ def _parse_metadata(metas: list[_Meta], kind: str, path: str) -> tuple[TraceMeta
 
 
 def _data_rows(
-    lines: list[tuple[int, str]], start: int, header: _Header, path: str
+    lines: Iterable[tuple[int, str]], header: _Header, path: str
 ) -> Iterator[tuple[int, list[str]]]:
+    """The data lines after the header, split into cells (blank lines skipped)."""
     width = len(header.columns)
-    for number, line in lines[start:]:
+    for number, line in lines:
         if not line.strip():
             continue
         if line.lstrip().startswith("#"):
@@ -252,10 +262,7 @@ def parse_trace_file(path: Path, display: str, expected: str | None) -> Capacity
         TraceError: anything wrong with the file, with ``path:line:column``.
     """
     text = read_text(path, display)
-    lines = list(iter_lines(text))
-    if not any(line.strip() for _, line in lines):
-        raise TraceError("empty file (expected '# key: value' metadata and a header row)", display)
-    metas, header, start = _parse_preamble(lines, display)
+    metas, header = _parse_preamble(iter_lines(text), display)
     if expected is not None and header.kind != expected:
         raise TraceError(
             f"this is {_KIND_WORDS[header.kind]} (header {','.join(header.columns)!r}), "
@@ -265,79 +272,58 @@ def parse_trace_file(path: Path, display: str, expected: str | None) -> Capacity
         )
     metadata, duration_meta = _parse_metadata(metas, header.kind, display)
     if header.kind == "capacity":
-        return _parse_capacity(lines, start, header, metadata, duration_meta, path, display)
-    return _parse_jobs(lines, start, header, metadata, path, display)
+        return _parse_capacity(text, header, metadata, duration_meta, path, display)
+    return _parse_jobs(text, header, metadata, path, display)
 
 
-_V = TypeVar("_V")
+# -- the data rows: one set of rules per column, read in bulk or cell by cell -----------
+
+#: A row check: ``(value, earlier values of the column, the raw cell, the line of the
+#: row above, (path, line, column))``; it raises the column's one-line TraceError.
+RowCheck = Callable[[Any, list[Any], str, int, tuple[str, int, int]], None]
 
 
-def _parse_cell(
-    parse: Callable[[str], _V], cells: list[str], index: int, name: str, path: str, line: int
-) -> _V:
-    """Parse one cell; a bad value becomes a TraceError at its line and (1-based) column."""
-    try:
-        return parse(cells[index])
-    except CellError as exc:
-        raise TraceError(f"column {name!r}: {exc}", path, line, index + 1) from None
+@dataclass(frozen=True)
+class _Column:
+    """One column's rules, stated twice: row by row (to word an error) and in bulk.
+
+    Why both: the bulk check (:mod:`.bulk`) reads a clean file in one pass, and says
+    only whether every row holds; the row check finds the first row that does not,
+    and names it.  The two must accept the same values (``tests/test_traces_io.py``
+    compares them).
+    """
+
+    name: str
+    integer: bool
+    check: RowCheck
+    holds: Callable[[np.ndarray], bool]
 
 
-def _parse_capacity(
-    lines: list[tuple[int, str]],
-    start: int,
-    header: _Header,
-    metadata: TraceMetadata,
-    duration_meta: _Meta | None,
-    path: Path,
-    display: str,
-) -> CapacityTrace:
-    idx_t = header.columns.index("time_s")
-    idx_a = header.columns.index("available")
-    idx_p = header.columns.index("price_per_hour") if "price_per_hour" in header.columns else -1
-    times: list[float] = []
-    avail: list[int] = []
-    prices: list[float] = []
-    prev_line = 0
-    for number, cells in _data_rows(lines, start, header, display):
-        t = _parse_cell(parse_float, cells, idx_t, "time_s", display, number)
-        _check_row_time(t, times, cells[idx_t], prev_line, (display, number, idx_t + 1))
-        a = _parse_cell(parse_int, cells, idx_a, "available", display, number)
-        if a < 0:
-            raise TraceError(
-                f"column 'available': negative node count {a}", display, number, idx_a + 1
-            )
-        if idx_p >= 0:
-            p = _parse_cell(parse_float, cells, idx_p, "price_per_hour", display, number)
-            if p <= 0:
-                raise TraceError(
-                    f"column 'price_per_hour': price must be > 0, got {cells[idx_p].strip()}",
-                    display,
-                    number,
-                    idx_p + 1,
-                )
-            prices.append(p)
-        times.append(t)
-        avail.append(a)
-        prev_line = number
-    if not times:
-        raise TraceError("no data rows after the header", display, header.line)
-    duration = _capacity_duration(duration_meta, times, prev_line, display)
-    try:
-        return CapacityTrace(
-            name=path.stem,
-            time_s=np.asarray(times, dtype=np.float64),
-            available=np.asarray(avail, dtype=np.int64),
-            price_per_hour=np.asarray(prices, dtype=np.float64) if idx_p >= 0 else None,
-            metadata=metadata,
-            duration_s=duration,  # type: ignore[arg-type]
-        )
-    except ValueError as exc:  # defensive: the checks above cover the model's rules
-        raise TraceError(str(exc), display, header.line) from None
+def _check_available(a: int, _earlier: list[Any], _cell: str, _prev: int, where: Where) -> None:
+    if a < 0:
+        raise TraceError(f"column 'available': negative node count {a}", *where)
 
 
-def _check_row_time(
-    t: float, times: list[float], cell: str, prev_line: int, where: tuple[str, int, int]
-) -> None:
+def _check_price(p: float, _earlier: list[Any], cell: str, _prev: int, where: Where) -> None:
+    if p <= 0:
+        raise TraceError(f"column 'price_per_hour': price must be > 0, got {cell.strip()}", *where)
+
+
+def _check_duration(d: float, _earlier: list[Any], cell: str, _prev: int, where: Where) -> None:
+    if d <= 0:
+        raise TraceError(f"column 'duration_s': must be > 0, got {cell.strip()}", *where)
+
+
+def _check_gpus(g: int, _earlier: list[Any], _cell: str, _prev: int, where: Where) -> None:
+    if g < 1:
+        raise TraceError(f"column 'num_gpus': must be >= 1, got {g}", *where)
+
+
+def _check_nothing(*_args: Any) -> None:
+    return None
+
+
+def _check_row_time(t: float, times: list[float], cell: str, prev_line: int, where: Where) -> None:
     """A capacity row's time: 0 on the first row, then strictly increasing.
 
     ``times`` are the earlier rows' times, ``cell`` the raw ``time_s`` text (echoed in
@@ -363,35 +349,8 @@ def _check_row_time(
         )
 
 
-def _capacity_duration(
-    duration_meta: _Meta | None, times: list[float], prev_line: int, display: str
-) -> float | None:
-    """The ``# duration_s`` of a capacity trace, checked against its rows.
-
-    ``None`` lets the model derive it (last row plus the median gap), which needs at
-    least two rows.
-    """
-    if duration_meta is None:
-        if len(times) == 1:
-            raise TraceError(
-                "a one-row capacity trace needs a '# duration_s: N' metadata line",
-                display,
-                prev_line,
-            )
-        return None
-    duration = parse_float(duration_meta.value)
-    if duration <= times[-1]:
-        raise TraceError(
-            f"metadata 'duration_s': {duration_meta.value} must be after the last row's "
-            f"time_s {format_float(times[-1])} (line {prev_line})",
-            display,
-            duration_meta.line,
-        )
-    return duration
-
-
 def _check_submit_time(
-    s: float, submit: list[float], cell: str, prev_line: int, where: tuple[str, int, int]
+    s: float, submit: list[float], cell: str, prev_line: int, where: Where
 ) -> None:
     """A job row's submit time: never negative, never before the row above.
 
@@ -411,53 +370,149 @@ def _check_submit_time(
         )
 
 
-def _parse_jobs(
-    lines: list[tuple[int, str]],
-    start: int,
+def _always(_values: np.ndarray) -> bool:
+    return True
+
+
+#: Every column's rules, in the order a row's cells are checked (the written order).
+_COLUMNS: dict[str, tuple[_Column, ...]] = {
+    "capacity": (
+        _Column(
+            "time_s",
+            False,
+            _check_row_time,
+            lambda v: bool(v[0] == 0 and (np.diff(v) > 0).all()),
+        ),
+        _Column("available", True, _check_available, lambda v: bool((v >= 0).all())),
+        _Column("price_per_hour", False, _check_price, lambda v: bool((v > 0).all())),
+    ),
+    "jobs": (
+        _Column(
+            "submit_time_s",
+            False,
+            _check_submit_time,
+            lambda v: bool((v >= 0).all() and (np.diff(v) >= 0).all()),
+        ),
+        _Column("duration_s", False, _check_duration, lambda v: bool((v > 0).all())),
+        _Column("num_gpus", True, _check_gpus, lambda v: bool((v >= 1).all())),
+        _Column("priority", True, _check_nothing, _always),
+    ),
+}
+
+
+def _read_columns(text: str, header: _Header, display: str) -> tuple[dict[str, np.ndarray], int]:
+    """The header's columns as arrays, and the line of the last data row.
+
+    A clean file is read in bulk (:func:`.bulk.bulk_columns`); anything the bulk
+    reader does not vouch for (a bad cell, a broken rule, or only a layout it does
+    not read: blank lines, spaces, quotes) is read again cell by cell, which raises
+    the error at its line and column, or returns the same columns.
+    """
+    columns = [c for c in _COLUMNS[header.kind] if c.name in header.columns]
+    where = [header.columns.index(c.name) for c in columns]
+    bulk = bulk_columns(
+        text,
+        header.line,
+        len(header.columns),
+        [(i, c.integer, c.holds) for i, c in zip(where, columns, strict=True)],
+    )
+    if bulk is not None:
+        arrays, rows = bulk
+        return dict(zip((c.name for c in columns), arrays, strict=True)), header.line + rows
+    values: list[list[Any]] = [[] for _ in columns]
+    prev_line = 0
+    lines = itertools.islice(iter_lines(text), header.line, None)
+    for number, cells in _data_rows(lines, header, display):
+        for column, index, out in zip(columns, where, values, strict=True):
+            parse = parse_int if column.integer else parse_float
+            value = _parse_cell(parse, cells, index, column.name, display, number)
+            column.check(value, out, cells[index], prev_line, (display, number, index + 1))
+            out.append(value)
+        prev_line = number
+    if not prev_line:
+        raise TraceError("no data rows after the header", display, header.line)
+    arrays = {
+        c.name: np.asarray(v, dtype=np.int64 if c.integer else np.float64)
+        for c, v in zip(columns, values, strict=True)
+    }
+    return arrays, prev_line
+
+
+_V = TypeVar("_V")
+
+
+def _parse_cell(
+    parse: Callable[[str], _V], cells: list[str], index: int, name: str, path: str, line: int
+) -> _V:
+    """Parse one cell; a bad value becomes a TraceError at its line and (1-based) column."""
+    try:
+        return parse(cells[index])
+    except CellError as exc:
+        raise TraceError(f"column {name!r}: {exc}", path, line, index + 1) from None
+
+
+def _parse_capacity(
+    text: str,
     header: _Header,
     metadata: TraceMetadata,
+    duration_meta: _Meta | None,
     path: Path,
     display: str,
-) -> JobTrace:
-    cols = header.columns
-    idx_s, idx_d, idx_g = (cols.index(c) for c in _JOB_REQUIRED)
-    idx_p = cols.index("priority") if "priority" in cols else -1
-    submit: list[float] = []
-    dur: list[float] = []
-    gpus: list[int] = []
-    prio: list[int] = []
-    prev_line = 0
-    for number, cells in _data_rows(lines, start, header, display):
-        s = _parse_cell(parse_float, cells, idx_s, "submit_time_s", display, number)
-        _check_submit_time(s, submit, cells[idx_s], prev_line, (display, number, idx_s + 1))
-        d = _parse_cell(parse_float, cells, idx_d, "duration_s", display, number)
-        if d <= 0:
+) -> CapacityTrace:
+    columns, last_line = _read_columns(text, header, display)
+    times = columns["time_s"]
+    duration = _capacity_duration(duration_meta, times, last_line, display)
+    try:
+        return CapacityTrace(
+            name=path.stem,
+            time_s=times,
+            available=columns["available"],
+            price_per_hour=columns.get("price_per_hour"),
+            metadata=metadata,
+            duration_s=duration,  # type: ignore[arg-type]
+        )
+    except ValueError as exc:  # defensive: the checks above cover the model's rules
+        raise TraceError(str(exc), display, header.line) from None
+
+
+def _capacity_duration(
+    duration_meta: _Meta | None, times: np.ndarray, last_line: int, display: str
+) -> float | None:
+    """The ``# duration_s`` of a capacity trace, checked against its rows.
+
+    ``None`` lets the model derive it (last row plus the median gap), which needs at
+    least two rows.
+    """
+    if duration_meta is None:
+        if len(times) == 1:
             raise TraceError(
-                f"column 'duration_s': must be > 0, got {cells[idx_d].strip()}",
+                "a one-row capacity trace needs a '# duration_s: N' metadata line",
                 display,
-                number,
-                idx_d + 1,
+                last_line,
             )
-        g = _parse_cell(parse_int, cells, idx_g, "num_gpus", display, number)
-        if g < 1:
-            raise TraceError(
-                f"column 'num_gpus': must be >= 1, got {g}", display, number, idx_g + 1
-            )
-        if idx_p >= 0:
-            prio.append(_parse_cell(parse_int, cells, idx_p, "priority", display, number))
-        submit.append(s)
-        dur.append(d)
-        gpus.append(g)
-        prev_line = number
-    if not submit:
-        raise TraceError("no data rows after the header", display, header.line)
+        return None
+    duration = parse_float(duration_meta.value)
+    if duration <= times[-1]:
+        raise TraceError(
+            f"metadata 'duration_s': {duration_meta.value} must be after the last row's "
+            f"time_s {format_float(times[-1])} (line {last_line})",
+            display,
+            duration_meta.line,
+        )
+    return duration
+
+
+def _parse_jobs(
+    text: str, header: _Header, metadata: TraceMetadata, path: Path, display: str
+) -> JobTrace:
+    columns, _ = _read_columns(text, header, display)
     try:
         return JobTrace(
             name=path.stem,
-            submit_time_s=np.asarray(submit, dtype=np.float64),
-            duration_s=np.asarray(dur, dtype=np.float64),
-            num_gpus=np.asarray(gpus, dtype=np.int64),
-            priority=np.asarray(prio, dtype=np.int64) if idx_p >= 0 else None,  # type: ignore[arg-type]
+            submit_time_s=columns["submit_time_s"],
+            duration_s=columns["duration_s"],
+            num_gpus=columns["num_gpus"],
+            priority=columns.get("priority"),  # type: ignore[arg-type]
             metadata=metadata,
         )
     except ValueError as exc:  # defensive

@@ -24,7 +24,7 @@ import typer
 from elasim import __version__
 
 from . import agent, cluster, cluster_run, cluster_sweep, fidelity, run, simulate, sweep
-from .tools import mark_command_start, out_console, remove_empty_outputs
+from .tools import leaving_when_done, mark_command_start, out_console, remove_empty_outputs
 from .traces import traces_app
 
 __all__ = ["app", "main"]
@@ -80,13 +80,14 @@ def main() -> None:
     after the summary on a loaded 2-core machine (measured by
     ``benchmarks/bench_chaos.py``), and a script waiting for the process saw a run
     that had printed its summary but had not exited.  Every file is written (and
-    every worker gone) before the summary is printed, so nothing is lost.  Ray
+    every worker gone) before the summary is printed, so nothing is lost.  So does a
+    command that asked to (``simulate``, :func:`~.tools.leave_when_done`).  Ray
     needs its own shutdown, so a command that imported it exits normally.
     """
     try:
         app()
     except SystemExit as exc:
-        if "torch" not in sys.modules or "ray" in sys.modules:
+        if "ray" in sys.modules or not ("torch" in sys.modules or leaving_when_done()):
             raise
         _leave_now(exc.code)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import math
 import sys
@@ -21,7 +22,14 @@ from elasim.sim.driver import DEFAULT_JOB
 
 from .progress import show_progress
 from .spec_options import SpecFlags, with_spec
-from .tools import UsageError, ensure_writable_dir, err_console, out_console, policy_tables
+from .tools import (
+    UsageError,
+    ensure_writable_dir,
+    err_console,
+    leave_when_done,
+    out_console,
+    policy_tables,
+)
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 from .tools import run_guarded as _run_guarded
@@ -159,6 +167,7 @@ def simulate(
     ),
 ) -> None:
     """Replay a trace through the SimPy model with one policy and report the cost."""
+    leave_when_done()  # every file is written before it returns: no teardown after
     with show_progress(err_console, out_console):  # anything over 2 s shows progress
         if out is not None:
             _run_guarded(ensure_writable_dir, out, "--out")
@@ -172,6 +181,7 @@ def simulate(
                 batch=batch,
             )
         _warn_if_infeasible(job, spec)
+        config = dataclasses.replace(config, record_timeline=out is not None)
         result, summary, extra = _simulated(spec, config, trace, policy, job, yardstick)
         if out is not None:
             with _step("writing the results"):
@@ -186,9 +196,17 @@ def simulate(
 def _simulated(
     spec: JobSpec, config: Any, trace: Any, policy: Any, job: Any, yardstick: bool
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """The run, its summary (its wall time included) and the yardstick's columns."""
+    """The run, its summary (its wall time included) and the yardstick's columns.
+
+    The timeline is kept only for ``--out`` (``config.record_timeline``, as ``elasim
+    cluster`` does): nothing in the summary reads it.  The process runs one
+    simulation, so what is loaded by now (modules, the trace) stays: ``gc.freeze``
+    takes it out of the run's collections, which otherwise walked it again and again
+    (about a sixth of a 103-day Philly run).
+    """
     from elasim.sim import simulate as run_simulation
 
+    gc.freeze()
     started = time.perf_counter()
     with _step("simulating"):
         result = _run_guarded(run_simulation, spec, config, trace=trace, policy=policy, job=job)

@@ -19,6 +19,7 @@ __all__ = ["Accounting", "Activity", "JobStateMachine", "RESCALE_KINDS"]
 #: Events that re-form the group (the first start included; ``rescales`` excludes it).
 RESCALE_KINDS = frozenset({EventKind.SCALE_UP, EventKind.SCALE_DOWN, EventKind.RESUME})
 _SCALE_UP, _SCALE_DOWN, _RESUME = EventKind.SCALE_UP, EventKind.SCALE_DOWN, EventKind.RESUME
+_PREEMPT, _CHECKPOINT = EventKind.PREEMPT, EventKind.CHECKPOINT
 
 
 class Activity(str, enum.Enum):
@@ -96,9 +97,9 @@ class Accounting:
         # and the simulator counts every event
         if kind is _SCALE_UP or kind is _SCALE_DOWN or kind is _RESUME:
             self.rescale_events += 1
-        elif kind is EventKind.PREEMPT:
+        elif kind is _PREEMPT:
             self.preemptions += 1
-        elif kind is EventKind.CHECKPOINT:
+        elif kind is _CHECKPOINT:
             self.checkpoints += 1
         self.lost_s += event.lost_work_h * 3600.0
 
@@ -111,6 +112,11 @@ class Accounting:
     def elapsed_s(self) -> float:
         """Running + rescale + checkpoint + idle."""
         return self.running_s + self.rescale_s + self.checkpoint_s + self.idle_s
+
+
+#: Every legal ``(from, to)`` pair of :meth:`JobState.can_become`, looked up without a
+#: call: the simulator changes state twice per checkpoint.
+_LEGAL = frozenset((a, b) for a in JobState for b in JobState if a.can_become(b))
 
 
 class JobStateMachine:
@@ -129,7 +135,7 @@ class JobStateMachine:
         """
         if new is self.state:
             return False
-        if not self.state.can_become(new):
+        if (self.state, new) not in _LEGAL:
             raise RuntimeError(f"illegal job transition {self.state.value} -> {new.value}")
         self.state = new
         return True

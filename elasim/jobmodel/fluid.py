@@ -47,6 +47,8 @@ from .pause import pause_for, planned_rescale_estimate_s, resume_estimate_s
 __all__ = ["FluidJob"]
 
 _EPS = 1e-9
+_NO_PAUSE = PauseComponents()  # immutable: one for every event without a pause
+_RUNNING, _RESCALING, _CHECKPOINTING = JobState.RUNNING, JobState.RESCALING, JobState.CHECKPOINTING
 
 
 class FluidJob:
@@ -62,17 +64,17 @@ class FluidJob:
     polls = False
 
     def __init__(self, job: Any, rules: JobRules, *, checkpoint_cost_s: float | None = None):
-        self.job = job
-        self.mode = rules.rescale
-        self.min_nodes = rules.min_nodes
-        self.max_nodes = rules.max_nodes
+        self.job, self.mode = job, rules.rescale
+        self.min_nodes, self.max_nodes = rules.min_nodes, rules.max_nodes
         self.target_samples = float(job.target_samples)
+        self._done_within = _EPS * max(self.target_samples, 1.0)  # samples left that count as done
         self._thr = job.throughput_table(self.max_nodes)
         self._eff = job.efficiency_table(self.max_nodes)
         self._good = tuple(t * e for t, e in zip(self._thr, self._eff, strict=True))
         self._step_s = (0.0,) + tuple(job.step_time_s(n) for n in range(1, self.max_nodes + 1))
         cost = checkpoint_cost_s
         self.ckpt_cost_s = job.checkpoint.write_s if cost is None else cost
+        self._ckpt_pause = PauseComponents(state_s=self.ckpt_cost_s)  # every write's pause
         self.books = Accounting()
         self._sm = JobStateMachine()
         #: whether the group trains now (an attribute, not a property: the loop reads
@@ -185,7 +187,7 @@ class FluidJob:
             # the loop wakes at every cold start's end, so the count is constant over dt
             rate = self._training_rate(now_s - dt)
             self._starting = [t for t in self._starting if t > now_s + _EPS]
-        if state is JobState.RUNNING:
+        if state is _RUNNING:
             n = self.group_spot + self.group_od
             self.progress_samples += self._good[n] * rate * dt
             books.raw_samples += self._thr[n] * rate * dt
@@ -195,11 +197,11 @@ class FluidJob:
             if waste > 0:
                 books.convergence_s += waste * dt
                 books.convergence_samples += self._thr[n] * rate * waste * dt
-        elif state is JobState.RESCALING:
+        elif state is _RESCALING:
             ckpt_part = min(max(self.pause_ckpt_until_s - (now_s - dt), 0.0), dt)
             books.checkpoint_s += ckpt_part
             books.rescale_s += dt - ckpt_part
-        elif state is JobState.CHECKPOINTING:
+        elif state is _CHECKPOINTING:
             books.checkpoint_s += dt
         elif state is JobState.WAITING:
             # waiting for booting nodes is part of the (re)start; otherwise the job idles
@@ -216,12 +218,12 @@ class FluidJob:
         """The next pause end, boot, cold-start end or completion."""
         best = math.inf
         state = self._sm.state
-        if state is JobState.RUNNING:
+        if state is _RUNNING:
             remaining = self.target_samples - self.progress_samples
             rate = self._training_rate(now_s) if self._starting else 1.0
             n = self.group_spot + self.group_od
             best = now_s + max(remaining, 0.0) / (self._good[n] * rate)
-        elif state is JobState.RESCALING or state is JobState.CHECKPOINTING:
+        elif state is _RESCALING or state is _CHECKPOINTING:
             best = self.pause_end_s
         for batch in self.booting:
             if batch[0] > now_s + _EPS:
@@ -238,7 +240,7 @@ class FluidJob:
             return self._sm.state is JobState.DONE
         remaining = self.target_samples - self.progress_samples
         good = self._good[self.group_spot + self.group_od]
-        if remaining > _EPS * max(self.target_samples, 1.0) and remaining / good >= 1e-6:
+        if remaining > self._done_within and remaining / good >= 1e-6:
             return False
         self.progress_samples = self.target_samples
         self._to(JobState.DONE)
@@ -265,22 +267,16 @@ class FluidJob:
         if lost_samples > 0:
             step_eff = self.job.global_batch(n) * self._eff[n]
             lost_steps = int(math.ceil(lost_samples / step_eff - 1e-9))
-        self._out.append(
-            EventRecord(
-                time_s=self.now if time_s is None else time_s,
-                kind=kind,
-                nodes_before=before,
-                nodes_after=after,
-                pause=pause or PauseComponents(),
-                lost_samples=lost_samples,
-                lost_work_h=lost_s / 3600.0,
-                lost_steps=lost_steps,
-            )
+        at_s, lost_h = (self.now if time_s is None else time_s), lost_s / 3600.0
+        # positional, in EventRecord's field order: keywords cost twice as much here
+        record = EventRecord(
+            at_s, kind, before, after, pause or _NO_PAUSE, lost_samples, lost_h, lost_steps
         )
+        self._out.append(record)
 
     def _to(self, new: JobState) -> None:
         if self._sm.to(new):
-            self.training = new is JobState.RUNNING
+            self.training = new is _RUNNING
             if self.training:
                 self.running_since_s = self.now
 
@@ -292,27 +288,27 @@ class FluidJob:
         if now_s < self._next_due_s - _EPS:
             return []
         state = self._sm.state
-        if state is JobState.RESCALING and now_s >= self.pause_end_s - _EPS:
-            self._to(JobState.RUNNING)
+        if state is _RESCALING and now_s >= self.pause_end_s - _EPS:
+            self._to(_RUNNING)
             self.pause_end_s = math.inf
             self.pause_ckpt_until_s = -math.inf
-        elif state is JobState.CHECKPOINTING and now_s >= self.pause_end_s - _EPS:
+        elif state is _CHECKPOINTING and now_s >= self.pause_end_s - _EPS:
             self.durable.finish_write()
-            self._to(JobState.RUNNING)
+            self._to(_RUNNING)
             self.pause_end_s = math.inf
         return []
 
     def checkpoint(self, now_s: float) -> list[EventRecord]:
         """Start a periodic checkpoint write (training pauses for its cost)."""
         self.now = now_s
-        if self._sm.state is not JobState.RUNNING:
+        if self._sm.state is not _RUNNING:
             return []
-        n = self.group
+        n = self.group_spot + self.group_od
         self.durable.begin_write(self.progress_samples)
-        self._to(JobState.CHECKPOINTING)
+        self._to(_CHECKPOINTING)
         self.pause_end_s = now_s + self.ckpt_cost_s
         self._next_due_s = min(self._next_due_s, self.pause_end_s)
-        self._event(EventKind.CHECKPOINT, n, n, PauseComponents(state_s=self.ckpt_cost_s))
+        self._event(EventKind.CHECKPOINT, n, n, self._ckpt_pause)
         return self._take()
 
     def poll(self, now_s: float) -> list[EventRecord]:
@@ -452,8 +448,8 @@ class FluidJob:
         lost, lost_s = self._lost_to_preemption(graceful, before, after)
         if lost > 0:
             self.progress_samples -= lost
-        if self._sm.state is JobState.CHECKPOINTING or (
-            self._sm.state is JobState.RESCALING and self.pause_ckpt_until_s > now_s
+        if self._sm.state is _CHECKPOINTING or (
+            self._sm.state is _RESCALING and self.pause_ckpt_until_s > now_s
         ):
             self.pause_ckpt_until_s = -math.inf  # the write in progress is void
         self._event(EventKind.PREEMPT, before, after, lost_samples=lost, lost_s=lost_s)
@@ -530,7 +526,7 @@ class FluidJob:
             kind = EventKind.RESUME
             if self.durable.has_checkpoint and self.progress_samples > 0:
                 self._event(EventKind.RESTORE, 0, after)
-        self._to(JobState.RESCALING)
+        self._to(_RESCALING)
         self.started = True
         # a boot that nobody trained through has already elapsed (in WAITING)
         now = self.now
@@ -552,11 +548,11 @@ class FluidJob:
         Returns:
             The seconds the write adds to the pause (0 when none is written).
         """
-        if self.mode is not RescaleMode.RESTART or self._sm.state is not JobState.RUNNING:
+        if self.mode is not RescaleMode.RESTART or self._sm.state is not _RUNNING:
             return 0.0
         write_s = self.ckpt_cost_s  # planned restart: checkpoint, then restart
         self.durable.save(self.progress_samples)
-        self._event(EventKind.CHECKPOINT, before, before, PauseComponents(state_s=write_s))
+        self._event(EventKind.CHECKPOINT, before, before, self._ckpt_pause)
         return write_s
 
     # -- what survives a loss of nodes (the rules are elasim.jobmodel.durability's) -------
@@ -573,7 +569,7 @@ class FluidJob:
     def _final_checkpoint(self, nodes: int) -> bool:
         """Save all before the last ``nodes`` leave on purpose; False: no time (roll back)."""
         state = self._sm.state
-        n = self._pause_from_nodes if state is JobState.RESCALING else nodes  # who trained
+        n = self._pause_from_nodes if state is _RESCALING else nodes  # who trained
         since, good, thr, eff = self.running_since_s, self._good[n], self._thr[n], self._eff[n]
         release = Release(
             state, self.now, self.ckpt_cost_s, since, self.pause_start_s, good, thr, eff
@@ -583,7 +579,7 @@ class FluidJob:
             return False
         self.progress_samples, write_start_s = done
         if write_start_s is not None:
-            pause = PauseComponents(state_s=self.ckpt_cost_s)
+            pause = self._ckpt_pause
             self._event(EventKind.CHECKPOINT, nodes, nodes, pause, time_s=write_start_s)
         return True
 

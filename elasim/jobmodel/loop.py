@@ -38,10 +38,8 @@ actuator that acts at once (the fluid model) never makes the loop catch up.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
-import traceback
 from typing import Any, NamedTuple
 
 from elasim.policies import (
@@ -70,6 +68,7 @@ from .actions import (
     on_notice,
 )
 from .actuator import Actuator
+from .errors import PolicyError, _policy_error
 from .options import JobRules
 from .replay import CapacityReplay, ReplayItem
 from .rules import CheckpointSchedule
@@ -79,36 +78,9 @@ __all__ = ["JobLoop", "PolicyError", "TimelineRow"]
 log = logging.getLogger(__name__)
 
 _EPS = 1e-9
+_CHECKPOINT, _PAUSE, _PREEMPT = EventKind.CHECKPOINT, EventKind.PAUSE, EventKind.PREEMPT
 #: The earliest a policy's ``wake_after_s`` can ask to be asked again (trace seconds).
 MIN_WAKE_S = 1e-3
-
-
-class PolicyError(ValueError):
-    """A policy raised, or answered something that is not a ``Decision``.
-
-    ``str()`` is one line naming the policy and the file and line where it failed,
-    so that a user's plugin error reads as an error in the user's file, not as a
-    traceback through the simulator.
-    """
-
-
-def _policy_error(policy: Policy, exc: BaseException | None, detail: str) -> PolicyError:
-    name = getattr(policy, "name", "") or type(policy).__name__
-    where = ""
-    try:
-        source = inspect.getsourcefile(type(policy))
-    except TypeError:
-        source = None
-    frames = traceback.extract_tb(exc.__traceback__) if exc is not None else []
-    mine = [f for f in frames if source and f.filename == source] or frames[-1:]
-    if mine:
-        where = f" at {mine[-1].filename}:{mine[-1].lineno}"
-    elif source:
-        try:
-            where = f" at {source}:{inspect.getsourcelines(type(policy).decide)[1]}"
-        except (OSError, TypeError):
-            where = f" in {source}"
-    return PolicyError(f"policy {name!r}{where}: {detail}")
 
 
 class TimelineRow(NamedTuple):
@@ -254,12 +226,12 @@ class JobLoop:
                 self.decision_due = True
             if not self.decision_due:
                 break
-        self._snapshot(now_s, every=True)
+        if self._record_timeline:
+            self._snapshot(now_s, every=True)
         if now_s >= self._horizon_s - _EPS:
             self.finished = True
             return math.inf
-        # the next time the loop has work: a wake-up, the trace, a leave, the actuator,
-        # the checkpoint timer
+        # the next work: a wake-up, the trace, a leave, the actuator, the checkpoint timer
         best = min(self.wake_at_s, self._horizon_s, actuator.next_due_s(now_s))
         if self.replay is not None:
             if self._replay_next_s == -math.inf:
@@ -446,8 +418,12 @@ class JobLoop:
         else:
             raise TypeError(f"not an action: {action!r}")
         if events:
-            self._record(events)
-            self._catch_up()
+            self._took(events)
+
+    def _took(self, events: list[EventRecord]) -> None:
+        """Record what a command did, and catch up if it took time (:meth:`_catch_up`)."""
+        self._record(events)
+        self._catch_up()
 
     def _catch_up(self) -> None:
         """The actuator acted past the loop's time: book up to then (module docstring).
@@ -530,7 +506,10 @@ class JobLoop:
         if self._caps:
             self._caps = caps_in_force(self._caps, now_s)
         fresh, self._fresh = self._fresh, False
-        self._carry_out(hold(self.target, self.available, self._caps, now_s, fresh))
+        # a Hold, carried out here rather than through _carry_out: it is every turn's
+        events = self.actuator.apply(*hold(self.target, self.available, self._caps, now_s, fresh))
+        if events:
+            self._took(events)
         return self._last_s if self._last_s > now_s else now_s
 
     def _checkpoint(self, now_s: float) -> None:
@@ -551,9 +530,9 @@ class JobLoop:
             self._recent.append(
                 ObservedEvent(event.time_s, kind, event.nodes_before, event.nodes_after, deadline_s)
             )
-            if kind is EventKind.CHECKPOINT or kind is EventKind.PAUSE:
+            if kind is _CHECKPOINT or kind is _PAUSE:
                 self._since_checkpoint_s = 0.0
-            if kind is EventKind.CHECKPOINT or kind is EventKind.PREEMPT:
+            if kind is _CHECKPOINT or kind is _PREEMPT:
                 self.checkpoint_interval_s = self.schedule.current_interval_s(
                     self.estimates.checkpoint_write_s(), event.time_s, self.books.preemptions
                 )

@@ -32,7 +32,6 @@ import heapq
 import logging
 import math
 from collections import deque
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -64,6 +63,8 @@ def _warn_if_copies_overlap(
     the results alone do not show it.
     """
     if not durations_s or (name, period_s) in _WARNED_OVERLAP:
+        return
+    if max(durations_s) <= period_s:  # no copy overlaps the next (the sums below are 0)
         return
     work = sum(d * g for d, g in zip(durations_s, gpus, strict=True))
     past = sum(max(0.0, d - period_s) * g for d, g in zip(durations_s, gpus, strict=True))
@@ -120,12 +121,17 @@ class ClusterCapacity:
         self.running_jobs = 0
         self.started_jobs = 0
         self._queue: deque[tuple[float, int]] = deque()
-        #: (time, order, kind, payload): 0 = an arrival wake-up, 1 = a job's end
-        self._events: list[tuple[float, int, int, int]] = []
+        #: the running jobs' ends: (time, order, GPUs); order counts every scheduling
+        self._ends: list[tuple[float, int, int]] = []
+        #: the next arrival's wake-up (time, order, index), kept out of the heap: the
+        #: arrivals come in trace order, so only the ends need sorting
+        self._wake: tuple[float, int, int] | None = None
         self._order = 0
         self._changes: deque[ReplayItem] = deque()
         self._last_available = self._available()
-        self._arrivals = self._arrival_iter()
+        self._next_arrival = 0  # the next arrival's index in the trace, ...
+        self._cycle = 0  # ... in this repetition of it
+        self._base_s = self._cycle * self.period_s - self.start_offset_s  # its start, job time
         if self.start_offset_s > 0:
             self._warm_up()
         self._last_available = self._available()
@@ -141,26 +147,6 @@ class ClusterCapacity:
     def _available(self) -> int:
         return min((self.cluster_gpus - self.used_gpus) // self.gpus_per_node, self.cap_nodes)
 
-    def _push(self, time_s: float, kind: int, payload: int) -> None:
-        self._order += 1
-        heapq.heappush(self._events, (time_s, self._order, kind, payload))
-
-    def _arrival_iter(self) -> Iterator[tuple[float, int]]:
-        """(job time, index) of every arrival from the trace's start, across repetitions.
-
-        Job time is trace time minus the offset, so arrivals before the offset have
-        negative times: :meth:`_warm_up` replays them to fill the cluster.
-        """
-        submit = self._submit
-        if not submit:
-            return
-        cycle = 0
-        while True:
-            base = cycle * self.period_s - self.start_offset_s
-            for i in range(len(submit)):
-                yield base + submit[i], i
-            cycle += 1
-
     def _warm_up(self) -> None:
         """Run the cluster from the trace's start to the offset, keeping its state.
 
@@ -172,49 +158,98 @@ class ClusterCapacity:
         seen before the offset are not the job's to hear.
         """
         self._schedule_arrivals(-self.start_offset_s)
-        while self._events and self._events[0][0] < 0:
-            self._step()
+        self._run(warm_up=True)
         self._changes.clear()
 
     def _schedule_arrivals(self, now_s: float) -> None:
-        """Admit every arrival due by ``now_s``; schedule a wake-up for the next one."""
-        for time_s, index in self._arrivals:
+        """Admit every arrival due by ``now_s``; schedule a wake-up for the next one.
+
+        Arrivals run from the trace's start across repetitions, at job time (trace
+        time minus the offset: those before the offset are negative, and
+        :meth:`_warm_up` replays them to fill the cluster).
+        """
+        submit = self._submit
+        count = len(submit)
+        if not count:
+            return
+        index = self._next_arrival
+        while True:
+            if index == count:  # the trace repeats, shifted by its period
+                self._cycle += 1
+                self._base_s = self._cycle * self.period_s - self.start_offset_s
+                index = 0
+            time_s = self._base_s + submit[index]
+            self._next_arrival = index + 1
             if time_s - now_s > 0:
-                self._push(time_s, 0, index)
+                self._order += 1
+                self._wake = (time_s, self._order, index)
                 return
             self._queue.append((self._duration[index], self._gpus[index]))
-            self._start_queued(now_s)
-            self._publish(now_s)
+            self._start_and_publish(now_s)
+            index += 1
 
-    def _start_queued(self, now_s: float) -> None:
-        queue = self._queue
-        while queue and queue[0][1] <= self.cluster_gpus - self.used_gpus:
+    def _start_and_publish(self, now_s: float) -> None:
+        """Start the queued jobs that fit (FIFO, head of line blocking), then publish.
+
+        The simulator's hottest path on a long job trace (one call per background
+        event): plain locals, no helper calls.
+        """
+        queue, ends = self._queue, self._ends
+        cluster, used = self.cluster_gpus, self.used_gpus
+        while queue and queue[0][1] <= cluster - used:
             duration_s, gpus = queue.popleft()
-            self.used_gpus += gpus
+            used += gpus
             self.running_jobs += 1
             self.started_jobs += 1
-            self._push(now_s + duration_s, 1, gpus)
-
-    def _publish(self, now_s: float) -> None:
-        available = self._available()
+            self._order += 1
+            heapq.heappush(ends, (now_s + duration_s, self._order, gpus))
+        self.used_gpus = used
+        available = (cluster - used) // self.gpus_per_node
+        if available > self.cap_nodes:
+            available = self.cap_nodes
         if available != self._last_available:
             self._last_available = available
             self._changes.append(ReplayItem(now_s, False, available, self.price_per_hour))
 
-    def _step(self) -> None:
-        """Process the cluster's next event."""
-        time_s, _, kind, payload = heapq.heappop(self._events)
-        if kind == 0:
-            index = payload
-            self._queue.append((self._duration[index], self._gpus[index]))
-            self._start_queued(time_s)
-            self._publish(time_s)
-            self._schedule_arrivals(time_s)
-        else:
-            self.used_gpus -= payload
-            self.running_jobs -= 1
-            self._start_queued(time_s)
-            self._publish(time_s)
+    def _run(self, *, warm_up: bool = False) -> float | None:
+        """Process the cluster's events until the next change of the leftovers.
+
+        Stops at a published change, when no event is left, or (see
+        :meth:`next_time_s`) one trace period after the first event without a change,
+        returning the time reached then (else None).  ``warm_up`` runs the events
+        before job time 0 instead, whatever they publish.  The next event is the
+        earlier of the first end and the arrival's wake-up (by time, then by when each
+        was scheduled, as SimPy orders them).  It is the simulator's hottest loop on a
+        long job trace.
+        """
+        ends, queue, changes = self._ends, self._queue, self._changes
+        durations, gpus_of, period_s = self._duration, self._gpus, self.period_s
+        started_s = None
+        while True:
+            wake = self._wake
+            arrival = wake is not None and (not ends or wake < ends[0])
+            if not (arrival or ends):
+                return None
+            time_s = wake[0] if arrival else ends[0][0]  # type: ignore[index]
+            if started_s is None:
+                started_s = time_s
+            if warm_up:
+                if time_s >= 0:
+                    return None
+            elif changes:
+                return None
+            elif time_s - started_s > period_s:
+                return time_s
+            if arrival:  # an arrival's wake-up: admit it and those due with it
+                self._wake = None
+                index = wake[2]  # type: ignore[index]
+                queue.append((durations[index], gpus_of[index]))
+                self._start_and_publish(time_s)
+                self._schedule_arrivals(time_s)
+            else:  # a job's end
+                self.used_gpus -= heapq.heappop(ends)[2]
+                self.running_jobs -= 1
+                self._start_and_publish(time_s)
 
     def next_time_s(self) -> float:
         """Job time of the next change of the leftovers (``inf``: none).
@@ -224,14 +259,10 @@ class ClusterCapacity:
         period without a change it stops and returns the time it reached: a wake-up
         with nothing due, after which the next call goes on from there.
         """
-        started_s = None
-        while not self._changes and self._events:
-            time_s = self._events[0][0]
-            if started_s is None:
-                started_s = time_s
-            elif time_s - started_s > self.period_s:
-                return time_s
-            self._step()
+        if not self._changes:
+            reached_s = self._run()
+            if reached_s is not None:
+                return reached_s
         return self._changes[0].time_s if self._changes else math.inf
 
     def pop_due(self, now_s: float) -> list[ReplayItem]:

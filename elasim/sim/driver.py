@@ -30,7 +30,6 @@ from elasim.jobmodel import (
     pause_for,
     summarize,
 )
-from elasim.optimal import prepare_oracle
 from elasim.policies import Observation, Policy, is_oracle
 from elasim.policies._ondemand import fastest_finish_s
 from elasim.traces.model import (
@@ -75,10 +74,11 @@ class SimShell:
         """The SimPy process: one loop turn per wake-up."""
         env, loop = self.env, self.loop
         while True:
-            deadline = loop.turn(env.now)
+            now = env.now
+            deadline = loop.turn(now)
             if loop.finished or not math.isfinite(deadline):
                 break
-            yield env.timeout(max(deadline - env.now, 0.0))
+            yield env.timeout(max(deadline - now, 0.0))
         loop.close(env.now)
         self.done_event.succeed()
 
@@ -250,6 +250,8 @@ def simulate(
     spec, trace = _compressed(spec, trace, config.time_scale)
     oracle_report = None
     if is_oracle(policy) and getattr(policy, "plan", None) is None:
+        from elasim.optimal import prepare_oracle  # the offline planner: only for an oracle
+
         policy, oracle_report = prepare_oracle(policy, trace, job, spec)
     cluster, od_price = capacity_for(trace, spec, config, job.nodes.gpus_per_node)
     made: list[FluidJob] = []
