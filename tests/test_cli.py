@@ -458,6 +458,10 @@ def test_simulate_leaves_without_the_interpreters_teardown(monkeypatch):
     assert tools.leaving_when_done()
 
     left: list[object] = []
+    # main leaves at once after torch or never after ray, whatever the command asked:
+    # an earlier test in this process may have imported either (restored at teardown)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
     monkeypatch.setattr(cli, "_leave_now", left.append)
     monkeypatch.setattr(cli, "app", lambda: sys.exit(3))
     monkeypatch.setattr(tools, "_LEAVE_WHEN_DONE", [False])
