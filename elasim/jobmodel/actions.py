@@ -41,6 +41,7 @@ __all__ = [
 
 #: Time tolerance of the loop (trace seconds).
 EPS_S = 1e-9
+_new_tuple = tuple.__new__
 
 
 class Hold(NamedTuple):
@@ -193,8 +194,11 @@ def caps_in_force(caps: Iterable[Cap], now_s: float) -> list[Cap]:
 
 def hold(target: Decision, available: int, caps: Iterable[Cap], time_s: float, fresh: bool) -> Hold:
     """What to hold for the policy's ``target``: within capacity and every cap in force."""
-    spot = min(target.spot_nodes, available)
+    spot = target.spot_nodes
+    if available < spot:
+        spot = available
     for cap in caps:
         if cap.available < spot:
             spot = cap.available
-    return Hold(spot, target.on_demand_nodes, time_s, fresh)
+    # tuple.__new__ directly: Hold's own __new__ is a Python call, and every turn holds
+    return _new_tuple(Hold, (spot, target.on_demand_nodes, time_s, fresh))
