@@ -387,8 +387,11 @@ class JobLoop:
     def _on_capacity(self, item: ReplayItem, t: float) -> None:
         self.available, self.price = item.available, item.price_per_hour
         self.decision_due = self._fresh = True
-        self._apply(on_capacity(item.available, self.meter.paid()[0], t))
-        self._snapshot(self._last_s if self._last_s > t else t)
+        actions = on_capacity(item.available, self.meter.paid()[0], t)
+        if actions:
+            self._apply(actions)
+        if self._record_timeline:
+            self._snapshot(self._last_s if self._last_s > t else t)
 
     def _apply(self, actions: tuple[Action, ...]) -> None:
         """Carry out actions in order (:meth:`_carry_out`), none after the job finished."""
