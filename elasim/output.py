@@ -14,12 +14,13 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from elasim.atomic import atomic_write
 from elasim.policies import EVENT_COLUMNS, EventKind, EventRecord
+
+if TYPE_CHECKING:  # pandas (and pyarrow) load only where a frame is built or written:
+    import pandas as pd  # a simulation that prints its summary needs neither
 
 __all__ = [
     "atomic_write",
@@ -61,6 +62,8 @@ def events_frame(
 ) -> pd.DataFrame:
     """Events as a DataFrame with the shared columns (and optional extra columns)."""
     rows = [event.as_row() for event in events]
+    import pandas as pd
+
     frame = pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
     frame = frame.astype(
         {

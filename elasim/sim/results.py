@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
-
-from elasim.output import events_frame, plot_timeline, write_json, write_parquet
+from typing import TYPE_CHECKING, Any
 
 from .config import SimResult
+
+if TYPE_CHECKING:  # pandas loads only when a result is written (or framed)
+    import pandas as pd
 
 __all__ = ["timeline_frame", "write_result"]
 
@@ -20,6 +19,8 @@ def timeline_frame(result: SimResult) -> pd.DataFrame:
 
     ``step`` is 0: the fluid model has no steps.
     """
+    import pandas as pd
+
     from elasim.jobmodel import TimelineRow
 
     columns = dict(result.timeline.as_columns())
@@ -42,6 +43,8 @@ def write_result(
     ``extra`` adds deterministic figures computed beside the run (the yardstick's
     ``cost_vs_on_demand`` and ``gap_closed``), before the inputs.
     """
+    from elasim.output import events_frame, plot_timeline, write_json, write_parquet
+
     out = Path(out_dir)
     summary = result.summary()
     if extra:
