@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from elasim.atomic import atomic_write
 from elasim.policies import EVENT_COLUMNS, EventKind, EventRecord
 
-if TYPE_CHECKING:
-    import pandas as pd
+if TYPE_CHECKING:  # pandas (and pyarrow) load only where a frame is built or written:
+    import pandas as pd  # a simulation that prints its summary needs neither
 
 __all__ = [
     "atomic_write",

@@ -470,3 +470,23 @@ def test_simulate_leaves_without_the_interpreters_teardown(monkeypatch):
     tools.leave_when_done()
     cli.main()
     assert left == [3]
+
+
+def test_simulate_json_loads_neither_pandas_nor_pyarrow():
+    """A summary needs no frames: pandas and pyarrow load only to write files (0.3 s)."""
+    import subprocess
+
+    code = (
+        "import sys, io, contextlib\n"
+        "from elasim.cli import app\n"
+        "sys.argv = ['elasim', 'simulate', '-t', 'philly_jobs.csv', '--cluster-gpus', '64',"
+        " '--json']\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        app()\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, exc.code\n"
+        "print(sorted(m for m in ('pandas', 'pyarrow') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -91,7 +91,7 @@ def test_nodes_are_drawn_in_the_policy_colour(one_node_run: Path):
 def test_simulate_passes_its_deadline_and_policy_to_the_plot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    import elasim.sim.results
+    import elasim.output  # write_result imports it when it writes (no pandas before)
 
     seen: dict[str, object] = {}
 
@@ -99,7 +99,7 @@ def test_simulate_passes_its_deadline_and_policy_to_the_plot(
         seen.update(options)
         return Path(path)
 
-    monkeypatch.setattr(elasim.sim.results, "plot_timeline", plot)
+    monkeypatch.setattr(elasim.output, "plot_timeline", plot)
     result = runner.invoke(
         app,
         [

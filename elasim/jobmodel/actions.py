@@ -33,6 +33,7 @@ __all__ = [
     "Warn",
     "caps_in_force",
     "hold",
+    "hold_spot",
     "members_lost",
     "on_capacity",
     "on_leave",
@@ -193,8 +194,19 @@ def caps_in_force(caps: Iterable[Cap], now_s: float) -> list[Cap]:
 
 def hold(target: Decision, available: int, caps: Iterable[Cap], time_s: float, fresh: bool) -> Hold:
     """What to hold for the policy's ``target``: within capacity and every cap in force."""
-    spot = min(target.spot_nodes, available)
+    return Hold(hold_spot(target, available, caps), target.on_demand_nodes, time_s, fresh)
+
+
+def hold_spot(target: Decision, available: int, caps: Iterable[Cap]) -> int:
+    """The spot nodes of :func:`hold`: the one rule, for the loop that holds every turn.
+
+    The loop calls this and the actuator directly: building a :class:`Hold` at every
+    turn only to unpack it took about 3% of a long simulation.
+    """
+    spot = target.spot_nodes
+    if available < spot:
+        spot = available
     for cap in caps:
         if cap.available < spot:
             spot = cap.available
-    return Hold(spot, target.on_demand_nodes, time_s, fresh)
+    return spot

@@ -62,7 +62,7 @@ from .actions import (
     Preempt,
     Warn,
     caps_in_force,
-    hold,
+    hold_spot,
     on_capacity,
     on_leave,
     on_notice,
@@ -387,8 +387,11 @@ class JobLoop:
     def _on_capacity(self, item: ReplayItem, t: float) -> None:
         self.available, self.price = item.available, item.price_per_hour
         self.decision_due = self._fresh = True
-        self._apply(on_capacity(item.available, self.meter.paid()[0], t))
-        self._snapshot(self._last_s if self._last_s > t else t)
+        actions = on_capacity(item.available, self.meter.paid()[0], t)
+        if actions:
+            self._apply(actions)
+        if self._record_timeline:
+            self._snapshot(self._last_s if self._last_s > t else t)
 
     def _apply(self, actions: tuple[Action, ...]) -> None:
         """Carry out actions in order (:meth:`_carry_out`), none after the job finished."""
@@ -400,7 +403,7 @@ class JobLoop:
     def _carry_out(self, action: Action) -> None:
         """The one place where the loop's choices (:mod:`.actions`) take effect."""
         kind = type(action)
-        if kind is Hold:  # every turn: first
+        if kind is Hold:  # (each turn's own hold is carried out by _reconcile)
             events = self.actuator.apply(*action)
         elif kind is Preempt:
             events = self.actuator.preempt(*action)
@@ -506,8 +509,11 @@ class JobLoop:
         if self._caps:
             self._caps = caps_in_force(self._caps, now_s)
         fresh, self._fresh = self._fresh, False
-        # a Hold, carried out here rather than through _carry_out: it is every turn's
-        events = self.actuator.apply(*hold(self.target, self.available, self._caps, now_s, fresh))
+        # a Hold (:func:`~.actions.hold`), carried out here rather than built and passed
+        # through _carry_out: every turn holds
+        target = self.target
+        spot = hold_spot(target, self.available, self._caps)
+        events = self.actuator.apply(spot, target.on_demand_nodes, now_s, fresh)
         if events:
             self._took(events)
         return self._last_s if self._last_s > now_s else now_s

@@ -184,9 +184,21 @@ class ClusterCapacity:
                 self._order += 1
                 self._wake = (time_s, self._order, index)
                 return
-            self._queue.append((self._duration[index], self._gpus[index]))
-            self._start_and_publish(now_s)
+            self._join_queue(index, now_s)
             index += 1
+
+    def _join_queue(self, index: int, now_s: float) -> None:
+        """Job ``index`` arrives: it queues, and starts if it is first in line and fits.
+
+        Behind others it waits, and nothing else can change: every start leaves the
+        head of the queue blocked (or the queue empty), and no GPU has been freed
+        since (an end starts what fits at once).  A saturated cluster, as the full
+        Philly trace on 512 GPUs mostly is, skips the start for most arrivals.
+        """
+        queue = self._queue
+        queue.append((self._duration[index], self._gpus[index]))
+        if len(queue) == 1:
+            self._start_and_publish(now_s)
 
     def _start_and_publish(self, now_s: float) -> None:
         """Start the queued jobs that fit (FIFO, head of line blocking), then publish.
@@ -222,8 +234,7 @@ class ClusterCapacity:
         was scheduled, as SimPy orders them).  It is the simulator's hottest loop on a
         long job trace.
         """
-        ends, queue, changes = self._ends, self._queue, self._changes
-        durations, gpus_of, period_s = self._duration, self._gpus, self.period_s
+        ends, changes, period_s = self._ends, self._changes, self.period_s
         started_s = None
         while True:
             wake = self._wake
@@ -242,9 +253,7 @@ class ClusterCapacity:
                 return time_s
             if arrival:  # an arrival's wake-up: admit it and those due with it
                 self._wake = None
-                index = wake[2]  # type: ignore[index]
-                queue.append((durations[index], gpus_of[index]))
-                self._start_and_publish(time_s)
+                self._join_queue(wake[2], time_s)  # type: ignore[index]
                 self._schedule_arrivals(time_s)
             else:  # a job's end
                 self.used_gpus -= heapq.heappop(ends)[2]

@@ -11,11 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elasim.output import events_frame, plot_timeline, write_json, write_parquet
-
 from .config import SimResult
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pandas loads only when a result is written (or framed)
     import pandas as pd
 
 __all__ = ["timeline_frame", "write_result"]
@@ -50,6 +48,8 @@ def write_result(
     ``extra`` adds deterministic figures computed beside the run (the yardstick's
     ``cost_vs_on_demand`` and ``gap_closed``), before the inputs.
     """
+    from elasim.output import events_frame, plot_timeline, write_json, write_parquet
+
     out = Path(out_dir)
     summary = result.summary()
     if extra:
