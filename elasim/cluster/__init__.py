@@ -22,10 +22,11 @@ matplotlib or the simulator, none of which a loop needs):
 from __future__ import annotations
 
 from .application import EPOCH_LIMITS, Application, BatchChoice
-from .job import ADAPTIVE, ClusterJob, JobSpeedModel, ModelTraining, Training, model_job
+from .job import ADAPTIVE, ClusterJob, JobSpeedModel, Training
 from .loop import ClusterLoop
 from .results import ClusterResult, ClusterSummary, JobResult, summarize_jobs
 from .setup import DEFAULT_PAUSE_JOB, ClusterSetup, build_loop, load_applications
+from .training import ModelTraining, model_job
 
 __all__ = [
     "ADAPTIVE",

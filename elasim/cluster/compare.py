@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elasim.cluster.job import model_job
+from elasim.cluster.training import model_job
 
 __all__ = [
     "PAUSES_FILE",

@@ -7,7 +7,7 @@ progress and epoch, its events and its :class:`~elasim.jobmodel.Accounting` book
 and the view a cluster policy sees.  What differs between the simulator and real
 workers is only *how it trains*, behind the narrow :class:`Training` interface:
 
-* :class:`ModelTraining` (the simulator): a placement and a batch size give a step
+* :class:`~.training.ModelTraining` (the simulator): a placement and a batch size give a step
   time (:class:`~elasim.cluster.application.Application`), the statistical
   efficiency moves with the epoch, progress is integrated exactly, epoch by epoch,
   and a re-formation pauses for :func:`~elasim.jobmodel.pause_for` (rendezvous,
@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any, Protocol
 
-from elasim.jobmodel import Accounting, JobStateMachine, RescaleMode, pause_for
+from elasim.jobmodel import Accounting, CheckpointSchedule
 from elasim.policies import EventKind, EventRecord, JobState
 from elasim.policies.cluster import ClusterJobView, Placement, placement_gpus
 from elasim.traces.cluster import WorkloadJob
@@ -35,16 +35,15 @@ from elasim.traces.cluster import WorkloadJob
 from .application import Application, BatchChoice
 from .results import JobResult
 
-__all__ = ["ADAPTIVE", "ClusterJob", "JobSpeedModel", "ModelTraining", "Training", "model_job"]
+__all__ = ["ADAPTIVE", "ClusterJob", "JobSpeedModel", "Training"]
 
 #: A batch size of 0 in a decision: the job adapts its own batch to its placement at
 #: every epoch (what AdaptDL's library does inside a Pollux job).
 ADAPTIVE = 0
 _EPS = 1e-9
-# The states a job's event depends on, read at every epoch of every job: an enum member
-# read off its class costs a descriptor call (about 20 times a module global's read).
-_RESCALING = JobState.RESCALING
-_RUNNING = JobState.RUNNING
+_CHECKPOINT = EventKind.CHECKPOINT
+_PAUSE = EventKind.PAUSE
+_PREEMPT = EventKind.PREEMPT
 
 
 def _replaced(view: ClusterJobView, changes: dict[str, Any]) -> ClusterJobView:
@@ -157,6 +156,9 @@ class Training(Protocol):
     def preempt(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
         """The job's GPUs are taken without notice: roll back to its last checkpoint."""
 
+    def leave(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """Its GPUs go after a notice long enough to leave gracefully (nothing is lost)."""
+
     def poll(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
         """What happened without being asked (a polling job only)."""
 
@@ -213,6 +215,11 @@ class ClusterJob:
         self._shape: tuple[int, ...] = ()  # GPUs per node of _choices_of
         self._view: ClusterJobView | None = None
         self._view_key: tuple[Any, ...] = ()
+        #: periodic checkpoints (None: none, the default; :meth:`use_checkpoints`)
+        self.schedule: CheckpointSchedule | None = None
+        self.checkpoint_write_s = 0.0
+        self.checkpoint_interval_s = math.inf
+        self._ckpt_mark_s = 0.0  # the books' running time at the last checkpoint
 
     # -- views ----------------------------------------------------------------------------
 
@@ -351,10 +358,39 @@ class ClusterJob:
         self.choice = None
 
     def record(self, events: list[EventRecord]) -> None:
-        """Keep the events and count them in the books."""
+        """Keep the events and count them in the books (and the checkpoint timer)."""
         for event in events:
             self.events.append(event)
             self.books.count(event)
+            if self.schedule is not None:
+                self._time_checkpoints(event)
+
+    # -- periodic checkpoints -------------------------------------------------------------
+
+    def use_checkpoints(self, schedule: CheckpointSchedule, write_s: float) -> None:
+        """Checkpoint every ``schedule`` interval of training, each write ``write_s``.
+
+        The single-job rule, not a copy: :class:`~elasim.jobmodel.CheckpointSchedule`
+        (fixed, or Young/Daly ``auto`` re-estimated after every checkpoint and every
+        preemption, with the job's own time and preemptions), and the timer restarts
+        at a checkpoint or a pause, as in :class:`~elasim.jobmodel.JobLoop`.
+        """
+        self.schedule = schedule
+        self.checkpoint_write_s = write_s
+        self.checkpoint_interval_s = schedule.current_interval_s(write_s, 0.0, 0)
+
+    def checkpoint_due_in_s(self) -> float:
+        """Training seconds left before the next periodic checkpoint (inf: none)."""
+        return self.checkpoint_interval_s - (self.books.running_s - self._ckpt_mark_s)
+
+    def _time_checkpoints(self, event: EventRecord) -> None:
+        kind = event.kind
+        if kind is _CHECKPOINT or kind is _PAUSE:
+            self._ckpt_mark_s = self.books.running_s
+        if (kind is _CHECKPOINT or kind is _PREEMPT) and self.schedule is not None:
+            self.checkpoint_interval_s = self.schedule.current_interval_s(
+                self.checkpoint_write_s, event.time_s - self.spec.arrival_s, self.books.preemptions
+            )
 
     def result(self) -> JobResult:
         """Its row of the run's results."""
@@ -382,6 +418,15 @@ class ClusterJob:
         if self.done or not self.placement:
             return None
         events = self.training.preempt(self, now_s)
+        self.placement, self.gpus, self.choice = (), 0, None
+        self.record(events)
+        return events[-1] if events else None
+
+    def leave(self, now_s: float) -> EventRecord | None:
+        """Its GPUs go gracefully, warned in time (:meth:`Training.leave`)."""
+        if self.done or not self.placement:
+            return None
+        events = self.training.leave(self, now_s)
         self.placement, self.gpus, self.choice = (), 0, None
         self.record(events)
         return events[-1] if events else None
@@ -415,177 +460,3 @@ class ClusterJob:
             self.configure()
         self.record(events)
         return events[-1] if events else None
-
-
-class ModelTraining:
-    """The simulator's training of a cluster job: the application model's speed.
-
-    Progress is integrated exactly, epoch by epoch, so a job's completion time does
-    not depend on when the loop happens to look at it.  Cluster jobs checkpoint when
-    they restart or release their GPUs (AdaptDL's checkpoint-restart), not
-    periodically, so a preemption loses the progress made since the job last
-    (re)started.
-
-    Args:
-        pause_job: the job spec whose ``[rescale]`` and ``[checkpoint]`` figures give
-            the re-formation pause (:func:`~elasim.jobmodel.pause_for`).
-        mode: in place or restart.
-    """
-
-    polls = False
-
-    def __init__(self, pause_job: Any, mode: RescaleMode) -> None:
-        self.pause_job = pause_job
-        self.mode = mode
-        self.sm = JobStateMachine()
-        self.pause_end_s = math.inf
-        self.has_checkpoint = False
-        self.ckpt_progress = 0.0  # progress saved by the last checkpoint
-        self.run_since_ckpt_s = 0.0  # training time a preemption would lose
-        self.lost_progress = 0.0
-
-    def state(self) -> JobState:
-        """The job's state now."""
-        return self.sm.state
-
-    def poll(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
-        """The model changes only when the loop advances it."""
-        return []
-
-    def next_due_s(self, job: ClusterJob) -> float:
-        """When the job next changes on its own: a pause ends or an epoch ends."""
-        state = self.sm.state
-        if state is _RESCALING:
-            return self.pause_end_s
-        if state is _RUNNING and job.choice is not None:
-            boundary = job.app.epoch_progress[job.epoch + 1]
-            return job.last_s + max(boundary - job.progress, 0.0) / job.choice.goodput
-        return math.inf
-
-    def advance(self, job: ClusterJob, t: float) -> None:
-        """Integrate up to ``t``: pause ends, epochs and completion, each at its time.
-
-        Less than ``_EPS`` before ``t`` there is no time left to integrate, but an
-        event due by then (a pause end, an epoch boundary a rounding error away) is
-        still taken.  Why: the loop calls ``advance(due)`` for the event it popped.
-        Months into a run ``last_s + need_s`` rounds to ``last_s`` (a float's spacing
-        at 2e7 s is 4e-9 s), so an advance that took nothing then left the event due
-        at the same time, and the loop popped it forever (the full Philly trace on 64
-        GPUs hung 238 simulated days in).
-        """
-        sm = self.sm
-        while job.finish_s is None:
-            state = sm.state
-            if job.last_s >= t - _EPS and self.next_due_s(job) > t + _EPS:
-                return  # nothing left to integrate and no event due
-            if state is _RESCALING:
-                end = max(min(self.pause_end_s, t), job.last_s)
-                job.hold(end - job.last_s, running=False)
-                job.last_s = end
-                if end >= self.pause_end_s - _EPS:
-                    sm.to(_RUNNING)
-                    self.pause_end_s = math.inf
-                continue
-            if state is not _RUNNING or job.choice is None:
-                job.books.idle_s += t - job.last_s
-                job.last_s = t
-                return
-            boundary = job.app.epoch_progress[job.epoch + 1]
-            rate = job.choice.goodput
-            need_s = max(boundary - job.progress, 0.0) / rate
-            if job.last_s + need_s > t + _EPS:
-                self._train(job, t - job.last_s)
-                job.progress += rate * (t - job.last_s)
-                job.last_s = t
-                return
-            self._train(job, need_s)
-            job.last_s += need_s
-            job.progress = boundary
-            job.epoch += 1
-            if job.epoch >= job.app.max_epochs:
-                self.sm.to(JobState.DONE)
-                job.finish(job.last_s)
-                return
-            job.configure()
-
-    def _train(self, job: ClusterJob, dt: float) -> None:
-        if dt > 0:
-            self.run_since_ckpt_s += dt
-            job.hold(dt, running=True)
-
-    def _saved(self, job: ClusterJob) -> None:
-        self.ckpt_progress = job.progress
-        self.run_since_ckpt_s = 0.0
-
-    def preempt(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
-        """Back to the last checkpoint: the progress since the job last (re)started."""
-        before = job.gpus
-        lost_progress = job.progress - self.ckpt_progress
-        lost_h = self.run_since_ckpt_s / 3600.0
-        raw = job.choice.throughput * self.run_since_ckpt_s if job.choice else 0.0
-        job.progress = self.ckpt_progress
-        job.epoch = job.app.epoch(job.progress)
-        self.run_since_ckpt_s = 0.0
-        self.sm.to(JobState.WAITING)
-        self.pause_end_s = math.inf
-        self.has_checkpoint = self.has_checkpoint or job.start_s is not None
-        self.lost_progress += lost_progress
-        return [
-            EventRecord(now_s, EventKind.PREEMPT, before, 0, lost_samples=raw, lost_work_h=lost_h)
-        ]
-
-    def release(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
-        """Releasing on purpose writes a checkpoint first, then the job waits."""
-        self._saved(job)
-        self.sm.to(JobState.WAITING)
-        self.pause_end_s = math.inf
-        self.has_checkpoint = self.has_checkpoint or job.start_s is not None
-        return [EventRecord(now_s, EventKind.PAUSE, job.gpus, 0)]
-
-    def regroup(self, job: ClusterJob, placement: Placement, now_s: float) -> list[EventRecord]:
-        """The re-formation's pause (:func:`~elasim.jobmodel.pause_for`), then running."""
-        before, after = job.gpus, placement_gpus(placement)
-        survivors = 0
-        if self.mode is RescaleMode.INPLACE and job.placement:
-            old = dict(job.placement)
-            survivors = sum(min(g, old.get(n, 0)) for n, g in placement)
-        restart = survivors == 0
-        write_s = self.pause_job.checkpoint.write_s if restart and job.placement else 0.0
-        if restart and job.placement:
-            self._saved(job)  # a restart checkpoints before it stops
-        pause = pause_for(
-            self.pause_job,
-            self.mode,
-            nodes_after=after,
-            nodes_before=before,
-            survivors=survivors,
-            newcomers=after - survivors,
-            failure=False,
-            has_checkpoint=self.has_checkpoint or bool(job.placement),
-            waited_boot=False,
-            checkpoint_write_s=write_s,
-        )
-        if job.start_s is None:
-            kind = EventKind.SCALE_UP
-        elif not job.placement:
-            kind = EventKind.RESUME
-        else:
-            kind = EventKind.SCALE_UP if after >= before else EventKind.SCALE_DOWN
-        self.sm.to(JobState.RESCALING)
-        self.pause_end_s = now_s + pause.pause_s
-        return [EventRecord(now_s, kind, before, after, pause=pause)]
-
-
-def model_job(
-    spec: WorkloadJob,
-    app: Application,
-    pause_job: Any,
-    mode: RescaleMode,
-    gpus_per_node: int,
-    *,
-    keeps_batch: bool = False,
-) -> ClusterJob:
-    """A job of the simulator's cluster loop (the loop's default ``job_factory``)."""
-    return ClusterJob(
-        spec, app, ModelTraining(pause_job, mode), gpus_per_node, keeps_batch=keeps_batch
-    )

@@ -35,7 +35,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from elasim.jobmodel import RescaleMode, pause_for
+from elasim.jobmodel import CHECKPOINT_OFF, RescaleMode, pause_for
 from elasim.jobmodel.loop import MIN_WAKE_S, _policy_error
 from elasim.policies.cluster import (
     ClusterDecisionRecord,
@@ -47,8 +47,10 @@ from elasim.policies.cluster import (
 from elasim.traces.cluster import WorkloadJob
 
 from .application import Application
-from .job import ClusterJob, model_job
+from .job import ClusterJob
 from .results import ClusterResult, summarize_jobs
+from .spot import Leave, SpotFeed
+from .training import jobs_of, model_job, use_checkpoints
 from .validate import validate_decision
 from .views import ViewChunks
 
@@ -62,32 +64,6 @@ STALL_DECISIONS = 1000
 #: Jobs per chunk of the observation's :class:`JobViews` (by arrival rank): a decision
 #: rebuilds the chunks of the jobs whose views changed and shares the rest.
 VIEW_CHUNK = 256
-
-
-def _jobs_of(
-    workload: Sequence[WorkloadJob],
-    applications: dict[str, Application],
-    pause_job: Any,
-    mode: RescaleMode,
-    gpus_per_node: int,
-    job_factory: Callable[..., ClusterJob],
-) -> list[ClusterJob]:
-    """The workload's jobs in arrival order (ties by name), each built by ``job_factory``.
-
-    Each job gets its application model and the pause figures of its application
-    (``pause_job`` is one job spec for all, or a mapping by application name).  The
-    arrival order is the loop's order everywhere: admissions, views and ranks.
-    """
-    return [
-        job_factory(
-            spec,
-            applications[spec.application],
-            pause_job[spec.application] if isinstance(pause_job, dict) else pause_job,
-            mode,
-            gpus_per_node,
-        )
-        for spec in sorted(workload, key=lambda j: (j.arrival_s, j.name))
-    ]
 
 
 def _stale(job: ClusterJob, due: float) -> bool:
@@ -122,9 +98,13 @@ class ClusterLoop:
             how a shell with real workers learns what to start, move or stop.
         capacity: ``((time_s, nodes available), ...)`` from time 0, sorted: spot
             capacity (nodes ``0 .. available - 1`` are usable); a drop preempts the
-            jobs on the lost nodes without notice.  None: every node, always.
+            jobs on the lost nodes (:mod:`.spot`).  None: every node, always.
         capacity_period_s: repeat the capacity rows with this period (a trace's
             duration); None: the last row holds forever.
+        notice_s: each drop is announced this long before (0: none); a job warned in
+            time leaves gracefully, by the single job's rule (:mod:`.spot`).
+        checkpoint_interval_s: periodic checkpoints of every job, as for one job
+            (None: Young/Daly ``auto``; ``inf``: off, the default).
         keep_decisions: keep the decision log in :attr:`decisions` (off: only
             :attr:`decision_count` is kept).
         on_decision: called with each :class:`ClusterDecisionRecord` as it is made
@@ -148,6 +128,8 @@ class ClusterLoop:
         capacity_period_s: float | None = None,
         keep_decisions: bool = True,
         on_decision: Callable[[ClusterDecisionRecord], None] | None = None,
+        notice_s: float = 0.0,
+        checkpoint_interval_s: float | None = CHECKPOINT_OFF,
     ) -> None:
         if num_nodes < 1 or gpus_per_node < 1:
             raise ValueError("a cluster needs at least one node and one GPU per node")
@@ -156,7 +138,7 @@ class ClusterLoop:
         self.gpus_per_node = gpus_per_node
         self.mode = mode
         self._pause_job = pause_job
-        self.jobs = _jobs_of(workload, applications, pause_job, mode, gpus_per_node, job_factory)
+        self.jobs = jobs_of(workload, applications, pause_job, mode, gpus_per_node, job_factory)
         self._by_name = {job.name: job for job in self.jobs}
         self._rank = {job.name: i for i, job in enumerate(self.jobs)}
         self._polls = any(getattr(job, "polls", False) for job in self.jobs)
@@ -177,7 +159,15 @@ class ClusterLoop:
         self.now_s = 0.0
         self.turns = 0
         self._rescale_estimate_s = self._estimate_rescale_s()
-        self._init_capacity(capacity, capacity_period_s)
+        self._spot = (
+            None
+            if not capacity
+            else SpotFeed(capacity, capacity_period_s, num_nodes=num_nodes, notice_s=notice_s)
+        )
+        self.available_nodes: int | None = None
+        self.preemptions = 0
+        prior_s = math.inf if self._spot is None else self._spot.prior_mtbf_s
+        use_checkpoints(self.jobs, checkpoint_interval_s, prior_s, self._pause_of)
         self._stalled = 0
         #: the loop gave up on a policy that leaves every job waiting (see STALL_DECISIONS)
         self.stalled = False
@@ -198,29 +188,14 @@ class ClusterLoop:
         self._seq = 0
         self._queued: dict[str, float] = {}  # the due time last pushed, per job
 
-    def _init_capacity(
-        self, capacity: Sequence[tuple[float, int]] | None, period_s: float | None
-    ) -> None:
-        """The spot-capacity replay: its rows, where it stands, and what it preempted.
-
-        Raises:
-            ValueError: the capacity rows do not start at time 0.
-        """
-        self._capacity = tuple(capacity or ())
-        if self._capacity and self._capacity[0][0] > 0:
-            raise ValueError("a capacity trace starts at time 0")
-        self._cap_period_s = period_s
-        self._cap_index = 0
-        self._cap_cycle = 0
-        self.available_nodes: int | None = None
-        self.preemptions = 0
+    def _pause_of(self, job: ClusterJob) -> Any:
+        pause_job = self._pause_job
+        return pause_job[job.spec.application] if isinstance(pause_job, dict) else pause_job
 
     def _estimate_rescale_s(self) -> float:
         if not self.jobs:
             return 0.0
-        pause_job = self._pause_job
-        if isinstance(pause_job, dict):
-            pause_job = pause_job[self.jobs[0].spec.application]
+        pause_job = self._pause_of(self.jobs[0])
         return pause_for(
             pause_job,
             self.mode,
@@ -316,20 +291,20 @@ class ClusterLoop:
         return self.stalled or (self._next_arrival >= len(self.jobs) and not self.active)
 
     def _next_capacity_s(self) -> float:
-        rows = self._capacity
-        if not rows:
-            return math.inf
-        if self._cap_index >= len(rows):
-            if not self._cap_period_s:
-                return math.inf
-            self._cap_index = 0
-            self._cap_cycle += 1
-        return rows[self._cap_index][0] + self._cap_cycle * (self._cap_period_s or 0.0)
+        return math.inf if self._spot is None else self._spot.next_time_s()
 
     def _capacity_change(self, now_s: float) -> None:
-        """The next capacity row is due: jobs on nodes now gone are preempted."""
-        available = min(max(int(self._capacity[self._cap_index][1]), 0), self.num_nodes)
-        self._cap_index += 1
+        """What the spot feed has due: rows, notices and the graceful leaves they planned."""
+        for item in self._spot.pop_due(now_s):  # type: ignore[union-attr]
+            if isinstance(item, Leave):
+                self._leave(item, now_s)
+            elif item.notice:
+                self._notice(item.drop_s, item.available, now_s)
+            else:
+                self._set_available(item.available, now_s)
+
+    def _set_available(self, available: int, now_s: float) -> None:
+        """Jobs on nodes now gone are preempted (without notice: their work is lost)."""
         if available == self.available_nodes:
             return
         self.available_nodes = available
@@ -344,6 +319,28 @@ class ClusterLoop:
                     self.preemptions += 1
                     self._timeline(now_s, job)
                 self._track(job)
+
+    def _notice(self, drop_s: float, available: int, now_s: float) -> None:
+        """Jobs on the doomed nodes are warned; those warned in time plan to leave."""
+        self._spot.warn(self._movers(), drop_s, available, now_s, self.mode, self._pause_of)  # type: ignore[union-attr]
+
+    def _leave(self, leave: Leave, now_s: float) -> None:
+        """A warned job leaves the doomed nodes gracefully; they stay given up until the drop."""
+        self._spot.cap(leave.drop_s, leave.available)  # type: ignore[union-attr]
+        self.decision_due = True
+        job = self._by_name[leave.job]
+        if job.name not in self._holding or not any(
+            node >= leave.available for node, _ in job.placement
+        ):
+            return
+        job.advance(now_s)
+        if job.done:
+            self._complete(job)
+            return
+        if job.leave(now_s) is not None:
+            self.preemptions += 1
+            self._timeline(now_s, job)
+        self._track(job)
 
     def next_time_s(self) -> float:
         """The next arrival, job event or wake-up (inf when nothing is left to happen)."""
@@ -484,7 +481,9 @@ class ClusterLoop:
             gpus_per_node=self.gpus_per_node,
             jobs=self._views.views(),
             rescale_cost_s=self._rescale_estimate_s,
-            available_nodes=self.available_nodes,
+            available_nodes=self.available_nodes
+            if self._spot is None
+            else self._spot.usable(self.available_nodes, now_s),
             held=held,
         )
 

@@ -87,10 +87,10 @@ class CapacityReplay:
         index = bisect.bisect_right(self._times, self.start_offset_s) - 1
         #: ``(available, price)`` at the job's start.
         self.initial: tuple[int, float] = (self._available[index], self._prices[index])
-        self._notices = self.notice_s > 0 and math.isfinite(self.prior_mtbf_s)
+        self._notices = self.notice_s > 0 and drops > 0
         self._heap: list[tuple[float, int, int, float]] = []
         self._rows = self._row_iter()
-        self._row_next: tuple[float, int, float] | None = next(self._rows)
+        self._row_next: tuple[float, int, float] | None = next(self._rows, None)
         if len(set(zip(self._available, self._prices, strict=True))) == 1:
             self._row_next = None  # a trace that never changes: nothing will ever happen
         self._pushed = self.initial  # last (available, price) pushed as a change
@@ -108,12 +108,18 @@ class CapacityReplay:
         )
 
     def _row_iter(self) -> Iterator[tuple[float, int, float]]:
-        """Rows after the start, as (job time, available, price), across repetitions."""
+        """Rows after the start, as (job time, available, price), across repetitions.
+
+        A trace of infinite duration does not repeat (cluster mode's capacity rows
+        without a period: the last row holds forever).
+        """
         times, offset = self._times, self.start_offset_s
         first = bisect.bisect_right(times, offset)
         cycle = 0
         while True:
-            base = cycle * self.period_s - offset
+            if cycle and math.isinf(self.period_s):
+                return
+            base = (cycle * self.period_s if cycle else 0.0) - offset
             for i in range(first if cycle == 0 else 0, len(times)):
                 yield base + times[i], self._available[i], self._prices[i]
             cycle += 1
@@ -121,7 +127,7 @@ class CapacityReplay:
     def _push_next_row(self) -> None:
         assert self._row_next is not None
         t, available, price = self._row_next
-        self._row_next = next(self._rows)
+        self._row_next = next(self._rows, None)
         if self._notices and available < self._last_available:
             heapq.heappush(self._heap, (max(t - self.notice_s, 0.0), _NOTICE, available, t))
         self._last_available = available

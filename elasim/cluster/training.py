@@ -1,0 +1,326 @@
+"""The simulator's training of a cluster job: the application model's speed and pauses.
+
+:class:`ModelTraining` is the :class:`~.job.Training` of ``elasim cluster simulate``
+(real workers train ``elasim cluster run``'s jobs, :mod:`elasim.executor.cluster`).
+Apart from :mod:`.job` because the job is the same whoever trains it, and because
+what the model adds, periodic checkpoints and the graceful leave, comes from the
+single-job model: :class:`~elasim.jobmodel.durability.DurableProgress` keeps what a
+loss cannot take away, and :func:`~elasim.jobmodel.durability.final_checkpoint` is
+the write before a warned leave.  Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from elasim.jobmodel import CheckpointSchedule, JobStateMachine, RescaleMode, pause_for
+from elasim.jobmodel.durability import DurableProgress, Release, final_checkpoint
+from elasim.policies import EventKind, EventRecord, JobState, PauseComponents
+from elasim.policies.cluster import Placement, placement_gpus
+from elasim.traces.cluster import WorkloadJob
+
+from .application import Application
+from .job import ClusterJob
+
+__all__ = ["ModelTraining", "jobs_of", "model_job", "use_checkpoints"]
+
+_EPS = 1e-9
+# The states a job's event depends on, read at every epoch of every job: an enum member
+# read off its class costs a descriptor call (about 20 times a module global's read).
+_RESCALING = JobState.RESCALING
+_RUNNING = JobState.RUNNING
+_CHECKPOINTING = JobState.CHECKPOINTING
+
+
+class ModelTraining:
+    """The simulator's training of a cluster job: the application model's speed.
+
+    Progress is integrated exactly, epoch by epoch, so a job's completion time does
+    not depend on when the loop happens to look at it.  Cluster jobs checkpoint when
+    they restart or release their GPUs (AdaptDL's checkpoint-restart) and, when the
+    loop gives them a schedule (``--checkpoint-interval-s``; off by default), every
+    interval of training, each write pausing training for its cost.  A preemption
+    without notice loses the progress since the last durable checkpoint; a warned
+    leave (:meth:`leave`) writes a final one first, as a single job does.
+
+    Args:
+        pause_job: the job spec whose ``[rescale]`` and ``[checkpoint]`` figures give
+            the re-formation pause (:func:`~elasim.jobmodel.pause_for`).
+        mode: in place or restart.
+    """
+
+    polls = False
+
+    def __init__(self, pause_job: Any, mode: RescaleMode) -> None:
+        self.pause_job = pause_job
+        self.mode = mode
+        self.sm = JobStateMachine()
+        self.pause_end_s = math.inf
+        #: a started job always has one to restore from (its initial state)
+        self.has_checkpoint = False
+        self.durable = DurableProgress()
+        self.running_since_s = 0.0  # when training last began (a final write's room)
+        self.pause_start_s = 0.0  # when the re-formation under way began
+
+    def state(self) -> JobState:
+        """The job's state now."""
+        return self.sm.state
+
+    def poll(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """The model changes only when the loop advances it."""
+        return []
+
+    def next_due_s(self, job: ClusterJob) -> float:
+        """When the job next changes on its own: a pause, epoch or write ends, or one is due."""
+        state = self.sm.state
+        if state is _RESCALING or state is _CHECKPOINTING:
+            return self.pause_end_s
+        if state is _RUNNING and job.choice is not None:
+            boundary = job.app.epoch_progress[job.epoch + 1]
+            due = job.last_s + max(boundary - job.progress, 0.0) / job.choice.goodput
+            if job.schedule is not None:
+                due = min(due, job.last_s + max(job.checkpoint_due_in_s(), 0.0))
+            return due
+        return math.inf
+
+    def advance(self, job: ClusterJob, t: float) -> None:
+        """Integrate up to ``t``: pause ends, epochs, checkpoints and completion, each at its time.
+
+        Less than ``_EPS`` before ``t`` there is no time left to integrate, but an
+        event due by then (a pause end, an epoch boundary a rounding error away) is
+        still taken.  Why: the loop calls ``advance(due)`` for the event it popped.
+        Months into a run ``last_s + need_s`` rounds to ``last_s`` (a float's spacing
+        at 2e7 s is 4e-9 s), so an advance that took nothing then left the event due
+        at the same time, and the loop popped it forever (the full Philly trace on 64
+        GPUs hung 238 simulated days in).
+        """
+        sm = self.sm
+        while job.finish_s is None:
+            state = sm.state
+            if job.last_s >= t - _EPS and self.next_due_s(job) > t + _EPS:
+                return  # nothing left to integrate and no event due
+            if state is _RESCALING or state is _CHECKPOINTING:
+                self._hold_pause(job, t, state)
+                continue
+            if state is not _RUNNING or job.choice is None:
+                job.books.idle_s += t - job.last_s
+                job.last_s = t
+                return
+            if not self._run(job, t):
+                return
+
+    def _hold_pause(self, job: ClusterJob, t: float, state: JobState) -> None:
+        """A re-formation's pause or a periodic write, up to ``t`` or its end."""
+        end = max(min(self.pause_end_s, t), job.last_s)
+        if state is _CHECKPOINTING:
+            job.occupy(end - job.last_s)
+            job.books.checkpoint_s += max(end - job.last_s, 0.0)
+        else:
+            job.hold(end - job.last_s, running=False)
+        job.last_s = end
+        if end >= self.pause_end_s - _EPS:
+            if state is _CHECKPOINTING:
+                self.durable.finish_write()
+            self.sm.to(_RUNNING)
+            self.running_since_s = end
+            self.pause_end_s = math.inf
+
+    def _run(self, job: ClusterJob, t: float) -> bool:
+        """Train towards ``t``: to the next epoch or checkpoint if before; False: reached ``t``."""
+        boundary = job.app.epoch_progress[job.epoch + 1]
+        rate = job.choice.goodput  # type: ignore[union-attr]
+        need_s = max(boundary - job.progress, 0.0) / rate
+        ckpt_in_s = math.inf if job.schedule is None else job.checkpoint_due_in_s()
+        if ckpt_in_s < need_s:  # a periodic checkpoint comes first (never when off)
+            ckpt_in_s = max(ckpt_in_s, 0.0)
+            if job.last_s + ckpt_in_s > t + _EPS:
+                self._train(job, t - job.last_s)
+                job.progress += rate * (t - job.last_s)
+                job.last_s = t
+                return False
+            self._train(job, ckpt_in_s)
+            job.progress += rate * ckpt_in_s
+            job.last_s += ckpt_in_s
+            self._write(job)
+            return True
+        if job.last_s + need_s > t + _EPS:
+            self._train(job, t - job.last_s)
+            job.progress += rate * (t - job.last_s)
+            job.last_s = t
+            return False
+        self._train(job, need_s)
+        job.last_s += need_s
+        job.progress = boundary
+        job.epoch += 1
+        if job.epoch >= job.app.max_epochs:
+            self.sm.to(JobState.DONE)
+            job.finish(job.last_s)
+            return False
+        job.configure()
+        return True
+
+    def _write(self, job: ClusterJob) -> None:
+        """A periodic checkpoint begins: training pauses for its write (single-job rule)."""
+        write_s = job.checkpoint_write_s
+        self.durable.begin_write(job.progress)
+        self.sm.to(_CHECKPOINTING)
+        self.pause_end_s = job.last_s + write_s
+        pause = PauseComponents(state_s=write_s)
+        job.record([EventRecord(job.last_s, EventKind.CHECKPOINT, job.gpus, job.gpus, pause)])
+
+    def _train(self, job: ClusterJob, dt: float) -> None:
+        if dt > 0:
+            self.durable.ran(dt)
+            job.hold(dt, running=True)
+
+    def _saved(self, job: ClusterJob) -> None:
+        self.durable.save(job.progress)
+
+    def preempt(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """Back to the last durable checkpoint: the progress since it is lost."""
+        before = job.gpus
+        lost_progress, lost_s = self.durable.rollback(job.progress)
+        raw = job.choice.throughput * lost_s if job.choice else 0.0
+        if lost_progress > 0:
+            job.progress = self.durable.checkpointed
+        job.epoch = job.app.epoch(job.progress)
+        self.sm.to(JobState.WAITING)
+        self.pause_end_s = math.inf
+        self.has_checkpoint = self.has_checkpoint or job.start_s is not None
+        return [
+            EventRecord(
+                now_s, EventKind.PREEMPT, before, 0, lost_samples=raw, lost_work_h=lost_s / 3600.0
+            )
+        ]
+
+    def leave(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """Warned in time: a final checkpoint (:func:`final_checkpoint`), then the GPUs go.
+
+        The single job's rule: the write takes the training of its last seconds back
+        (booked as checkpoint time); where there was no room for it, the unsaved
+        work is lost as without notice.
+        """
+        choice = job.choice
+        release = Release(
+            state=self.sm.state,
+            now_s=now_s,
+            cost_s=self.pause_job.checkpoint.write_s,
+            running_since_s=self.running_since_s,
+            pause_start_s=self.pause_start_s,
+            goodput=choice.goodput if choice else 0.0,
+            throughput=choice.throughput if choice else 0.0,
+            efficiency=1.0,
+        )
+        saved = final_checkpoint(self.durable, job.books, job.progress, release)
+        if saved is None:
+            return self.preempt(job, now_s)
+        job.progress = saved[0]
+        job.epoch = job.app.epoch(job.progress)
+        self.sm.to(JobState.WAITING)
+        self.pause_end_s = math.inf
+        self.has_checkpoint = True
+        return [EventRecord(now_s, EventKind.PREEMPT, job.gpus, 0)]
+
+    def release(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """Releasing on purpose writes a checkpoint first, then the job waits."""
+        self._saved(job)
+        self.sm.to(JobState.WAITING)
+        self.pause_end_s = math.inf
+        self.has_checkpoint = self.has_checkpoint or job.start_s is not None
+        return [EventRecord(now_s, EventKind.PAUSE, job.gpus, 0)]
+
+    def regroup(self, job: ClusterJob, placement: Placement, now_s: float) -> list[EventRecord]:
+        """The re-formation's pause (:func:`~elasim.jobmodel.pause_for`), then running."""
+        before, after = job.gpus, placement_gpus(placement)
+        survivors = 0
+        if self.mode is RescaleMode.INPLACE and job.placement:
+            old = dict(job.placement)
+            survivors = sum(min(g, old.get(n, 0)) for n, g in placement)
+        restart = survivors == 0
+        write_s = self.pause_job.checkpoint.write_s if restart and job.placement else 0.0
+        if restart and job.placement:
+            self._saved(job)  # a restart checkpoints before it stops
+        pause = pause_for(
+            self.pause_job,
+            self.mode,
+            nodes_after=after,
+            nodes_before=before,
+            survivors=survivors,
+            newcomers=after - survivors,
+            failure=False,
+            has_checkpoint=self.has_checkpoint or bool(job.placement),
+            waited_boot=False,
+            checkpoint_write_s=write_s,
+        )
+        if job.start_s is None:
+            kind = EventKind.SCALE_UP
+        elif not job.placement:
+            kind = EventKind.RESUME
+        else:
+            kind = EventKind.SCALE_UP if after >= before else EventKind.SCALE_DOWN
+        self.sm.to(JobState.RESCALING)
+        self.pause_start_s = now_s
+        self.pause_end_s = now_s + pause.pause_s
+        return [EventRecord(now_s, kind, before, after, pause=pause)]
+
+
+def model_job(
+    spec: WorkloadJob,
+    app: Application,
+    pause_job: Any,
+    mode: RescaleMode,
+    gpus_per_node: int,
+    *,
+    keeps_batch: bool = False,
+) -> ClusterJob:
+    """A job of the simulator's cluster loop (the loop's default ``job_factory``)."""
+    return ClusterJob(
+        spec, app, ModelTraining(pause_job, mode), gpus_per_node, keeps_batch=keeps_batch
+    )
+
+
+def jobs_of(
+    workload: Sequence[WorkloadJob],
+    applications: dict[str, Application],
+    pause_job: Any,
+    mode: RescaleMode,
+    gpus_per_node: int,
+    job_factory: Callable[..., ClusterJob],
+) -> list[ClusterJob]:
+    """The workload's jobs in arrival order (ties by name), each built by ``job_factory``.
+
+    Each job gets its application model and the pause figures of its application
+    (``pause_job`` is one job spec for all, or a mapping by application name).  The
+    arrival order is the loop's order everywhere: admissions, views and ranks.
+    """
+    return [
+        job_factory(
+            spec,
+            applications[spec.application],
+            pause_job[spec.application] if isinstance(pause_job, dict) else pause_job,
+            mode,
+            gpus_per_node,
+        )
+        for spec in sorted(workload, key=lambda j: (j.arrival_s, j.name))
+    ]
+
+
+def use_checkpoints(
+    jobs: Sequence[ClusterJob],
+    interval_s: float | None,
+    prior_mtbf_s: float,
+    pause_of: Callable[[ClusterJob], Any],
+) -> None:
+    """Every job checkpoints on the single job's schedule (nothing when ``interval_s`` is inf).
+
+    ``interval_s`` is ``--checkpoint-interval-s`` (None: Young/Daly ``auto``, with the
+    capacity trace's mean time between drops as the prior); each write costs the
+    job's pause preset's ``write_s``.
+    """
+    if interval_s is not None and math.isinf(interval_s):
+        return
+    schedule = CheckpointSchedule(interval_s, prior_mtbf_s)
+    for job in jobs:
+        job.use_checkpoints(schedule, pause_of(job).checkpoint.write_s)
