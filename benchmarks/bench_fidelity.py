@@ -25,6 +25,15 @@ Windows:
   loss and the cold start of four replacements dominate it.
 
 Goals (issue 4): completion time within 5 %, median per-event pause error within 20 %.
+
+``--cluster``: the same question for a cluster of jobs (issue 22).  The README's
+example (``examples/cluster_small.csv``, 4 jobs on 4 local slots, the commands of
+``docs/guide/cluster-run.md``): ``elasim cluster calibrate`` once, then for every
+registered cluster policy ``--repeats`` runs of ``elasim cluster run --compare``
+(the real run against ``elasim cluster simulate`` of the same workload, profile and
+policy), each with the load average during it.  Prints per run and the medians per
+policy of the average-JCT error and the median per-job JCT error (goals: 10 % and
+15 %).  About 15 minutes on a 2-core box; ``--applications DIR`` skips the calibration.
 """
 
 from __future__ import annotations
@@ -85,6 +94,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--analyze", type=Path, default=None, help="only report on the runs kept in this folder"
     )
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--cluster", action="store_true", help="the cluster comparison instead")
+    parser.add_argument("--applications", type=Path, default=None, help="--cluster: profiles")
     return parser.parse_args(argv)
 
 
@@ -163,9 +174,81 @@ def _print_summary(name: str, summary: dict[str, Any]) -> None:
     )
 
 
+CLUSTER_RUN = (
+    "--workload examples/cluster_small.csv --gpus-per-node 4 --sample-delay-s 0.002 "
+    "--job-set train_size=4096"
+).split()
+CLUSTER_GOALS = {"avg_jct_error": 0.10, "median_abs_job_error": 0.15}
+
+
+def _elasim(*args: str) -> str:
+    import subprocess
+
+    exe = Path(sys.executable).with_name("elasim")
+    done = subprocess.run([str(exe), *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"elasim {' '.join(args[:2])} failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def _cluster_policies() -> list[str]:
+    import elasim.policies.cluster  # noqa: F401 - registers the built-ins
+    from elasim.policies.registry import CLUSTER_KIND, describe_policies
+
+    return [info.name for info in describe_policies(CLUSTER_KIND)]
+
+
+def cluster_main(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """Calibrate (unless given), then every policy ``--repeats`` times; per-run lines, medians."""
+    import os
+
+    apps = args.applications
+    if apps is None:
+        apps = root / "apps"
+        print("calibrating the cluster profiles ...", flush=True)
+        _elasim(
+            "cluster", "calibrate", "--out", str(apps), "--steps", "40,160",
+            "--sample-delay-s", "0.002", "--job-set", "train_size=4096",
+        )  # fmt: skip
+    print(f"{'policy':<9} {'run':>3} {'real s':>7} {'sim s':>7} {'avg err':>8} "
+          f"{'job err':>8} {'load':>5}")  # fmt: skip
+    report: dict[str, Any] = {}
+    for policy in _cluster_policies():
+        runs = []
+        for i in range(args.repeats):
+            out = _elasim(
+                "cluster", "run", *CLUSTER_RUN, "--applications", str(apps),
+                "--policy", policy, "--compare", "--json",
+            )  # fmt: skip
+            payload = json.loads(out.strip().splitlines()[-1])
+            c = payload["compare"]
+            c["load_avg"] = os.getloadavg()[0]
+            c["warning"] = payload.get("compare_warning")
+            runs.append(c)
+            print(f"{policy:<9} {i + 1:>3} {c['real_avg_jct_s']:>7.2f} {c['sim_avg_jct_s']:>7.2f} "
+                  f"{_pct(c['avg_jct_error']):>8} {_pct(c['median_abs_job_error']):>8} "
+                  f"{c['load_avg']:>5.1f}", flush=True)  # fmt: skip
+        avg = statistics.median(r["avg_jct_error"] for r in runs)
+        job = statistics.median(r["median_abs_job_error"] for r in runs)
+        ok = (
+            abs(avg) <= CLUSTER_GOALS["avg_jct_error"]
+            and job <= CLUSTER_GOALS["median_abs_job_error"]
+        )
+        print(f"{policy}: median avg-JCT error {_pct(avg)}, median per-job error {_pct(job)} "
+              f"({'within' if ok else 'OUTSIDE'} the goals 10 % / 15 %)", flush=True)  # fmt: skip
+        report[policy] = {"median_avg_jct_error": avg, "median_job_error": job, "runs": runs}
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     """Calibrate, run every window ``--repeats`` times, print per-run and median errors."""
     args = _parse_args(argv)
+    if args.cluster:
+        with tempfile.TemporaryDirectory(prefix="elasim-cluster-fidelity-") as tmp:
+            report = cluster_main(args, args.keep or Path(tmp))
+        if args.json is not None:
+            args.json.write_text(json.dumps(report, indent=2))
+        return 0
     tmp = None
     root = args.analyze or args.keep
     if root is None:

@@ -264,7 +264,7 @@ def _start(
     finally:
         job.close()
         pool.close()
-    return [_whole_start(events, n)] if n > 1 else events
+    return events + [_whole_start(events, n)] if n > 1 else events
 
 
 def _whole_start(events: list[Any], n: int) -> Any:

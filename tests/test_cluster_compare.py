@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -82,7 +83,14 @@ def test_the_comparisons_simulation_is_the_simulators():
     assert all(r.jct_s is not None and math.isfinite(r.jct_s) for r in plain.jobs)
 
 
-def test_the_comparisons_jobs_keep_their_batch_as_real_ones_do():
+def test_the_comparison_is_cluster_simulate_itself():
+    """No model of its own (issue 22): ``cluster simulate``'s rows, bit for bit.
+
+    The batch-choosing policies too: with a calibrated profile (one validated batch)
+    their adaptive batch is the job's own, as on real workers.
+    """
+    from elasim.sim.cluster import simulate_cluster
+
     kwargs = dict(
         workload="examples/cluster_small.csv",
         options={},
@@ -92,6 +100,74 @@ def test_the_comparisons_jobs_keep_their_batch_as_real_ones_do():
         pause_job="resnet50_v100",
         applications=APPS,
     )
-    for policy in ("pollux", "srtf"):  # both choose batch sizes
+    for policy in ("pollux", "srtf", "fifo"):
         result = simulate_like(policy=policy, **kwargs)
-        assert [r.final_batch_size for r in result.jobs] == [128] * 4, policy
+        setup = ClusterSetup(
+            workload="examples/cluster_small.csv",
+            policy=policy,
+            num_nodes=1,
+            gpus_per_node=4,
+            rescale=RescaleMode.INPLACE,
+            pause_job=measured_pause_job("resnet50_v100", APPS, ["synth-160", "synth-40"]),
+            applications=APPS,
+        )
+        alone = simulate_cluster(setup, record_timeline=False)
+        assert [dataclasses.astuple(r) for r in result.jobs] == [
+            dataclasses.astuple(r) for r in alone.jobs
+        ], policy
+
+
+def test_unmeasured_transitions_are_priced_like_the_nearest_measured_one_of_their_kind():
+    from elasim.cluster.compare import _fill_gaps
+    from elasim.policies import PauseComponents
+
+    start, grow, shrink = (PauseComponents(acquire_s=s) for s in (1.0, 0.01, 0.02))
+    table = {
+        ("inplace", 0, 1, False): start,
+        ("inplace", 1, 2, False): grow,
+        ("inplace", 3, 2, False): shrink,
+    }
+    filled = _fill_gaps(table)
+    assert filled[("inplace", 0, 3, False)] is start  # a start from nothing
+    assert filled[("inplace", 1, 3, False)] is grow and filled[("inplace", 2, 3, False)] is grow
+    assert filled[("inplace", 3, 1, False)] is shrink and filled[("inplace", 2, 1, False)] is shrink
+    assert ("inplace", 2, 2, False) not in filled  # not a change
+    assert {k: filled[k] for k in table} == table  # what was measured stays
+
+
+def _pair(name, real_jct, sim_jct):
+    return JobResult(
+        name=name, application="a", arrival_s=0.0, start_s=0.0, finish_s=real_jct,
+        jct_s=real_jct, gpu_s=0.0, rescales=0, final_batch_size=1, running_s=real_jct - 1.0,
+        rescale_s=1.0,
+    ), JobResult(
+        name=name, application="a", arrival_s=0.0, start_s=0.0, finish_s=sim_jct,
+        jct_s=sim_jct, gpu_s=0.0, rescales=0, final_batch_size=1, running_s=1.0,
+        rescale_s=sim_jct - 1.0,
+    )  # fmt: skip
+
+
+def test_an_error_beyond_the_bounds_is_one_line_saying_where_and_why():
+    from elasim.cluster.compare import explain_gap
+
+    close = [_pair("a", 10.0, 10.5), _pair("b", 20.0, 21.0)]
+    real, sim = [r for r, _ in close], [s for _, s in close]
+    assert explain_gap(compare_jobs(real, sim), real, sim) is None
+    # the newcomer's case: the simulation twice as long, all of it in the pauses
+    far = [_pair("a", 7.4, 15.3), _pair("b", 7.4, 15.3)]
+    real, sim = [r for r, _ in far], [s for _, s in far]
+    line = explain_gap(compare_jobs(real, sim), real, sim, load_avg=3.5, cores=2)
+    assert line is not None and "\n" not in line
+    assert "+107%" in line and "pauses" in line and "cold starts" in line
+    assert "load average 3.5 on 2 cores" in line
+
+
+def test_calibration_visits_every_change_between_sizes():
+    pytest.importorskip("torch")
+    from elasim.executor.cluster_profile import tour
+
+    for slots in (1, 2, 4):
+        sizes = tour(slots)
+        changes = set(zip([slots, *sizes], sizes, strict=False))
+        wanted = {(a, b) for a in range(1, slots + 1) for b in range(1, slots + 1) if a != b}
+        assert changes >= wanted and all(a != b for a, b in changes)

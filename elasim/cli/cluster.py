@@ -15,10 +15,13 @@ from rich.table import Table
 from .cluster_options import (
     applications_option,
     capacity_option,
+    check_checkpoints,
     check_shape,
+    checkpoint_interval_option,
     cluster_policy_option,
     gpus_per_node_option,
     nodes_option,
+    notice_option,
     pause_job_option,
     rescale_mode,
     rescale_option,
@@ -66,11 +69,14 @@ def _simulate(
     capacity: str | None,
     as_json: bool,
     out: Path | None = None,
+    notice_s: float = 0.0,
+    checkpoint_interval_s: str = "off",
 ) -> None:
     from elasim.cluster import ClusterSetup
     from elasim.sim.cluster import simulate_cluster
 
     check_shape(nodes, gpus_per_node)
+    interval_s = check_checkpoints(notice_s, checkpoint_interval_s)
     if out is not None:
         ensure_writable_dir(out, "--out")
     setup = ClusterSetup(
@@ -83,6 +89,8 @@ def _simulate(
         pause_job=pause_job,
         applications=applications,
         capacity=capacity,
+        notice_s=notice_s,
+        checkpoint_interval_s=interval_s,
     )
     written = None
     if out is None:
@@ -122,6 +130,8 @@ def simulate(
     pause_job: str = pause_job_option(),
     applications: str | None = applications_option(),
     capacity: str | None = capacity_option(),
+    notice_s: float = notice_option(),
+    checkpoint_interval_s: str = checkpoint_interval_option(),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     out: Path | None = typer.Option(
         None,
@@ -144,6 +154,8 @@ def simulate(
         capacity,
         as_json,
         out,
+        notice_s,
+        checkpoint_interval_s,
     )
 
 

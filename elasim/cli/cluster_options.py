@@ -146,6 +146,43 @@ def capacity_option() -> Any:
     )
 
 
+def notice_option() -> Any:
+    """``--notice-s``: as for one job."""
+    return typer.Option(
+        0.0,
+        "--notice-s",
+        help="Preemption notice before each capacity drop, s (0: none); a job warned in "
+        "time leaves gracefully (the single-job rule).",
+    )
+
+
+def checkpoint_interval_option() -> Any:
+    """``--checkpoint-interval-s``: as for one job, but off by default in cluster mode."""
+    return typer.Option(
+        "off",
+        "--checkpoint-interval-s",
+        help="Every job's periodic checkpoints: 'auto' (Young/Daly), seconds of training, "
+        "or 'off' (the default: a job checkpoints only when it restarts or releases).",
+    )
+
+
+def check_checkpoints(notice_s: float, checkpoint_interval_s: str) -> float | None:
+    """``--notice-s`` and ``--checkpoint-interval-s`` checked; the interval as the model's.
+
+    Raises:
+        UsageError: either is not a valid value (one line).
+    """
+    from elasim.jobmodel import parse_checkpoint_interval
+
+    try:
+        interval_s = parse_checkpoint_interval(checkpoint_interval_s)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not 0 <= notice_s < float("inf"):
+        raise UsageError(f"--notice-s must be >= 0, got {notice_s}")
+    return interval_s
+
+
 def check_shape(nodes: int, gpus_per_node: int) -> None:
     """One line for a cluster shape that cannot exist."""
     if nodes < 1:

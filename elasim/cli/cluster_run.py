@@ -94,8 +94,9 @@ def _run(flags: dict[str, Any]) -> None:
     payload["steps"] = run.steps
     rows = None
     if compare:
-        rows, errors = _compare(config, run)
+        rows, errors, warning = _compare(config, run)
         payload["compare"] = errors
+        payload["compare_warning"] = warning
     if out is not None:
         _write(out, payload, run, rows)
     if as_json:
@@ -111,9 +112,15 @@ def _run(flags: dict[str, Any]) -> None:
         )
 
 
-def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float]]:
-    """The same workload simulated with the measured profiles and pauses; per-job JCTs."""
-    from elasim.cluster.compare import compare_jobs, jct_errors, simulate_like
+def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float], str | None]:
+    """``cluster simulate`` of the same workload with the measured profiles; per-job JCTs.
+
+    Also the one line that says the errors exceed the bounds and why (None: within);
+    the load average of the last minute is the run's (it ran at least that long).
+    """
+    import os
+
+    from elasim.cluster.compare import compare_jobs, explain_gap, jct_errors, simulate_like
 
     sim = simulate_like(
         workload=config.workload,
@@ -126,7 +133,9 @@ def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float]]:
         applications=config.applications,
     )
     rows = compare_jobs(run.result.jobs, sim.jobs)
-    return rows, jct_errors(rows)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    warning = explain_gap(rows, run.result.jobs, sim.jobs, load_avg=load, cores=os.cpu_count())
+    return rows, jct_errors(rows), warning
 
 
 def _write(out: Path, payload: dict[str, Any], run: Any, rows: list[Any] | None) -> None:
@@ -186,6 +195,8 @@ def _print(payload: dict[str, Any], run: Any, rows: list[Any] | None) -> None:
             f"({c['avg_jct_error']:+.1%}); per job median |error| "
             f"{c['median_abs_job_error']:.1%}, worst {c['max_abs_job_error']:.1%}"
         )
+    if payload.get("compare_warning"):
+        out_console.print(f"warning: {payload['compare_warning']}", highlight=False)
 
 
 def run_command(

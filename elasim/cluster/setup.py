@@ -15,7 +15,7 @@ from typing import Any
 
 import elasim.policies.cluster  # noqa: F401 - registers the built-in cluster policies
 from elasim.job import TrainingJob, load_job
-from elasim.jobmodel import RescaleMode
+from elasim.jobmodel import CHECKPOINT_OFF, RescaleMode
 from elasim.policies.cluster import ClusterDecisionRecord, Placement
 from elasim.policies.registry import CLUSTER_KIND, make_policy
 from elasim.traces.cluster import WorkloadJob, bundled_application_names, load_application
@@ -106,6 +106,11 @@ class ClusterSetup:
         applications: a folder of application profiles (None: the bundled ones).
         capacity: a capacity trace (bundled name or path) whose ``available`` is the
             nodes usable over time (None: all, always); the simulator's shell loads it.
+        notice_s: each capacity drop is announced this long before (0: no notice);
+            a job warned in time leaves gracefully, by the single job's rule.
+        checkpoint_interval_s: every job's periodic checkpoints, as for one job (None:
+            Young/Daly ``auto``; ``inf``: off, the default, which keeps cluster mode's
+            results as they were: AdaptDL checkpoints only when a job restarts).
     """
 
     workload: str
@@ -117,6 +122,8 @@ class ClusterSetup:
     pause_job: str = DEFAULT_PAUSE_JOB
     applications: str | None = None
     capacity: str | None = None
+    notice_s: float = 0.0
+    checkpoint_interval_s: float | None = CHECKPOINT_OFF
 
 
 def build_loop(
@@ -156,5 +163,7 @@ def build_loop(
         capacity_period_s=capacity_period_s,
         keep_decisions=keep_decisions,
         on_decision=on_decision,
+        notice_s=setup.notice_s,
+        checkpoint_interval_s=setup.checkpoint_interval_s,
         **({} if job_factory is None else {"job_factory": job_factory}),
     )
