@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elasim.cluster.job import ClusterJob
-from elasim.jobmodel import RescaleMode
+from elasim.jobmodel import CHECKPOINT_OFF, RescaleMode
 from elasim.policies import EventRecord, JobState
 from elasim.policies.cluster import Placement, placement_gpus
 
@@ -116,6 +116,13 @@ class WorkerTraining:
         events = self.actuator.poll(now_s)
         if job.gpus and sum(self.actuator.members()) != job.gpus:
             events += self.actuator.apply(job.gpus, 0, now_s, True)
+        elif (
+            job.schedule is not None
+            and job.checkpoint_due_in_s() <= 0
+            and self.state() is (JobState.RUNNING)
+        ):  # the cluster's periodic checkpoint (--checkpoint-interval-s), at a step boundary
+            events += self.actuator.checkpoint(now_s)
+            job.restart_checkpoint_timer()
         return events
 
     def regroup(self, job: ClusterJob, placement: Placement, now_s: float) -> list[EventRecord]:
@@ -127,6 +134,10 @@ class WorkerTraining:
         """Every worker stops (the group checkpoints first) and the slots go back."""
         self.actuator.per_launcher = {}
         return self.actuator.apply(0, 0, now_s, True)
+
+    def leave(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
+        """Warned in time: every worker stops after a final checkpoint (:meth:`release`)."""
+        return self.release(job, now_s)
 
     def preempt(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
         """The job's workers are killed (no notice)."""
@@ -159,6 +170,9 @@ class ClusterRunConfig:
             measured ``pauses.json`` of the applications replace its figures where
             they have the transition (:func:`elasim.cluster.compare.measured_pause_job`).
         log_dir: worker stderr logs (None: discarded).
+        checkpoint_interval_s: every job's periodic checkpoints, workload seconds of
+            training (None: Young/Daly ``auto``; ``inf``: off, the default), by the
+            cluster model's schedule; each is written by the job's rank 0.
     """
 
     workload: str
@@ -179,6 +193,7 @@ class ClusterRunConfig:
     expect_agents: int = 0
     pause_job: str = "resnet50_v100"
     log_dir: str | None = None
+    checkpoint_interval_s: float | None = CHECKPOINT_OFF
 
     def __post_init__(self) -> None:
         if not isinstance(self.rescale, RescaleMode):
@@ -389,6 +404,7 @@ def run_cluster(
         rescale=config.rescale,
         pause_job=pause_job,
         applications=config.applications,
+        checkpoint_interval_s=config.checkpoint_interval_s,
     )
     loop = None
     origin = [clock.now()]

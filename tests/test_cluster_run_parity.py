@@ -211,3 +211,56 @@ def test_pollux_grows_real_jobs_into_idle_slots(tmp_path):
     )  # fmt: skip
     run_cluster_loop(sim)
     assert {j.name for j in sim.jobs if j.peak_gpus > 1} == {j.name for j in grown}
+
+
+@pytest.mark.parametrize("policy", ["fifo", "pollux"])
+def test_parity_holds_with_periodic_checkpoints_and_notices(workload, policy):
+    """Checkpoints (Young/Daly ``auto``) and warned leaves: the same, bit for bit."""
+    import dataclasses
+
+    setup = ClusterSetup(
+        workload=workload, policy=policy, num_nodes=4, checkpoint_interval_s=None, notice_s=120.0
+    )
+    capacity = ((0.0, 4), (1800.0, 1), (5400.0, 4), (9000.0, 2))
+    sim = build_loop(setup, capacity=capacity, capacity_period_s=12000.0)
+    run_cluster_loop(sim)
+    real = build_loop(setup, capacity=capacity, capacity_period_s=12000.0)
+    drive_cluster(real, FakeClock(), time_scale=60.0, max_wall_real_s=1e12, idle_poll_real_s=1e9)
+    _assert_same(sim, real)
+    kinds = {e.kind.value for j in sim.jobs for e in j.events}
+    assert {"checkpoint", "preempt_notice", "preempt"} <= kinds
+    off = build_loop(dataclasses.replace(setup, checkpoint_interval_s=math.inf, notice_s=0.0))
+    run_cluster_loop(off)
+    assert off.decisions != sim.decisions or [j.events for j in off.jobs] != [
+        j.events for j in sim.jobs
+    ]
+
+
+def test_cluster_run_asks_its_workers_for_periodic_checkpoints(tmp_path):
+    """``cluster run --checkpoint-interval-s``: the model's schedule, written by the group."""
+    import dataclasses
+
+    rows = ["a,0,synth-160,1,128"]
+    workload = tmp_path / "w.csv"
+    workload.write_text("name,time,application,num_replicas,batch_size\n" + "\n".join(rows))
+    config = ClusterRunConfig(
+        workload=str(workload), policy="fifo", applications=APPS, slots=1,
+        checkpoint_interval_s=2.0,
+    )  # fmt: skip
+    setup = ClusterSetup(
+        workload=str(workload), policy="fifo", num_nodes=1, gpus_per_node=1,
+        applications=APPS, rescale=config.rescale, checkpoint_interval_s=2.0,
+    )  # fmt: skip
+    clock, made = FakeClock(), {}
+    loop = build_loop(setup, job_factory=job_factory(config, _fake_groups(clock, 0.07, made), 1))
+    drive_cluster(loop, clock, time_scale=1.0, max_wall_real_s=1e6)
+    job = loop.jobs[0]
+    writes = [e.time_s for e in job.events if e.kind.value == "checkpoint"]
+    assert job.done and len(writes) >= 3
+    gaps = [b - a for a, b in zip(writes, writes[1:], strict=False)]
+    assert all(1.9 <= g <= 2.6 for g in gaps), gaps  # every 2 s of training, polled
+    off = build_loop(
+        dataclasses.replace(setup, checkpoint_interval_s=math.inf),
+        job_factory=job_factory(config, _fake_groups(FakeClock(), 0.07, {}), 1),
+    )
+    assert off.jobs[0].schedule is None

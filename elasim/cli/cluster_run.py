@@ -18,6 +18,8 @@ from rich.table import Table
 
 from .cluster_options import (
     applications_option,
+    check_checkpoints,
+    checkpoint_interval_option,
     cluster_policy_option,
     job_set_option,
     pause_job_option,
@@ -86,6 +88,7 @@ def _run(flags: dict[str, Any]) -> None:
         expect_agents=flags["agents"],
         pause_job=flags["pause_job"],
         log_dir=None if flags["log_dir"] is None else str(flags["log_dir"]),
+        checkpoint_interval_s=check_checkpoints(0.0, flags["checkpoint_interval_s"]),
     )
     run = run_cluster(config)
     payload = {"workload": config.workload, "policy": config.policy}
@@ -131,6 +134,7 @@ def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float], str | 
         rescale=config.rescale,
         pause_job=config.pause_job,
         applications=config.applications,
+        checkpoint_interval_s=config.checkpoint_interval_s,
     )
     rows = compare_jobs(run.result.jobs, sim.jobs)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -221,6 +225,7 @@ def run_command(
     agents: int = agents_option(),
     pause_job: str = pause_job_option(),
     log_dir: Path | None = log_dir_option(),
+    checkpoint_interval_s: str = checkpoint_interval_option(),
     compare: bool = typer.Option(
         False, "--compare", help="Also simulate it with the measured profiles; per-job JCTs."
     ),

@@ -125,6 +125,7 @@ def simulate_like(
     rescale: Any,
     pause_job: str,
     applications: str | None,
+    checkpoint_interval_s: float | None = math.inf,
 ) -> Any:
     """``elasim cluster simulate`` of what a cluster run ran: same workload, policy, shape.
 
@@ -147,6 +148,7 @@ def simulate_like(
         rescale=rescale,
         pause_job=measured_pause_job(pause_job, applications, names),
         applications=applications,
+        checkpoint_interval_s=checkpoint_interval_s,
     )
     return simulate_cluster(setup, record_timeline=False)
 

@@ -383,6 +383,10 @@ class ClusterJob:
         """Training seconds left before the next periodic checkpoint (inf: none)."""
         return self.checkpoint_interval_s - (self.books.running_s - self._ckpt_mark_s)
 
+    def restart_checkpoint_timer(self) -> None:
+        """A checkpoint was asked for: the timer restarts even if none was written."""
+        self._ckpt_mark_s = self.books.running_s
+
     def _time_checkpoints(self, event: EventRecord) -> None:
         kind = event.kind
         if kind is _CHECKPOINT or kind is _PAUSE:

@@ -325,22 +325,21 @@ class ClusterLoop:
         self._spot.warn(self._movers(), drop_s, available, now_s, self.mode, self._pause_of)  # type: ignore[union-attr]
 
     def _leave(self, leave: Leave, now_s: float) -> None:
-        """A warned job leaves the doomed nodes gracefully; they stay given up until the drop."""
+        """The doomed nodes are vacated (gracefully by the warned jobs) and given up."""
         self._spot.cap(leave.drop_s, leave.available)  # type: ignore[union-attr]
         self.decision_due = True
-        job = self._by_name[leave.job]
-        if job.name not in self._holding or not any(
-            node >= leave.available for node, _ in job.placement
-        ):
-            return
-        job.advance(now_s)
-        if job.done:
-            self._complete(job)
-            return
-        if job.leave(now_s) is not None:
-            self.preemptions += 1
-            self._timeline(now_s, job)
-        self._track(job)
+        for job in self._movers():
+            if not any(node >= leave.available for node, _ in job.placement):
+                continue
+            job.advance(now_s)
+            if job.done:
+                self._complete(job)
+                continue
+            gone = job.leave(now_s) if job.name in leave.graceful else job.preempt(now_s)
+            if gone is not None:
+                self.preemptions += 1
+                self._timeline(now_s, job)
+            self._track(job)
 
     def next_time_s(self) -> float:
         """The next arrival, job event or wake-up (inf when nothing is left to happen)."""

@@ -29,19 +29,26 @@ _EPS = 1e-9
 
 
 class Leave(NamedTuple):
-    """A graceful leave planned by a notice: ``job`` goes at ``time_s``, before ``drop_s``.
+    """The doomed nodes are vacated at ``time_s``, before their drop at ``drop_s``.
+
+    One per notice, at the latest time every job warned in time can still leave
+    gracefully (the earliest of their leave times): from then on the nodes are given
+    up, as a single job's cap, so no job may still hold them (a policy sees usable
+    nodes and the jobs on them, never a job on a node that is not usable).  A job
+    that could not leave in time goes then too, as without notice: the work it would
+    do until the drop would be rolled back at the drop anyway.
 
     Attributes:
-        time_s: when the job leaves.
+        time_s: when the nodes are vacated.
         drop_s: when the capacity drops.
-        available: nodes left after the drop (the job leaves if it holds any above).
-        job: the job's name.
+        available: nodes left after the drop (jobs on any node above leave).
+        graceful: the jobs that leave gracefully (a final checkpoint, nothing lost).
     """
 
     time_s: float
     drop_s: float
     available: int
-    job: str
+    graceful: frozenset[str]
 
 
 def leave_at_s(
@@ -142,10 +149,12 @@ class SpotFeed:
     ) -> None:
         """A drop to ``available`` at ``drop_s``: warn the jobs on the doomed nodes.
 
-        Each gets a ``PREEMPT_NOTICE`` event and, where the notice is long enough for
-        its step time and checkpoint write (its pause job's, ``pause_of(job)``), a
-        planned leave.
+        Each gets a ``PREEMPT_NOTICE`` event; the jobs for which the notice is long
+        enough (their step time and checkpoint write, the pause job's,
+        ``pause_of(job)``) will leave gracefully, all at the earliest of their leave
+        times (:class:`Leave`).
         """
+        times: dict[str, float] = {}
         for job in jobs:
             if job.choice is None or not any(node >= available for node, _ in job.placement):
                 continue
@@ -158,7 +167,9 @@ class SpotFeed:
                 mode=mode,
             )
             if leave_s is not None:
-                self.plan(Leave(leave_s, drop_s, available, job.name))
+                times[job.name] = leave_s
+        if times:
+            self.plan(Leave(min(times.values()), drop_s, available, frozenset(times)))
 
     def cap(self, until_s: float, nodes: int) -> None:
         """Nodes from ``nodes`` on stay given up until ``until_s`` (a job left them)."""
