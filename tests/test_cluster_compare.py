@@ -11,7 +11,9 @@ import pytest
 from elasim.cluster import ClusterSetup, build_loop
 from elasim.cluster.compare import compare_jobs, jct_errors, measured_pause_job, simulate_like
 from elasim.cluster.results import JobResult
+from elasim.job import load_job
 from elasim.jobmodel import RescaleMode
+from elasim.policies import JobState
 from elasim.sim.cluster import run_cluster_loop
 
 APPS = "tests/data/cluster_apps"
@@ -171,3 +173,31 @@ def test_calibration_visits_every_change_between_sizes():
         changes = set(zip([slots, *sizes], sizes, strict=False))
         wanted = {(a, b) for a in range(1, slots + 1) for b in range(1, slots + 1) if a != b}
         assert changes >= wanted and all(a != b for a, b in changes)
+
+
+def test_a_growth_waits_for_its_newcomers_while_the_old_group_trains():
+    """With a measured start, newcomers join after it, as real workers do (in place)."""
+    from elasim.cluster.setup import load_applications
+    from elasim.cluster.training import model_job
+    from elasim.traces.cluster import WorkloadJob
+
+    pause_job = measured_pause_job("resnet50_v100", APPS, ["synth-160"])
+    start_s = pause_job.measured_pause("inplace", 0, 1, False).acquire_s
+    grow = pause_job.measured_pause("inplace", 1, 2, False).pause_s
+    app = load_applications(["synth-160"], APPS)["synth-160"]
+    spec = WorkloadJob(name="j", arrival_s=0.0, application="synth-160", requested_gpus=1,
+                       requested_batch_size=128)  # fmt: skip
+    job = model_job(spec, app, pause_job, RescaleMode.INPLACE, 4)
+    job.reallocate(((0, 1),), 0.0)
+    job.advance(10.0)
+    one = app.choose((1,), job.batch_target, 0).goodput
+    job.reallocate(((0, 2),), 10.0)
+    before = job.progress
+    job.advance(10.0 + start_s / 2)  # the newcomer is starting: one worker trains on
+    assert job.state is JobState.RUNNING
+    assert job.progress - before == pytest.approx(one * start_s / 2)
+    job.advance(10.0 + start_s + grow / 2)  # then the group re-forms
+    assert job.state is JobState.RESCALING
+    assert job.progress - before == pytest.approx(one * start_s)
+    plain = model_job(spec, app, load_job("resnet50_v100"), RescaleMode.INPLACE, 4)
+    assert plain.training.newcomer_start_s == 0.0  # no measured start: at once, as before

@@ -63,6 +63,9 @@ class ModelTraining:
         self.durable = DurableProgress()
         self.running_since_s = 0.0  # when training last began (a final write's room)
         self.pause_start_s = 0.0  # when the re-formation under way began
+        self.newcomer_start_s = _newcomer_start_s(pause_job, mode)
+        #: a growth waiting for its newcomers: (when they are ready, the old shape, its pause)
+        self._boot: tuple[float, tuple[int, ...], PauseComponents] | None = None
 
     def state(self) -> JobState:
         """The job's state now."""
@@ -79,9 +82,12 @@ class ModelTraining:
             return self.pause_end_s
         if state is _RUNNING and job.choice is not None:
             boundary = job.app.epoch_progress[job.epoch + 1]
-            due = job.last_s + max(boundary - job.progress, 0.0) / job.choice.goodput
+            rate = job.choice.goodput if self._boot is None else self._boot_rate(job)
+            due = job.last_s + max(boundary - job.progress, 0.0) / rate
             if job.schedule is not None:
                 due = min(due, job.last_s + max(job.checkpoint_due_in_s(), 0.0))
+            if self._boot is not None:
+                due = min(due, max(self._boot[0], job.last_s))
             return due
         return math.inf
 
@@ -130,9 +136,12 @@ class ModelTraining:
     def _run(self, job: ClusterJob, t: float) -> bool:
         """Train towards ``t``: to the next epoch or checkpoint if before; False: reached ``t``."""
         boundary = job.app.epoch_progress[job.epoch + 1]
-        rate = job.choice.goodput  # type: ignore[union-attr]
+        boot = self._boot
+        rate = job.choice.goodput if boot is None else self._boot_rate(job)  # type: ignore[union-attr]
         need_s = max(boundary - job.progress, 0.0) / rate
         ckpt_in_s = math.inf if job.schedule is None else job.checkpoint_due_in_s()
+        if boot is not None and boot[0] - job.last_s < min(need_s, ckpt_in_s):
+            return self._until_ready(job, t, rate, max(boot[0] - job.last_s, 0.0))
         if ckpt_in_s < need_s:  # a periodic checkpoint comes first (never when off)
             ckpt_in_s = max(ckpt_in_s, 0.0)
             if job.last_s + ckpt_in_s > t + _EPS:
@@ -161,6 +170,27 @@ class ModelTraining:
         job.configure()
         return True
 
+    def _boot_rate(self, job: ClusterJob) -> float:
+        """The goodput of the old group, which trains while the newcomers start."""
+        return job.app.choose(self._boot[1], job.batch_target, job.epoch).goodput  # type: ignore[index]
+
+    def _until_ready(self, job: ClusterJob, t: float, rate: float, wait_s: float) -> bool:
+        """The old group trains until the newcomers are ready, then the group re-forms."""
+        if job.last_s + wait_s > t + _EPS:
+            self._train(job, t - job.last_s)
+            job.progress += rate * (t - job.last_s)
+            job.last_s = t
+            return False
+        self._train(job, wait_s)
+        job.progress += rate * wait_s
+        job.last_s += wait_s
+        pause = self._boot[2]  # type: ignore[index]
+        self._boot = None
+        self.sm.to(JobState.RESCALING)
+        self.pause_start_s = job.last_s
+        self.pause_end_s = job.last_s + pause.pause_s
+        return True
+
     def _write(self, job: ClusterJob) -> None:
         """A periodic checkpoint begins: training pauses for its write (single-job rule)."""
         write_s = job.checkpoint_write_s
@@ -181,6 +211,7 @@ class ModelTraining:
     def preempt(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
         """Back to the last durable checkpoint: the progress since it is lost."""
         before = job.gpus
+        self._boot = None
         lost_progress, lost_s = self.durable.rollback(job.progress)
         raw = job.choice.throughput * lost_s if job.choice else 0.0
         if lost_progress > 0:
@@ -203,6 +234,7 @@ class ModelTraining:
         work is lost as without notice.
         """
         choice = job.choice
+        self._boot = None
         release = Release(
             state=self.sm.state,
             now_s=now_s,
@@ -225,6 +257,7 @@ class ModelTraining:
 
     def release(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
         """Releasing on purpose writes a checkpoint first, then the job waits."""
+        self._boot = None
         self._saved(job)
         self.sm.to(JobState.WAITING)
         self.pause_end_s = math.inf
@@ -234,6 +267,8 @@ class ModelTraining:
     def regroup(self, job: ClusterJob, placement: Placement, now_s: float) -> list[EventRecord]:
         """The re-formation's pause (:func:`~elasim.jobmodel.pause_for`), then running."""
         before, after = job.gpus, placement_gpus(placement)
+        old_shape = self._boot[1] if self._boot is not None else tuple(g for _, g in job.placement)
+        self._boot = None
         survivors = 0
         if self.mode is RescaleMode.INPLACE and job.placement:
             old = dict(job.placement)
@@ -260,10 +295,34 @@ class ModelTraining:
             kind = EventKind.RESUME
         else:
             kind = EventKind.SCALE_UP if after >= before else EventKind.SCALE_DOWN
+        event = EventRecord(now_s, kind, before, after, pause=pause)
+        if (
+            self.newcomer_start_s > 0
+            and survivors
+            and after > survivors
+            and self.sm.state is _RUNNING
+        ):
+            # in place, the old group trains on while the newcomers start (as real ones do)
+            self._boot = (now_s + self.newcomer_start_s, old_shape, pause)
+            return [event]
         self.sm.to(JobState.RESCALING)
         self.pause_start_s = now_s
         self.pause_end_s = now_s + pause.pause_s
-        return [EventRecord(now_s, kind, before, after, pause=pause)]
+        return [event]
+
+
+def _newcomer_start_s(pause_job: Any, mode: RescaleMode) -> float:
+    """How long a newcomer takes to start, when measured (0: not modelled, the default).
+
+    A profile's pause table (``cluster calibrate``) has the start of a first worker from
+    nothing (``0 -> 1``, spawn to ready); a worker that joins a running group starts
+    the same way, and meanwhile the group trains on (in place).  Without a measured
+    start a growth re-forms at once, as before (the bundled pause presets).
+    """
+    if mode is not RescaleMode.INPLACE or not getattr(pause_job, "pause_table", ()):
+        return 0.0
+    start = pause_job.measured_pause(mode.value, 0, 1, False)
+    return 0.0 if start is None else start.acquire_s
 
 
 def model_job(
