@@ -331,13 +331,9 @@ def model_job(
     pause_job: Any,
     mode: RescaleMode,
     gpus_per_node: int,
-    *,
-    keeps_batch: bool = False,
 ) -> ClusterJob:
     """A job of the simulator's cluster loop (the loop's default ``job_factory``)."""
-    return ClusterJob(
-        spec, app, ModelTraining(pause_job, mode), gpus_per_node, keeps_batch=keeps_batch
-    )
+    return ClusterJob(spec, app, ModelTraining(pause_job, mode), gpus_per_node)
 
 
 def jobs_of(
