@@ -250,7 +250,9 @@ def explain_gap(
 
     The JCTs of the jobs compared are split into waiting (arrival to first GPUs),
     pauses (``rescale_s``: starts and re-formations) and training (``running_s``),
-    summed on each side; the part with the largest difference is named, with what
+    summed on each side; of pauses and training, the one with the larger difference is
+    named (waiting only when both are within 5 % of their real sum, since a
+    later job's waiting follows the earlier jobs' pauses and training), with what
     usually causes it: cold starts slower than measured alone, steps slower or faster
     than calibrated (the load average during the run against the cores), or a policy
     that decided otherwise because the jobs' progress differed.
@@ -269,7 +271,12 @@ def explain_gap(
                 parts["waiting"][side] += (job.start_s or job.arrival_s) - job.arrival_s
                 parts["pauses"][side] += job.rescale_s
                 parts["training"][side] += job.running_s
-    part = max(parts, key=lambda k: abs(parts[k][1] - parts[k][0]))
+    # a job waits for the jobs before it: a slower training or pause shows in the
+    # waiting of the later jobs too, so the cause is named first where there is one
+    part = max(("pauses", "training"), key=lambda k: abs(parts[k][1] - parts[k][0]))
+    own_s = parts["pauses"][0] + parts["training"][0]
+    if abs(parts[part][1] - parts[part][0]) < 0.05 * own_s:
+        part = "waiting"
     real_s, sim_s = parts[part]
     load = ""
     if load_avg is not None and cores:
