@@ -131,3 +131,21 @@ def test_checkpoints_are_off_by_default_and_auto_is_young_daly(tmp_path: Path) -
 
     expected = young_daly_interval_s(job.checkpoint_write_s, DEFAULT_PRIOR_MTBF_S)
     assert job.checkpoint_interval_s == pytest.approx(max(expected, 60.0))
+
+
+def test_cluster_simulate_takes_the_notice_and_the_interval() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from elasim.cli import app
+
+    args = ["cluster", "simulate", "-w", "pollux-workload-1", "-p", "pollux",
+            "--capacity", "spot_us_east.csv", "--json"]  # fmt: skip
+    runner = CliRunner()
+    plain = json.loads(runner.invoke(app, args).stdout)
+    warned = runner.invoke(app, [*args, "--notice-s", "120", "--checkpoint-interval-s", "auto"])
+    assert warned.exit_code == 0, warned.output
+    assert json.loads(warned.stdout)["lost_work_h"] < plain["lost_work_h"]
+    bad = runner.invoke(app, [*args, "--checkpoint-interval-s", "0.1"])
+    assert bad.exit_code == 2 and "--checkpoint-interval-s" in bad.output
