@@ -114,8 +114,29 @@ class ModelTraining:
                 job.books.idle_s += t - job.last_s
                 job.last_s = t
                 return
-            if not self._run(job, t):
+            boundary = job.app.epoch_progress[job.epoch + 1]
+            rate = job.choice.goodput if self._boot is None else self._boot_rate(job)
+            need_s = max(boundary - job.progress, 0.0) / rate
+            if job.schedule is not None or self._boot is not None:
+                took = self._interrupt(job, t, rate, need_s)  # a write or a join comes first?
+                if took is not None:
+                    if took:
+                        continue
+                    return
+            if job.last_s + need_s > t + _EPS:
+                self._train(job, t - job.last_s)
+                job.progress += rate * (t - job.last_s)
+                job.last_s = t
                 return
+            self._train(job, need_s)
+            job.last_s += need_s
+            job.progress = boundary
+            job.epoch += 1
+            if job.epoch >= job.app.max_epochs:
+                sm.to(JobState.DONE)
+                job.finish(job.last_s)
+                return
+            job.configure()
 
     def _hold_pause(self, job: ClusterJob, t: float, state: JobState) -> None:
         """A re-formation's pause or a periodic write, up to ``t`` or its end."""
@@ -133,41 +154,30 @@ class ModelTraining:
             self.running_since_s = end
             self.pause_end_s = math.inf
 
-    def _run(self, job: ClusterJob, t: float) -> bool:
-        """Train towards ``t``: to the next epoch or checkpoint if before; False: reached ``t``."""
-        boundary = job.app.epoch_progress[job.epoch + 1]
-        boot = self._boot
-        rate = job.choice.goodput if boot is None else self._boot_rate(job)  # type: ignore[union-attr]
-        need_s = max(boundary - job.progress, 0.0) / rate
+    def _interrupt(self, job: ClusterJob, t: float, rate: float, need_s: float) -> bool | None:
+        """A periodic write or the newcomers' join before the epoch ends (``need_s`` away).
+
+        Apart from :meth:`advance`, whose epoch step is the hot path (millions of
+        epochs on a long trace), and is taken only with a checkpoint schedule or a
+        growth under way.  Returns None when neither comes first, True when one was
+        taken, False when ``t`` came before it.
+        """
         ckpt_in_s = math.inf if job.schedule is None else job.checkpoint_due_in_s()
+        boot = self._boot
         if boot is not None and boot[0] - job.last_s < min(need_s, ckpt_in_s):
             return self._until_ready(job, t, rate, max(boot[0] - job.last_s, 0.0))
-        if ckpt_in_s < need_s:  # a periodic checkpoint comes first (never when off)
-            ckpt_in_s = max(ckpt_in_s, 0.0)
-            if job.last_s + ckpt_in_s > t + _EPS:
-                self._train(job, t - job.last_s)
-                job.progress += rate * (t - job.last_s)
-                job.last_s = t
-                return False
-            self._train(job, ckpt_in_s)
-            job.progress += rate * ckpt_in_s
-            job.last_s += ckpt_in_s
-            self._write(job)
-            return True
-        if job.last_s + need_s > t + _EPS:
+        if ckpt_in_s >= need_s:
+            return None
+        ckpt_in_s = max(ckpt_in_s, 0.0)
+        if job.last_s + ckpt_in_s > t + _EPS:
             self._train(job, t - job.last_s)
             job.progress += rate * (t - job.last_s)
             job.last_s = t
             return False
-        self._train(job, need_s)
-        job.last_s += need_s
-        job.progress = boundary
-        job.epoch += 1
-        if job.epoch >= job.app.max_epochs:
-            self.sm.to(JobState.DONE)
-            job.finish(job.last_s)
-            return False
-        job.configure()
+        self._train(job, ckpt_in_s)
+        job.progress += rate * ckpt_in_s
+        job.last_s += ckpt_in_s
+        self._write(job)
         return True
 
     def _boot_rate(self, job: ClusterJob) -> float:
