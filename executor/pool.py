@@ -90,6 +90,8 @@ class WorkerPool:
         #: workers in a row that exited on their own before they were ready
         self._failed_starts = 0
         self._closed = False
+        #: (global batch, AdaScale gain) every JOIN carries from now on (0: unchanged)
+        self.batch: tuple[int, float] = (0, 0.0)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -389,6 +391,8 @@ class WorkerPool:
                     members=tuple(members),
                     failure_wall_s=failure_wall_s,
                     restore=restore,
+                    global_batch=self.batch[0],
+                    gain=self.batch[1],
                 )
             )
             result: dict[str, Any] = {}

@@ -81,6 +81,8 @@ class StepRecord:
         grad_sq_global: squared norm of the all-reduced mean gradient.
         local_batch: the workers' batch for the noise-scale estimator (harmonic mean
             of the non-empty shards, :func:`elasim.noise_scale.harmonic_batch`).
+        progress: the job's progress after the step (steps at its first batch, each
+            weighted by its AdaScale gain; NaN: not reported).
     """
 
     real_s: float
@@ -94,6 +96,7 @@ class StepRecord:
     grad_sq_local: float = math.nan
     grad_sq_global: float = math.nan
     local_batch: float = math.nan
+    progress: float = math.nan
 
 
 @dataclass(frozen=True)
