@@ -17,10 +17,14 @@ A node of the cluster is one launcher: this host's ``--slots`` (node 0) and each
 agent's slots.  Every node must have the same number of slots (the cluster's
 ``gpus_per_node``).
 
-What the real side does not do: a policy's batch size is not applied (an executor
-job trains with its own fixed global batch; a decision that sets another is logged
-at the end and ignored), and a job's progress is its optimizer steps, so its application
-profile must validate exactly the job's batch (:mod:`.cluster_profile` measures one).
+A policy's batch size is applied at the job's next re-formation: the group's global
+batch becomes the model's choice for the new placement (the policy's batch, or the
+adaptive best), with AdaScale's gain as the learning rate's factor and as the
+progress a step makes (:meth:`~elasim.cluster.job.ClusterJob.batch_plan`), so a
+job's progress is counted in the simulator's unit (steps at its application's first
+validated batch, statistical efficiency included) and its workers stop at the
+model's target.  A share of the batch above the job's ``max_local_batch``
+accumulates gradients.
 """
 
 from __future__ import annotations
@@ -33,13 +37,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elasim.cluster.job import ClusterJob
+from elasim.cluster.speed import SpeedFit, StepSample
 from elasim.jobmodel import RescaleMode
+from elasim.noise_scale import two_batch_estimates
 from elasim.policies import EventRecord, JobState
 from elasim.policies.cluster import Placement, placement_gpus
 
 from .controller import Clock, ControllerConfig, RealClock, TraceClock, drive
 from .pooled import PooledJob
 from .protocol import WorkerSettings
+from .records import step_durations
 from .slots import SlotPool
 
 __all__ = [
@@ -64,22 +71,29 @@ class WorkerTraining:
     itself (its placement, peak allocation, restarts, books, view) is the model's
     :class:`~elasim.cluster.job.ClusterJob`; only how it trains is real.  A
     placement becomes a quota of slots per node and a target worker count for the
-    job's group (:class:`~.pooled.PooledJob`, in place by default); progress is the
-    steps the workers committed, and a re-formation's pause is what it measured.
-    Real jobs *poll*: the loop asks at every turn, which also retries a scale-up whose
-    workers were still starting (they join when ready, as booting nodes do).
+    job's group (:class:`~.pooled.PooledJob`, in place by default), and the batch
+    the model chose for it (a policy's batch size, or the adaptive best) becomes
+    the group's global batch and AdaScale gain at that re-formation.  Progress is
+    the model's unit, steps at the application's first validated batch each
+    weighted by its gain, as the workers count it (they stop at the target); a
+    re-formation's pause is what it measured.  Real jobs *poll*: the loop asks at
+    every turn, which also retries a scale-up whose workers were still starting
+    (they join when ready, as booting nodes do).
 
     Args:
         actuator: the job's worker group on the shared pool.
-        target_steps: the job's work in optimizer steps.
+        target_progress: the job's work (the application's ``target_progress``).
     """
 
     polls = True
 
-    def __init__(self, actuator: PooledJob, target_steps: int) -> None:
+    def __init__(self, actuator: PooledJob, target_progress: float) -> None:
         self.actuator = actuator
-        self.target_steps = int(target_steps)
+        self.target_progress = float(target_progress)
         self.steps = 0
+        #: (trace s, global batch, gain) at every re-formation that set them
+        self.batches: list[tuple[float, int, float]] = []
+        self._fed = (0, 0)  # step records, and timed steps, given to the job's fit
 
     def state(self) -> JobState:
         """The job's state, followed from its group's events."""
@@ -98,15 +112,37 @@ class WorkerTraining:
             self.actuator.advance(t, job.books)
             job.occupy(dt)
             job.last_s = t
-        self.steps = self.actuator.step_count()
-        steps = min(self.steps, self.target_steps)
-        job.progress = float(steps)
+        done = self.actuator.group.progress()
+        self.steps = done.step
+        job.progress = min(done.progress, self.target_progress)
         job.epoch = job.app.epoch(job.progress)
-        job.books.raw_samples = float(steps * (self.actuator.group.global_batch or 0))
+        job.books.raw_samples = float(done.samples)
+        if job.fit is not None:
+            self._measure(job.fit)
         if self.actuator.finished(t):
-            job.progress = float(self.target_steps)
+            job.progress = self.target_progress
             job.finish(t)
             self.actuator.release()
+
+    def _measure(self, fit: SpeedFit) -> None:
+        """The new step records into the job's fit: step times, two-batch gradient estimates.
+
+        The real side of ``--speed-model fitted``: each step timed by its predecessor
+        (per replica count and per-replica batch), and each step on more than one
+        worker gives an estimate of ``|G|^2`` and the noise (:mod:`elasim.noise_scale`).
+        """
+        records = self.actuator.group.step_records()
+        timed = step_durations(records)
+        seen, done = self._fed
+        fit.steps(
+            StepSample(r.world_size, float(math.ceil(r.samples / r.world_size)), step_s)
+            for r, step_s in timed[done:]
+        )
+        for r in (r for r in records[seen:] if r.world_size > 1):
+            fit.gradients(
+                *two_batch_estimates(r.grad_sq_local, r.grad_sq_global, r.local_batch, r.samples)
+            )
+        self._fed = (len(records), len(timed))
 
     def poll(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
         """Bring the job to ``now_s`` and re-apply its target (workers still starting)."""
@@ -119,7 +155,11 @@ class WorkerTraining:
         return events
 
     def regroup(self, job: ClusterJob, placement: Placement, now_s: float) -> list[EventRecord]:
-        """The placement's quotas per node, then the group towards its size."""
+        """The batch the model chose for ``placement``, its quotas, then the group's size."""
+        batch, gain = job.batch_plan(placement)
+        if not self.batches or self.batches[-1][1:] != (batch, gain):
+            self.batches.append((now_s, batch, gain))
+        self.actuator.group.set_batch(batch, gain)
         self.actuator.per_launcher = {node: gpus for node, gpus in placement}
         return self.actuator.apply(placement_gpus(placement), 0, now_s, True)
 
@@ -155,6 +195,8 @@ class ClusterRunConfig:
         bind_host: address of the stores and of the agent listener.
         agent_port: listen for ``elasim agent`` here (None: no agents).
         expect_agents: wait for this many agents before starting.
+        speed_model: ``oracle`` or ``fitted`` (what the policy knows of each job's
+            speed: :mod:`elasim.cluster.speed`; fitted to the workers' step records).
         pause_job: job preset of the pause model the loop's estimate uses; the
             measured ``pauses.json`` of the applications replace its figures where
             they have the transition (:func:`elasim.cluster.compare.measured_pause_job`).
@@ -179,6 +221,7 @@ class ClusterRunConfig:
     expect_agents: int = 0
     pause_job: str = "resnet50_v100"
     log_dir: str | None = None
+    speed_model: str = "oracle"
 
     def __post_init__(self) -> None:
         if not isinstance(self.rescale, RescaleMode):
@@ -207,6 +250,8 @@ class ClusterRunResult:
         wall_time_s: real seconds the run took.
         gave_up: the wall budget ran out before every job finished.
         steps: per job, the optimizer steps it committed.
+        batches: per job, ``(trace s, global batch, gain)`` at each re-formation
+            that changed them (the first start included).
         num_nodes: nodes of the cluster (one per launcher).
         gpus_per_node: slots per node.
     """
@@ -217,6 +262,7 @@ class ClusterRunResult:
     wall_time_s: float
     gave_up: bool
     steps: dict[str, int]
+    batches: dict[str, tuple[tuple[float, int, float], ...]] = field(default_factory=dict)
     num_nodes: int = 1
     gpus_per_node: int = 1
 
@@ -244,12 +290,12 @@ def _launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
 
 
 def _check_batch(spec: Any, app: Any) -> None:
-    """A real job keeps its batch: its application must validate exactly that one."""
-    if spec.requested_batch_size != app.init_batch or len(app.validated) != 1:
+    """A job's batch must lie in its application's validated range (its progress unit)."""
+    if not app.init_batch <= spec.requested_batch_size <= app.max_batch:
         raise ValueError(
-            f"job {spec.name}: batch_size {spec.requested_batch_size} is not its "
-            f"application's one validated batch ({app.name}: {app.validated}); a real "
-            "job keeps its batch, so its profile must be measured at it"
+            f"job {spec.name}: batch_size {spec.requested_batch_size} is outside its "
+            f"application's validated batches ({app.name}: {app.validated}); progress "
+            "is counted in steps at the first of them"
         )
 
 
@@ -271,6 +317,7 @@ def _check(config: ClusterRunConfig, pause_job: Any) -> None:
         rescale=config.rescale,
         pause_job=pause_job,
         applications=config.applications,
+        speed_model=config.speed_model,
     )
     for job in build_loop(setup, record_timeline=False).jobs:
         _check_batch(job.spec, job.app)
@@ -303,16 +350,19 @@ def job_factory(
 
     def make(spec: Any, app: Any, pause_job: Any, mode: Any, gpus_per_node: int) -> ClusterJob:
         _check_batch(spec, app)
-        steps = int(round(app.target_progress))
+        target = float(app.target_progress)
+        # the workers stop at the target progress; steps only bound a run whose gain
+        # is below 1 (a batch under the first validated one) to ten times the target
+        steps = max(int(math.ceil(target * 10)), 1)
         cfg = ControllerConfig(
             time_scale=config.time_scale,
             max_steps=steps,
             max_nodes=max_nodes,
             global_batch=spec.requested_batch_size,
         )
-        group = make_group(spec.name, dataclasses.replace(worker, max_steps=steps), cfg)
-        training = WorkerTraining(group, steps)
-        return ClusterJob(spec, app, training, gpus_per_node, keeps_batch=True)
+        settings = dataclasses.replace(worker, max_steps=steps, max_progress=target)
+        group = make_group(spec.name, settings, cfg)
+        return ClusterJob(spec, app, WorkerTraining(group, target), gpus_per_node)
 
     return make
 
@@ -389,6 +439,7 @@ def run_cluster(
         rescale=config.rescale,
         pause_job=pause_job,
         applications=config.applications,
+        speed_model=config.speed_model,
     )
     loop = None
     origin = [clock.now()]
@@ -414,12 +465,10 @@ def run_cluster(
 
 
 def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:
-    """What a driven cluster loop leaves: results, decisions, events and steps per job.
+    """What a driven cluster loop leaves: results, decisions, events, steps and batches.
 
     Why apart from :func:`run_cluster`: that function owns the workers and must
-    release them whatever happens; reading the outcome needs none of them.  A job
-    whose policy asked for another batch size is logged here, as a real job keeps
-    its batch.
+    release them whatever happens; reading the outcome needs none of them.
 
     Args:
         loop: the cluster loop (``elasim.cluster.build_loop``), driven to ``wall``.
@@ -427,13 +476,6 @@ def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:
         wall: real seconds the run took.
     """
     jobs: list[ClusterJob] = loop.jobs
-    ignored = sorted(job.name for job in jobs if job.batch_ignored is not None)
-    if ignored:
-        # 0 is ADAPTIVE: the policy let each job pick its best batch per allocation
-        log.warning(
-            "the policy's batch sizes were not applied to %s: a real job keeps its global batch",
-            ", ".join(ignored),
-        )
     return ClusterRunResult(
         result=loop.result(wall_time_s=wall),
         decisions=tuple(loop.decisions),
@@ -441,6 +483,7 @@ def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:
         wall_time_s=wall,
         gave_up=not loop.finished,
         steps={job.name: job.training.steps for job in jobs},
+        batches={job.name: tuple(job.training.batches) for job in jobs},
         num_nodes=setup.num_nodes,
         gpus_per_node=setup.gpus_per_node,
     )

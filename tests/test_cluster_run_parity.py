@@ -109,6 +109,7 @@ def _fake_groups(clock: FakeClock, step_s: float, made: dict):
             global_batch=cfg.global_batch,
             max_steps=worker.max_steps,
         )
+        group.max_progress = worker.max_progress
         made[name] = FakePooledJob(group, cfg, lambda: 0.0)
         return made[name]
 
@@ -145,8 +146,11 @@ def test_the_jobs_cluster_run_builds_keep_the_models_books_on_fake_worker_groups
     assert len(made) == len(loop.jobs) == 4
     for job in loop.jobs:
         group = job.training.actuator
-        assert job.done and job.training.steps == job.training.target_steps
-        assert group.group.max_steps == job.training.target_steps and group.released
+        # the workers stop at the model's target progress (gain-weighted steps)
+        target = job.training.target_progress
+        assert target == job.app.target_progress and group.group.max_progress == target
+        assert job.done and group.group.progress().progress == pytest.approx(target)
+        assert group.released
         granted = [q for q, _ in group.quotas if q]
         assert granted and all(p is None or sum(p.values()) == q for q, p in group.quotas)
         # the books a policy reads are the ones the placements say

@@ -22,6 +22,7 @@ from .cluster_options import (
     pause_job_option,
     rescale_mode,
     rescale_option,
+    speed_model_option,
     workload_option,
 )
 from .cluster_sweep import write_simulate_outputs
@@ -66,6 +67,7 @@ def _simulate(
     capacity: str | None,
     as_json: bool,
     out: Path | None = None,
+    speed_model: str = "oracle",
 ) -> None:
     from elasim.cluster import ClusterSetup
     from elasim.sim.cluster import simulate_cluster
@@ -83,6 +85,7 @@ def _simulate(
         pause_job=pause_job,
         applications=applications,
         capacity=capacity,
+        speed_model=speed_model,
     )
     written = None
     if out is None:
@@ -122,6 +125,7 @@ def simulate(
     pause_job: str = pause_job_option(),
     applications: str | None = applications_option(),
     capacity: str | None = capacity_option(),
+    speed_model: str = speed_model_option(),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     out: Path | None = typer.Option(
         None,
@@ -144,6 +148,7 @@ def simulate(
         capacity,
         as_json,
         out,
+        speed_model,
     )
 
 

@@ -25,6 +25,7 @@ from .cluster_options import (
     rescale_option,
     sample_delay_option,
     slots_per_node_option,
+    speed_model_option,
     trained_job_option,
     workload_option,
 )
@@ -85,6 +86,7 @@ def _run(flags: dict[str, Any]) -> None:
         agent_port=flags["agent_port"],
         expect_agents=flags["agents"],
         pause_job=flags["pause_job"],
+        speed_model=flags["speed_model"],
         log_dir=None if flags["log_dir"] is None else str(flags["log_dir"]),
     )
     run = run_cluster(config)
@@ -142,7 +144,8 @@ def _write(out: Path, payload: dict[str, Any], run: Any, rows: list[Any] | None)
     write_parquet(out / "jobs.parquet", jobs)
     events = [
         {"job": name, "time_s": e.time_s, "kind": e.kind.value, "nodes_before": e.nodes_before,
-         "nodes_after": e.nodes_after, "pause_s": e.pause.pause_s, "acquire_s": e.pause.acquire_s}
+         "nodes_after": e.nodes_after, "pause_s": e.pause.pause_s, "acquire_s": e.pause.acquire_s,
+         "batch_size": _batch_at(run.batches.get(name, ()), e.time_s)}
         for name, evs in run.events.items()
         for e in evs
     ]  # fmt: skip
@@ -150,6 +153,11 @@ def _write(out: Path, payload: dict[str, Any], run: Any, rows: list[Any] | None)
     write_decisions(out / "decisions.parquet", run.decisions)
     if rows is not None:
         write_parquet(out / "compare.parquet", pd.DataFrame([dataclasses.asdict(r) for r in rows]))
+
+
+def _batch_at(batches: tuple[tuple[float, int, float], ...], time_s: float) -> int:
+    """The global batch the job's workers had after ``time_s`` (0 before its first start)."""
+    return next((b for t, b, _ in reversed(batches) if t <= time_s), 0)
 
 
 def _print(payload: dict[str, Any], run: Any, rows: list[Any] | None) -> None:
@@ -209,6 +217,7 @@ def run_command(
     agent_port: int | None = agent_port_option(),
     agents: int = agents_option(),
     pause_job: str = pause_job_option(),
+    speed_model: str = speed_model_option(),
     log_dir: Path | None = log_dir_option(),
     compare: bool = typer.Option(
         False, "--compare", help="Also simulate it with the measured profiles; per-job JCTs."
@@ -235,9 +244,13 @@ def calibrate_command(
     job_sets: list[str] | None = job_set_option(),
     sample_delay_s: float = sample_delay_option(),
     name: str = typer.Option("synth", "--name", help="Applications are NAME-STEPS."),
+    batches: str = typer.Option(
+        "", "--batches", help="Further global batches to time, comma-separated (above the job's)."
+    ),
 ) -> None:
     """Measure --job on 1..--slots workers as application profiles (Pollux's format)."""
-    run_guarded(_calibrate, out, slots, steps, epochs, job, job_sets, sample_delay_s, name)
+    args = (out, slots, steps, epochs, job, job_sets, sample_delay_s, name, batches)
+    run_guarded(_calibrate, *args)
 
 
 def _calibrate(
@@ -249,6 +262,7 @@ def _calibrate(
     job_sets: list[str] | None,
     sample_delay_s: float,
     name: str,
+    batches: str = "",
 ) -> None:
     from elasim.executor import require_torch
 
@@ -262,8 +276,9 @@ def _calibrate(
 
     try:
         lengths = [int(s) for s in split_list(steps)]
+        extra = tuple(sorted({int(b) for b in split_list(batches)})) if batches else ()
     except ValueError:
-        raise UsageError(f"--steps must be integers, got {steps!r}") from None
+        raise UsageError(f"--steps and --batches must be integers, got {steps!r}") from None
     if not lengths or min(lengths) < epochs or slots < 1:
         raise UsageError(f"--steps must be >= --epochs ({epochs}) and --slots >= 1")
     if not (math.isfinite(sample_delay_s) and sample_delay_s >= 0):
@@ -277,7 +292,9 @@ def _calibrate(
         backend="gloo",
         sample_delay_s=sample_delay_s,
     )
-    measured = measure_application(worker, slots=slots, epochs=epochs)
+    measured = measure_application(worker, slots=slots, epochs=epochs, batches=extra)
+    if any(b <= measured.global_batch for b in extra):
+        raise UsageError(f"--batches must be above the job's ({measured.global_batch})")
     for length in lengths:
         path = write_application(measured, out / f"{name}-{length}", steps=length)
         out_console.print(f"wrote {path}")

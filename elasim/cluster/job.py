@@ -34,12 +34,10 @@ from elasim.traces.cluster import WorkloadJob
 
 from .application import Application, BatchChoice
 from .results import JobResult
+from .speed import ADAPTIVE, JobSpeedModel, SpeedFit, StepSample
 
 __all__ = ["ADAPTIVE", "ClusterJob", "JobSpeedModel", "ModelTraining", "Training", "model_job"]
 
-#: A batch size of 0 in a decision: the job adapts its own batch to its placement at
-#: every epoch (what AdaptDL's library does inside a Pollux job).
-ADAPTIVE = 0
 _EPS = 1e-9
 # The states a job's event depends on, read at every epoch of every job: an enum member
 # read off its class costs a descriptor call (about 20 times a module global's read).
@@ -62,62 +60,6 @@ def _replaced(view: ClusterJobView, changes: dict[str, Any]) -> ClusterJobView:
     fields.update(view.__dict__)
     fields.update(changes)
     return new
-
-
-class JobSpeedModel:
-    """The :class:`~elasim.policies.cluster.JobSpeed` of one job in one epoch."""
-
-    __slots__ = ("_app", "_cache", "_epoch", "_gpn")
-
-    def __init__(self, app: Application, epoch: int, gpus_per_node: int) -> None:
-        self._app = app
-        self._epoch = epoch
-        self._gpn = gpus_per_node
-        self._cache: dict[tuple[int, int, int | None], float] = {}
-
-    @classmethod
-    def of(cls, app: Application, epoch: int, gpus_per_node: int) -> JobSpeedModel:
-        """The model of every job of ``app`` in ``epoch``: one, shared, and its cache too.
-
-        Why shared: a speed depends on the application, the epoch and the shape only,
-        and a policy that sizes jobs (``srtf``, ``pollux``) asks hundreds of shapes per
-        decision; with a model per job and epoch, a quarter of the asks on the Philly
-        trace at 1,024 GPUs missed the cache.
-        """
-        key = (epoch, gpus_per_node)
-        model = app.speed_models.get(key)
-        if model is None:
-            model = app.speed_models[key] = cls(app, epoch, gpus_per_node)
-        return model
-
-    def _shape(self, nodes: int, gpus: int) -> tuple[int, ...]:
-        nodes = max(1, min(nodes, gpus))
-        base, extra = divmod(gpus, nodes)
-        return tuple(base + (1 if i < extra else 0) for i in range(nodes))
-
-    def goodput(self, nodes: int, gpus: int, batch_size: int | None = None) -> float:
-        """Progress per second (see the protocol)."""
-        if gpus <= 0:
-            return 0.0
-        key = (nodes, gpus, batch_size)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        shape = self._shape(nodes, gpus)
-        if batch_size is None or batch_size == ADAPTIVE:
-            choice = self._app.best(shape, self._epoch)
-            out = choice.goodput if choice is not None else 0.0
-        else:
-            out = self._app.configure(shape, batch_size, self._epoch).goodput
-        self._cache[key] = out
-        return out
-
-    def best_batch(self, nodes: int, gpus: int) -> int:
-        """The best global batch on that shape (0 when none fits)."""
-        if gpus <= 0:
-            return 0
-        choice = self._app.best(self._shape(nodes, gpus), self._epoch)
-        return choice.batch_size if choice is not None else 0
 
 
 class Training(Protocol):
@@ -208,6 +150,8 @@ class ClusterJob:
         self.peak_gpus = 0
         self.events: list[EventRecord] = []
         self._speed: JobSpeedModel | None = None
+        #: what the job measured, when its policy sees a fitted speed (None: the oracle's)
+        self.fit: SpeedFit | None = None
         self._choices_of: tuple[Placement, int] = ((), -1)  # what _choices hold choices of
         self._choices: list[BatchChoice | None] = []  # by epoch, for _choices_of
         self._shape: tuple[int, ...] = ()  # GPUs per node of _choices_of
@@ -252,11 +196,12 @@ class ClusterJob:
             self.epoch,
             self.restarts,
             self.peak_gpus,
+            self.fit and self.fit.model(),
         )
         if self._view is not None and key == self._view_key:
             return self._view
-        app = self.app
-        if self._speed is None or self._speed._epoch != self.epoch:
+        app = self.speed_app()
+        if self._speed is None or self._speed._epoch != self.epoch or self._speed._app is not app:
             self._speed = JobSpeedModel.of(app, self.epoch, self.gpus_per_node)
         self._view_key = key
         state = {
@@ -386,6 +331,21 @@ class ClusterJob:
         self.record(events)
         return events[-1] if events else None
 
+    def speed_app(self) -> Application:
+        """The application its policy sees: the profile, or the fit of what it measured."""
+        return self.app if self.fit is None else self.fit.model()
+
+    def batch_plan(self, placement: Placement) -> tuple[int, float]:
+        """The batch on ``placement`` and its AdaScale gain (real workers' plan).
+
+        Chosen as the policy sees the job (:meth:`speed_app`): Pollux's agent picks
+        the batch from its own fit, and AdaptDL's AdaScale its gain from the gradient
+        statistics it measured.
+        """
+        app, shape = self.speed_app(), tuple(g for _, g in placement)
+        batch = app.choose(shape, self.batch_target, self.epoch).batch_size
+        return batch, app.gain(batch, self.epoch)
+
     def set_batch(self, batch_size: int | None) -> None:
         """Use ``batch_size`` from now on (None: the requested batch; 0: adaptive)."""
         if self.keeps_batch:
@@ -484,6 +444,7 @@ class ModelTraining:
                 job.last_s = end
                 if end >= self.pause_end_s - _EPS:
                     sm.to(_RUNNING)
+                    self._measure(job)
                     self.pause_end_s = math.inf
                 continue
             if state is not _RUNNING or job.choice is None:
@@ -507,6 +468,22 @@ class ModelTraining:
                 job.finish(job.last_s)
                 return
             job.configure()
+            self._measure(job)
+
+    def _measure(self, job: ClusterJob) -> None:
+        """A fitted job "measures" its configuration: its step, and its gradients on two GPUs.
+
+        The simulator's side of ``--speed-model fitted``: what real workers would
+        report of this configuration, read off the profile, goes into the same fit.
+        """
+        choice, fit = job.choice, job.fit
+        if fit is None or choice is None:
+            return
+        replicas = job.gpus
+        local = choice.atomic_bsz * (choice.accum_steps + 1)
+        fit.steps([StepSample(replicas, float(local), choice.step_s)])
+        if replicas > 1:
+            fit.gradients(*job.app.grad_stats(choice.batch_size, job.epoch))
 
     def _train(self, job: ClusterJob, dt: float) -> None:
         if dt > 0:

@@ -15,15 +15,15 @@ Within one turn at time ``t``:
    job that holds GPUs is brought to ``t`` (a waiting job has nothing to advance, and
    its view is kept while it waits), the policy sees a frozen
    :class:`~elasim.policies.cluster.ClusterObservation`, its answer is validated
-   (a bad answer is a :class:`~elasim.jobmodel.PolicyError` naming the policy) and
-   logged, and each job whose placement or batch changes is reallocated;
+   (a bad answer is a :class:`~elasim.jobmodel.PolicyError` naming the policy; a bad
+   batch size one logged line), each job whose placement or batch changes is
+   reallocated, and the decision is logged with the batches it set;
 4. the next time: the next arrival, the earliest job event, the wake-up.
 
-The decision log (:attr:`ClusterLoop.decisions`) is a list of frozen records, equal
-bit for bit for the same inputs, whichever shell ran the loop.  A run that needs no
-log keeps none (``keep_decisions=False``: on the full Philly trace the log was most of
-the memory, 138,588 decisions naming hundreds of jobs each); ``on_decision`` gets each
-record as it is made, to stream it to disk.
+The decision log (:attr:`ClusterLoop.decisions`): frozen records, equal bit for bit
+for the same inputs, whichever shell ran the loop.  A run that needs none keeps none
+(``keep_decisions=False``: on the full Philly trace it was most of the memory);
+``on_decision`` gets each record as it is made, to stream it to disk.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Any
 from elasim.jobmodel import RescaleMode, pause_for
 from elasim.jobmodel.loop import MIN_WAKE_S, _policy_error
 from elasim.policies.cluster import (
+    ClusterDecision,
     ClusterDecisionRecord,
     ClusterJobView,
     ClusterObservation,
@@ -179,8 +180,7 @@ class ClusterLoop:
         self._rescale_estimate_s = self._estimate_rescale_s()
         self._init_capacity(capacity, capacity_period_s)
         self._stalled = 0
-        #: the loop gave up on a policy that leaves every job waiting (see STALL_DECISIONS)
-        self.stalled = False
+        self.stalled = False  # gave up on a policy that leaves every job waiting
 
     def _init_incremental_state(self) -> None:
         """The caches and queues that keep a turn's work proportional to what changed.
@@ -194,6 +194,7 @@ class ClusterLoop:
         self._holding: set[str] = set()  # active jobs with a placement
         self._dirty: set[str] = set()  # jobs whose view may have changed since observe()
         self._own_batch: set[str] = set()  # jobs whose batch target is not the requested one
+        self._bad: set[tuple[str, object]] = set()  # bad batch sizes already logged
         self._events: list[tuple[float, int, ClusterJob]] = []  # (due, seq, job): lazy heap
         self._seq = 0
         self._queued: dict[str, float] = {}  # the due time last pushed, per job
@@ -505,8 +506,7 @@ class ClusterLoop:
         except Exception as exc:  # noqa: BLE001 - a user's plugin may raise anything
             detail = f"decide() raised {type(exc).__name__}: {exc}".splitlines()[0]
             raise _policy_error(policy, exc, detail) from exc  # type: ignore[arg-type]
-        decision = validate_decision(raw, obs, policy, self._by_name, self._active_names)
-        self._log(ClusterDecisionRecord(now_s, len(obs.jobs), decision))
+        decision = validate_decision(raw, obs, policy, self._by_name, self._active_names, self._bad)
         idle = obs.jobs and not decision.allocations and obs.total_gpus > 0
         pending = self._next_arrival < len(self.jobs)
         self._stalled = self._stalled + 1 if idle and not pending else 0
@@ -534,13 +534,19 @@ class ClusterLoop:
                 continue
             self._push(job)
             self._track(job)
+        self._log(now_s, len(obs.jobs), decision)
 
-    def _log(self, record: ClusterDecisionRecord) -> None:
+    def _log(self, now_s: float, active: int, decision: ClusterDecision) -> None:
+        """Count the decision and, where kept, record it with the batches it set."""
         self.decision_count += 1
-        if self._keep_decisions:
-            self.decisions.append(record)
-        if self._on_decision is not None:
-            self._on_decision(record)
+        if self._keep_decisions or self._on_decision is not None:
+            jobs = self._by_name
+            trained = tuple((name, jobs[name].batch_size) for name, _ in decision.allocations)
+            record = ClusterDecisionRecord(now_s, active, decision, trained)
+            if self._keep_decisions:
+                self.decisions.append(record)
+            if self._on_decision is not None:
+                self._on_decision(record)
 
     def _named(self, allocations: dict[str, Placement], batches: dict[str, int]) -> list:
         """The jobs a decision can change, in arrival order (the order of its effects).
@@ -562,11 +568,7 @@ class ClusterLoop:
             self._on_change(t, job.name, job.placement, job.batch_size)
 
     def decision_log(self) -> list[tuple[float, int, tuple, tuple, float | None]]:
-        """The decisions as plain tuples: what two shells compare, bit for bit.
-
-        Each is ``(time_s, active jobs, allocations, batch sizes, wake_after_s)``, fit
-        for ``repr`` or JSON.
-        """
+        """``(time_s, active jobs, allocations, batch sizes, wake_after_s)`` per decision."""
         return [
             (
                 r.time_s,

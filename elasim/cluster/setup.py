@@ -23,6 +23,7 @@ from elasim.traces.workloads import load_workload
 
 from .application import Application
 from .loop import ClusterLoop
+from .speed import SPEED_MODELS, SpeedFit
 
 __all__ = [
     "DEFAULT_PAUSE_JOB",
@@ -106,6 +107,8 @@ class ClusterSetup:
         applications: a folder of application profiles (None: the bundled ones).
         capacity: a capacity trace (bundled name or path) whose ``available`` is the
             nodes usable over time (None: all, always); the simulator's shell loads it.
+        speed_model: what a policy knows of a job's speed: ``oracle`` (its profile)
+            or ``fitted`` (fitted to what it measured, :mod:`.speed`).
     """
 
     workload: str
@@ -117,6 +120,13 @@ class ClusterSetup:
     pause_job: str = DEFAULT_PAUSE_JOB
     applications: str | None = None
     capacity: str | None = None
+    speed_model: str = "oracle"
+
+    def __post_init__(self) -> None:
+        if self.speed_model not in SPEED_MODELS:
+            raise ValueError(
+                f"--speed-model must be one of {', '.join(SPEED_MODELS)}, got {self.speed_model!r}"
+            )
 
 
 def build_loop(
@@ -142,7 +152,7 @@ def build_loop(
     names = sorted({job.application for job in workload})
     apps = load_applications(names, setup.applications)
     policy = make_policy(setup.policy, dict(setup.options), kind=CLUSTER_KIND)
-    return ClusterLoop(
+    loop = ClusterLoop(
         policy,  # type: ignore[arg-type]
         workload,
         apps,
@@ -158,3 +168,7 @@ def build_loop(
         on_decision=on_decision,
         **({} if job_factory is None else {"job_factory": job_factory}),
     )
+    if setup.speed_model == "fitted":
+        for job in loop.jobs:
+            job.fit = SpeedFit(job.app)
+    return loop
