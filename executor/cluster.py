@@ -118,24 +118,25 @@ class WorkerTraining:
         job.epoch = job.app.epoch(job.progress)
         job.books.raw_samples = float(done.samples)
         if job.fit is not None:
-            self._measure(job.fit)
+            self._measure(job.fit, max(len(job.placement), 1))
         if self.actuator.finished(t):
             job.progress = self.target_progress
             job.finish(t)
             self.actuator.release()
 
-    def _measure(self, fit: SpeedFit) -> None:
+    def _measure(self, fit: SpeedFit, nodes: int) -> None:
         """The new step records into the job's fit: step times, two-batch gradient estimates.
 
         The real side of ``--speed-model fitted``: each step timed by its predecessor
-        (per replica count and per-replica batch), and each step on more than one
-        worker gives an estimate of ``|G|^2`` and the noise (:mod:`elasim.noise_scale`).
+        (per replica count and per-replica batch, on the job's ``nodes`` now), and each
+        step on more than one worker gives an estimate of ``|G|^2`` and the noise
+        (:mod:`elasim.noise_scale`).
         """
         records = self.actuator.group.step_records()
         timed = step_durations(records)
         seen, done = self._fed
         fit.steps(
-            StepSample(r.world_size, float(math.ceil(r.samples / r.world_size)), step_s)
+            StepSample(r.world_size, float(math.ceil(r.samples / r.world_size)), step_s, nodes)
             for r, step_s in timed[done:]
         )
         for r in (r for r in records[seen:] if r.world_size > 1):

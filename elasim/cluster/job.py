@@ -481,7 +481,7 @@ class ModelTraining:
             return
         replicas = job.gpus
         local = choice.atomic_bsz * (choice.accum_steps + 1)
-        fit.steps([StepSample(replicas, float(local), choice.step_s)])
+        fit.steps([StepSample(replicas, float(local), choice.step_s, len(job.placement))])
         if replicas > 1:
             fit.gradients(*job.app.grad_stats(choice.batch_size, job.epoch))
 

@@ -17,16 +17,17 @@ reads in a job's view: progress per second per shape and batch, from an
   simulate`` and ``cluster run`` picks one, so the two can be compared.
 
 The throughput model is Pollux's (Qiao et al., OSDI'21, section 4.1) with its
-overlap exponent fixed at 1 and one network term for any number of nodes: a step of
-``m`` samples per replica on ``r`` replicas takes ``alpha_c + beta_c m`` of compute
-plus, when ``r > 1``, ``alpha_n + beta_n (r - 2)`` of synchronisation.  All four are
-linear, so a least-squares fit needs no optimiser (stdlib only).  Each is held at
-its prior where the measurements cannot tell it (a ridge towards the prior): before
-a job ever ran on two replicas its synchronisation is free, as optimistic as
-Pollux's agent, which is what lets a job grow and be measured there.  Until a job
-has a step measured, and for its gradient statistics until one is estimated (two
-replicas or more), the profile stands in, as the batch and size a job was submitted
-with do in Pollux.
+overlap exponent fixed at 1: a step of ``m`` samples per replica on ``r`` replicas
+takes ``alpha_c + beta_c m`` of compute plus, when ``r > 1``, ``alpha_r + beta_r (r -
+2)`` of synchronisation within one node, or ``alpha_n + beta_n (r - 2)`` across
+nodes.  All six are linear, so a least-squares fit needs no optimiser (stdlib only).
+Each is held at its prior where the measurements cannot tell it (a ridge towards
+the prior): before a job ever ran on two replicas its synchronisation is free, as
+optimistic as Pollux's agent, which is what lets a job grow and be measured there.
+Until a job has a step measured, and for its gradient statistics until one is
+estimated (two replicas or more), the profile stands in, as the batch and size a
+job was submitted with do in Pollux.  The statistics are one average over what was
+estimated (the profile's move with the epoch).
 
 Standard library only (the executor imports it).
 """
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from .application import Application
 
@@ -123,11 +124,13 @@ class StepSample:
         replicas: workers (GPUs) that took it.
         local_bsz: samples per replica (accumulation steps included).
         step_s: its time.
+        nodes: nodes the replicas were on.
     """
 
     replicas: int
     local_bsz: float
     step_s: float
+    nodes: int = 1
 
 
 @dataclass(frozen=True)
@@ -137,27 +140,38 @@ class ThroughputParams:
     Attributes:
         alpha_c: compute per step.
         beta_c: compute per sample of a replica.
-        alpha_n: synchronisation per step on two replicas or more.
-        beta_n: synchronisation per replica beyond two.
+        alpha_r: synchronisation per step on two replicas or more of one node.
+        beta_r: the same, per replica beyond two.
+        alpha_n: synchronisation per step across nodes.
+        beta_n: the same, per replica beyond two.
     """
 
     alpha_c: float = 0.0
     beta_c: float = 0.0
+    alpha_r: float = 0.0
+    beta_r: float = 0.0
     alpha_n: float = 0.0
     beta_n: float = 0.0
 
-    def sync_s(self, replicas: int) -> float:
+    def sync_s(self, replicas: int, nodes: int = 1) -> float:
         """Synchronisation time of one step."""
-        return self.alpha_n + self.beta_n * (replicas - 2) if replicas > 1 else 0.0
+        if replicas <= 1:
+            return 0.0
+        if nodes > 1:
+            return self.alpha_n + self.beta_n * (replicas - 2)
+        return self.alpha_r + self.beta_r * (replicas - 2)
 
-    def step_s(self, replicas: int, local_bsz: float) -> float:
+    def step_s(self, replicas: int, local_bsz: float, nodes: int = 1) -> float:
         """Time of one step of ``local_bsz`` samples per replica."""
-        return self.alpha_c + self.beta_c * local_bsz + self.sync_s(replicas)
+        return self.alpha_c + self.beta_c * local_bsz + self.sync_s(replicas, nodes)
 
 
 def _features(sample: StepSample) -> list[float]:
     multi = 1.0 if sample.replicas > 1 else 0.0
-    return [1.0, float(sample.local_bsz), multi, multi * (sample.replicas - 2)]
+    inter = multi if sample.nodes > 1 else 0.0
+    intra = multi - inter
+    extra = sample.replicas - 2
+    return [1.0, float(sample.local_bsz), intra, intra * extra, inter, inter * extra]
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
@@ -180,29 +194,30 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
 def fit_throughput(samples: Sequence[StepSample], prior: ThroughputParams) -> ThroughputParams:
     """Least-squares :class:`ThroughputParams` of ``samples``, held at ``prior`` where blind.
 
-    A ridge of relative weight ``_RIDGE`` pulls each parameter towards ``prior``:
-    negligible where the samples determine it, decisive where they do not (one
-    replica count, one batch).  Negative values are clamped to 0 (time is not
-    negative), the others refitted once.
+    A ridge of relative weight ``_RIDGE`` (of each parameter's own curvature) pulls
+    it towards ``prior``: negligible where the samples determine it, decisive where
+    they do not (one replica count, one batch).  Negative values are clamped to 0
+    (time is not negative), the others refitted once.
     """
-    prior_x = [prior.alpha_c, prior.beta_c, prior.alpha_n, prior.beta_n]
+    prior_x = [getattr(prior, f.name) for f in fields(prior)]
+    n = len(prior_x)
     rows = [(_features(s), s.step_s) for s in samples if s.step_s > 0 and s.replicas > 0]
     if not rows:
         return prior
-    free = [True] * 4
+    free = [True] * n
     x = prior_x
     for _ in range(2):
-        ata = [[0.0] * 4 for _ in range(4)]
-        atb = [0.0] * 4
+        ata = [[0.0] * n for _ in range(n)]
+        atb = [0.0] * n
         for feats, y in rows:
             y -= sum(f * v for f, v, ok in zip(feats, x, free, strict=True) if not ok)
-            for i in range(4):
+            for i in range(n):
                 atb[i] += feats[i] * y if free[i] else 0.0
-                for j in range(4):
+                for j in range(n):
                     ata[i][j] += feats[i] * feats[j] if free[i] and free[j] else 0.0
-        scale = max(ata[i][i] for i in range(4)) or 1.0
-        for i in range(4):
-            lam = _RIDGE * scale if free[i] else 1.0
+        scale = max(ata[i][i] for i in range(n)) or 1.0
+        for i in range(n):
+            lam = _RIDGE * (ata[i][i] or scale) if free[i] else 1.0
             ata[i][i] += lam
             atb[i] += lam * prior_x[i] if free[i] else 0.0
         x = [max(v, 0.0) if ok else 0.0 for v, ok in zip(_solve(ata, atb), free, strict=True)]
@@ -232,9 +247,10 @@ class FittedApplication(Application):
         self._frontiers, self._epoch_rows, self.speed_models = {}, {}, {}
 
     def step_time(self, placement: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
-        """(step, sync) of the fitted model (nodes are not told apart)."""
-        replicas = sum(placement)
-        return self.params.step_s(replicas, local_bsz), self.params.sync_s(replicas)
+        """(step, sync) of the fitted model."""
+        replicas, nodes = sum(placement), sum(1 for g in placement if g)
+        params = self.params
+        return params.step_s(replicas, local_bsz, nodes), params.sync_s(replicas, nodes)
 
     def grad_stats(self, batch_size: float, epoch: int) -> tuple[float, float]:
         """The measured (|G|^2, noise), or the profile's until one was estimated."""
@@ -251,16 +267,16 @@ class SpeedFit:
 
     def __init__(self, app: Application) -> None:
         self.app = app
-        self.samples: dict[tuple[int, float], list[float]] = {}
+        self.samples: dict[tuple[int, float, int], list[float]] = {}
         self._grads: list[tuple[float, float]] = []
         self._model: Application = app
         self._stale = False
 
     def steps(self, samples: Iterable[StepSample]) -> None:
-        """Add measured steps (kept per (replicas, per-replica batch), last 64 of each)."""
+        """Add measured steps (per replicas, per-replica batch and nodes: the last 64)."""
         for s in samples:
             if s.step_s > 0 and math.isfinite(s.step_s):
-                cell = self.samples.setdefault((s.replicas, s.local_bsz), [])
+                cell = self.samples.setdefault((s.replicas, s.local_bsz, s.nodes), [])
                 self._stale = self._stale or not cell or cell[-1] != s.step_s
                 cell.append(s.step_s)
                 del cell[:-64]
@@ -277,7 +293,7 @@ class SpeedFit:
         """The application a policy sees now (a new object after new measurements)."""
         if self._stale and self.samples:
             points = [
-                StepSample(r, m, sorted(v)[len(v) // 2]) for (r, m), v in self.samples.items()
+                StepSample(r, m, sorted(v)[len(v) // 2], k) for (r, m, k), v in self.samples.items()
             ]
             first = min(points, key=lambda p: (p.replicas, p.local_bsz))
             prior = ThroughputParams(beta_c=first.step_s / max(first.local_bsz, 1.0))
