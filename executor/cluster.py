@@ -91,8 +91,10 @@ class WorkerTraining:
         self.actuator = actuator
         self.target_progress = float(target_progress)
         self.steps = 0
-        #: (trace s, global batch, gain) at every re-formation that set them
+        #: (trace s, global batch, gain) of each re-formation that changed them, once
+        #: the workers reported training at that batch (the group's measured one)
         self.batches: list[tuple[float, int, float]] = []
+        self._planned: tuple[float, int, float] | None = None
         self._fed = (0, 0)  # step records, and timed steps, given to the job's fit
 
     def state(self) -> JobState:
@@ -117,6 +119,11 @@ class WorkerTraining:
         job.progress = min(done.progress, self.target_progress)
         job.epoch = job.app.epoch(job.progress)
         job.books.raw_samples = float(done.samples)
+        plan = self._planned
+        if plan is not None and self.actuator.group.global_batch == plan[1]:
+            if not self.batches or self.batches[-1][1:] != plan[1:]:
+                self.batches.append(plan)
+            self._planned = None
         if job.fit is not None:
             self._measure(job.fit, max(len(job.placement), 1))
         if self.actuator.finished(t):
@@ -158,8 +165,7 @@ class WorkerTraining:
     def regroup(self, job: ClusterJob, placement: Placement, now_s: float) -> list[EventRecord]:
         """The batch the model chose for ``placement``, its quotas, then the group's size."""
         batch, gain = job.batch_plan(placement)
-        if not self.batches or self.batches[-1][1:] != (batch, gain):
-            self.batches.append((now_s, batch, gain))
+        self._planned = (now_s, batch, gain)
         self.actuator.group.set_batch(batch, gain)
         self.actuator.per_launcher = {node: gpus for node, gpus in placement}
         return self.actuator.apply(placement_gpus(placement), 0, now_s, True)
@@ -251,8 +257,9 @@ class ClusterRunResult:
         wall_time_s: real seconds the run took.
         gave_up: the wall budget ran out before every job finished.
         steps: per job, the optimizer steps it committed.
-        batches: per job, ``(trace s, global batch, gain)`` at each re-formation
-            that changed them (the first start included).
+        batches: per job, ``(trace s, global batch, gain)`` of each re-formation
+            that changed them (the first start included), as its workers reported
+            training at that batch.
         num_nodes: nodes of the cluster (one per launcher).
         gpus_per_node: slots per node.
     """

@@ -9,6 +9,7 @@ bound on the whole test: a worker that hangs fails it instead of hanging the sui
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -79,29 +80,41 @@ def test_bad_cluster_run_input_is_one_line_and_exit_2(tmp_path):
         assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.timeout(240)
-def test_pollux_grows_a_job_into_idle_slots_on_real_workers():
-    # the README's example under pollux: examples/cluster_small.csv on 4 slots, with
-    # profiles measured at 2 ms per sample (tests/data/cluster_apps_2ms), where a job's
-    # steps speed up with workers (258, 132, 91, 72 ms on 1..4), so growing pays off.
-    # The simulator gives j3 two GPUs once j1 is done; the real run must do the same
-    # (a real job's copy of reallocate had dropped peak_gpus and kept every job at 1).
-    config = ClusterRunConfig(
-        workload=str(Path(__file__).parents[1] / "examples" / "cluster_small.csv"),
-        policy="pollux",
-        applications=str(DATA / "cluster_apps_2ms"),
-        slots=4,
-        sample_delay_real_s=0.002,
-        job_options={"train_size": 4096},
-        collective_timeout_real_s=5.0,
-        max_wall_real_s=200.0,
-    )
-    run = run_cluster(config)
-    assert not run.gave_up
+@pytest.mark.timeout(300)
+def test_pollux_grows_a_job_and_changes_batches_on_real_workers(tmp_path):
+    """The example of docs/guide/cluster-run.md under pollux on 4 slots, through the CLI.
+
+    Profiles measured at batches 128, 256 and 512 with 2 ms per sample
+    (``tests/data/cluster_apps_2ms_batches``): steps speed up with workers, and a
+    larger batch costs little statistical efficiency, so pollux trains every job at a
+    batch other than its requested 128 and gives a job two slots once another is done.
+    Both must show in ``decisions.parquet`` and ``events.parquet``.  (A real job used
+    to keep its batch, and its copy of ``reallocate`` kept it at one slot.)
+    """
+    import pandas as pd
+
+    out = tmp_path / "out"
+    args = [
+        "--workload", str(Path(__file__).parents[1] / "examples" / "cluster_small.csv"),
+        "--applications", str(DATA / "cluster_apps_2ms_batches"), "--policy", "pollux",
+        "--gpus-per-node", "4", "--sample-delay-s", "0.002", "--job-set", "train_size=4096",
+        "--collective-timeout-s", "5", "--max-wall-s", "240", "--json", "--out", str(out),
+    ]  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "elasim.cli", "cluster", "run", *args],
+        capture_output=True, text=True, timeout=280,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    decisions = pd.read_parquet(out / "decisions.parquet")
     most = {}
-    for record in run.decisions:
-        for name, placement in record.decision.allocations:
+    for cell in decisions["allocations"]:
+        for name, placement in json.loads(cell):
             most[name] = max(most.get(name, 0), sum(g for _, g in placement))
     assert max(most.values()) > 1, most
-    for row in run.result.jobs:
-        assert run.steps[row.name] in (40, 160), (row.name, run.steps)
+    trained = {n: b for cell in decisions["trained_batches"] for n, b in json.loads(cell)}
+    assert any(b != 128 for b in trained.values()), trained
+    events = pd.read_parquet(out / "events.parquet")
+    assert (events["nodes_after"] > 1).any(), events
+    assert (events["batch_size"] > 128).any(), events
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["jobs_completed"] == 4 and not summary["gave_up"]
