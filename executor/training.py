@@ -179,16 +179,19 @@ class TrainingLoop:
     def _adopt(self, plan: Command) -> None:
         """The generation's global batch and AdaScale gain (a ``JOIN`` may change them).
 
-        The learning rate is the job's own times the gain, set again at every
-        generation: a state sync or a restored checkpoint brings the optimizer's
-        learning rate of another generation.  The gain is AdaScale's (Johnson et al.
-        2020, as AdaptDL applies it): ``(var + sqr) / (var / S + sqr)`` at ``S`` times
-        the first batch, from the gradient statistics the controller sent.
+        Once a gain was sent, the learning rate is the job's own times it, set again
+        at every generation: a state sync or a restored checkpoint brings the
+        optimizer's learning rate of another generation.  A job never sent one (every
+        ``elasim run``) keeps its learning rate untouched, schedule included.  The
+        gain is AdaScale's (Johnson et al. 2020, as AdaptDL applies it): ``(var + sqr)
+        / (var / S + sqr)`` at ``S`` times the first batch, from the gradient
+        statistics the controller sent.
         """
         if plan.global_batch and plan.global_batch != self.sampler.global_batch:
             self.sampler = replace(self.sampler, global_batch=plan.global_batch)
-        if plan.gain:
-            self._gain = float(plan.gain)
+        if not plan.gain:
+            return
+        self._gain = float(plan.gain)
         for group, base in zip(self.state.optimizer.param_groups, self._base_lrs, strict=False):
             group["lr"] = base * self._gain
 
