@@ -159,3 +159,10 @@ def test_a_fitted_simulation_gives_both_shells_the_same_decisions(tmp_path):
 def test_an_unknown_speed_model_is_one_line():
     with pytest.raises(ValueError, match="--speed-model must be one of oracle, fitted"):
         ClusterSetup(workload=EXAMPLE, policy="pollux", speed_model="psychic")
+
+
+def test_the_fits_smoothing_is_the_noise_scales():
+    from elasim.cluster.speed import SMOOTHING
+    from elasim.noise_scale import DEFAULT_SMOOTHING
+
+    assert SMOOTHING == DEFAULT_SMOOTHING

@@ -238,10 +238,16 @@ class ClusterJob:
         A job asks at every epoch (millions of times on the full Philly trace): it
         keeps the application's row of choices by epoch for its placement and target
         (:meth:`Application.epoch_choices`), so that an epoch costs a list index.
+        A fitted job that adapts its batch picks it from its fit, as AdaptDL's agent
+        does, and trains at that batch as the profile says.
         """
         placement = self.placement
         if not placement:
             self.choice = None
+            return
+        if self.fit is not None and self.batch_target == ADAPTIVE:
+            batch = self.batch_plan(placement)[0]
+            self.choice = self.app.configure(tuple(g for _, g in placement), batch, self.epoch)
             return
         if placement is not self._choices_of[0] or self.batch_target != self._choices_of[1]:
             self._choices_of = (placement, self.batch_target)

@@ -23,11 +23,14 @@ takes ``alpha_c + beta_c m`` of compute plus, when ``r > 1``, ``alpha_r + beta_r
 nodes.  All six are linear, so a least-squares fit needs no optimiser (stdlib only).
 Each is held at its prior where the measurements cannot tell it (a ridge towards
 the prior): before a job ever ran on two replicas its synchronisation is free, as
-optimistic as Pollux's agent, which is what lets a job grow and be measured there.
+optimistic as Pollux's agent, which is what lets a job grow and be measured there;
+before it ran two per-GPU batches, its first measured step is split evenly between a
+fixed and a per-sample cost (all per-sample would make a larger batch look no
+faster per sample, and a job that never tries one never learns otherwise).
 Until a job has a step measured, and for its gradient statistics until one is
 estimated (two replicas or more), the profile stands in, as the batch and size a
-job was submitted with do in Pollux.  The statistics are one average over what was
-estimated (the profile's move with the epoch).
+job was submitted with do in Pollux.  The statistics are moving averages of the
+estimates (as :mod:`elasim.noise_scale` smooths them), held for every epoch.
 
 Standard library only (the executor imports it).
 """
@@ -56,6 +59,9 @@ __all__ = [
 ADAPTIVE = 0
 #: The speed models a run may give its policy (``--speed-model``).
 SPEED_MODELS = ("oracle", "fitted")
+#: Decay of the gradient statistics' moving averages: ``elasim.noise_scale``'s
+#: ``DEFAULT_SMOOTHING`` (which this layer may not import; a test holds them equal).
+SMOOTHING = 0.95
 #: Relative weight of the prior in the fit: enough to pin what the data cannot tell.
 _RIDGE = 1e-6
 
@@ -268,7 +274,7 @@ class SpeedFit:
     def __init__(self, app: Application) -> None:
         self.app = app
         self.samples: dict[tuple[int, float, int], list[float]] = {}
-        self._grads: list[tuple[float, float]] = []
+        self._grads = (0.0, 0.0, 0.0)  # moving sums of |G|^2 and noise, and their weight
         self._model: Application = app
         self._stale = False
 
@@ -282,28 +288,27 @@ class SpeedFit:
                 del cell[:-64]
 
     def gradients(self, grad_sq: float, noise: float) -> None:
-        """Add one estimate of (|G|^2, noise), as the profile's ``grad_sqr, grad_var``."""
+        """Add one estimate of (|G|^2, noise), as the profile's ``grad_sqr, grad_var``.
+
+        Smoothed as :mod:`elasim.noise_scale` (and Pollux) smooth them: each by its
+        own exponential moving average, so the statistics follow the job's epochs.
+        """
         if math.isfinite(grad_sq) and math.isfinite(noise):
-            pair = (grad_sq, noise)
-            self._stale = self._stale or not self._grads or self._grads[-1] != pair
-            self._grads.append(pair)
-            del self._grads[:-256]
+            a = SMOOTHING
+            g, v, w = self._grads
+            self._grads = (a * g + (1 - a) * grad_sq, a * v + (1 - a) * noise, a * w + (1 - a))
+            self._stale = True
 
     def model(self) -> Application:
         """The application a policy sees now (a new object after new measurements)."""
-        if self._stale and self.samples:
+        if self._stale and self.samples:  # (a gradient estimate alone waits for a step)
             points = [
                 StepSample(r, m, sorted(v)[len(v) // 2], k) for (r, m, k), v in self.samples.items()
             ]
             first = min(points, key=lambda p: (p.replicas, p.local_bsz))
-            prior = ThroughputParams(beta_c=first.step_s / max(first.local_bsz, 1.0))
-            stats = None
-            if self._grads:
-                n = len(self._grads)
-                stats = (
-                    max(sum(g for g, _ in self._grads) / n, 0.0),
-                    max(sum(v for _, v in self._grads) / n, 0.0),
-                )
+            prior = ThroughputParams(first.step_s / 2, first.step_s / 2 / max(first.local_bsz, 1.0))
+            g, v, w = self._grads
+            stats = (max(g / w, 0.0), max(v / w, 0.0)) if w > 0 else None
             self._model = FittedApplication(self.app, fit_throughput(points, prior), stats)
             self._stale = False
         return self._model
