@@ -174,8 +174,7 @@ class ClusterLoop:
         self._on_change = on_change
         self.decision_due = False
         self.wake_at_s = math.inf
-        self.now_s = 0.0
-        self.turns = 0
+        self.now_s, self.turns, self.peak_active = 0.0, 0, 0  # peak: most jobs active at once
         self._rescale_estimate_s = self._estimate_rescale_s()
         self._init_capacity(capacity, capacity_period_s)
         self._stalled = 0
@@ -304,6 +303,7 @@ class ClusterLoop:
             self._active_names.add(job.name)
             self._set_view(job.name, job.view())
             self.decision_due = True
+            self.peak_active = max(self.peak_active, len(self.active))
         if now_s >= self.wake_at_s - _EPS:
             self.wake_at_s = math.inf
             self.decision_due = True
