@@ -17,6 +17,11 @@ A node of the cluster is one launcher: this host's ``--slots`` (node 0) and each
 agent's slots.  Every node must have the same number of slots (the cluster's
 ``gpus_per_node``).
 
+A capacity trace (``--capacity``) is replayed by the loop itself on the run's clock,
+as the simulator replays it: a drop preempts the jobs on the nodes it takes (their
+workers are SIGKILLed, without notice) and the pool offers those nodes' slots to
+nobody until a rise gives them back (:meth:`~.slots.SlotPool.follow`).
+
 What the real side does not do: a policy's batch size is not applied (an executor
 job trains with its own fixed global batch; a decision that sets another is logged
 at the end and ignored), and a job's progress is its optimizer steps, so its application
@@ -159,6 +164,10 @@ class ClusterRunConfig:
             measured ``pauses.json`` of the applications replace its figures where
             they have the transition (:func:`elasim.cluster.compare.measured_pause_job`).
         log_dir: worker stderr logs (None: discarded).
+        capacity: a capacity trace of usable nodes over workload time (None: every
+            node, always), replayed by the loop on the run's clock as the simulator
+            replays it; a drop preempts the jobs on the lost nodes and takes their
+            slots from the pool, a rise gives them back.
     """
 
     workload: str
@@ -179,6 +188,7 @@ class ClusterRunConfig:
     expect_agents: int = 0
     pause_job: str = "resnet50_v100"
     log_dir: str | None = None
+    capacity: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.rescale, RescaleMode):
@@ -271,6 +281,7 @@ def _check(config: ClusterRunConfig, pause_job: Any) -> None:
         rescale=config.rescale,
         pause_job=pause_job,
         applications=config.applications,
+        capacity=config.capacity,
     )
     for job in build_loop(setup, record_timeline=False).jobs:
         _check_batch(job.spec, job.app)
@@ -389,12 +400,14 @@ def run_cluster(
         rescale=config.rescale,
         pause_job=pause_job,
         applications=config.applications,
+        capacity=config.capacity,
     )
     loop = None
     origin = [clock.now()]
     try:
         groups = pooled_groups(config, pool, lambda: origin[0])
         loop = build_loop(setup, job_factory=job_factory(config, groups, pool.total))
+        pool.follow(lambda: loop.available_nodes)
         origin[0] = clock.now()
         end, wall = drive_cluster(
             loop,

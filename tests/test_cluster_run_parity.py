@@ -82,6 +82,38 @@ def test_extra_turns_of_a_polling_shell_change_nothing(workload, policy):
     _assert_same(*_both(setup, 60.0, idle_poll_real_s=7.0))
 
 
+#: 4 nodes, with drops that take nodes away (3, then 1) and rises that give them back,
+#: over the 40 jobs' span (about 3 h); it repeats with its duration (11,000 s)
+CAPACITY = [(0, 4), (1500, 3), (2600, 1), (4000, 4), (7000, 2), (9500, 4)]
+CAPACITY_PERIOD_S = 11000.0
+
+
+@pytest.fixture(scope="module")
+def capacity(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("cap") / "drops.csv"
+    rows = "".join(f"{t},{n}\n" for t, n in CAPACITY)
+    path.write_text(f"# duration_s: {CAPACITY_PERIOD_S:g}\ntime_s,available\n{rows}")
+    return str(path)
+
+
+def _available(time_s: float) -> int:
+    into = time_s % CAPACITY_PERIOD_S
+    return [n for t, n in CAPACITY if t <= into + 1e-9][-1]
+
+
+@pytest.mark.parametrize("policy", POLICIES)  # the plugin ignores available_nodes
+def test_a_capacity_trace_gives_the_simulators_decision_log_bit_for_bit(workload, capacity, policy):
+    """``cluster run --capacity``: drops preempt and rises give back, as simulated."""
+    setup = ClusterSetup(workload=workload, policy=policy, num_nodes=4, capacity=capacity)
+    sim, real = _both(setup, 60.0, idle_poll_real_s=7.0)
+    _assert_same(sim, real)
+    assert real.preemptions > 0 and real.preemptions == sim.preemptions
+    for record in real.decisions:  # no placement on a node the trace took away
+        usable = _available(record.time_s)
+        for _name, placement in record.decision.allocations:
+            assert all(node < usable for node, _ in placement), (record, usable)
+
+
 def test_the_parity_check_can_fail(workload, tmp_path):
     """One arrival moved by one second gives another log."""
     rows = open(workload).read().splitlines()

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from .cluster_options import (
     applications_option,
+    capacity_option,
     cluster_policy_option,
     job_set_option,
     pause_job_option,
@@ -86,6 +87,7 @@ def _run(flags: dict[str, Any]) -> None:
         expect_agents=flags["agents"],
         pause_job=flags["pause_job"],
         log_dir=None if flags["log_dir"] is None else str(flags["log_dir"]),
+        capacity=flags["capacity"],
     )
     run = run_cluster(config)
     payload = {"workload": config.workload, "policy": config.policy}
@@ -124,6 +126,7 @@ def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float]]:
         rescale=config.rescale,
         pause_job=config.pause_job,
         applications=config.applications,
+        capacity=config.capacity,
     )
     rows = compare_jobs(run.result.jobs, sim.jobs)
     return rows, jct_errors(rows)
@@ -210,6 +213,7 @@ def run_command(
     agents: int = agents_option(),
     pause_job: str = pause_job_option(),
     log_dir: Path | None = log_dir_option(),
+    capacity: str | None = capacity_option(),
     compare: bool = typer.Option(
         False, "--compare", help="Also simulate it with the measured profiles; per-job JCTs."
     ),

@@ -304,7 +304,7 @@ class ClusterLoop:
             self._active_names.add(job.name)
             self._set_view(job.name, job.view())
             self.decision_due = True
-        if now_s >= self.wake_at_s - _EPS:
+        if self.active and now_s >= self.wake_at_s - _EPS:  # as next_time_s() schedules it
             self.wake_at_s = math.inf
             self.decision_due = True
         if self.decision_due:
