@@ -53,6 +53,7 @@ __all__ = [
     "WorkerTraining",
     "drive_cluster",
     "job_factory",
+    "lose_hosts",
     "pooled_groups",
     "run_cluster",
 ]
@@ -168,6 +169,11 @@ class ClusterRunConfig:
             node, always), replayed by the loop on the run's clock as the simulator
             replays it; a drop preempts the jobs on the lost nodes and takes their
             slots from the pool, a rise gives them back.
+        launcher: ``local`` (this host's slots, and agents) or ``ray`` (one node of
+            the cluster per Ray node, each worker a Ray actor on it).
+        ray_address: the Ray cluster for ``ray`` (None: a private local instance of
+            one node).
+        ray_resources: the Ray resources each worker's actor holds (empty: CPU=1).
     """
 
     workload: str
@@ -189,6 +195,9 @@ class ClusterRunConfig:
     pause_job: str = "resnet50_v100"
     log_dir: str | None = None
     capacity: str | None = None
+    launcher: str = "local"
+    ray_address: str | None = None
+    ray_resources: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.rescale, RescaleMode):
@@ -203,6 +212,16 @@ class ClusterRunConfig:
             raise ValueError(f"--max-wall-s must be > 0, got {self.max_wall_real_s}")
         if self.expect_agents and self.agent_port is None:
             raise ValueError("--agents needs --agent-port")
+        if self.launcher not in ("local", "ray"):
+            raise ValueError(f"--launcher must be 'local' or 'ray', got {self.launcher!r}")
+        if self.launcher == "ray" and (self.agent_port is not None or not self.slots):
+            raise ValueError("--launcher ray places workers on Ray's nodes: no --agent-port")
+        if self.ray_address is not None:
+            from elasim.ray_connect import check_address
+
+            if self.launcher != "ray":
+                raise ValueError("--address needs --launcher ray")
+            check_address(self.ray_address)
 
 
 @dataclass(frozen=True)
@@ -232,7 +251,14 @@ class ClusterRunResult:
 
 
 def _launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
-    """The launchers: this host's fork launcher (node 0) and the agents (one node each)."""
+    """The launchers (node ``i`` is launcher ``i``) and what the run closes at the end.
+
+    Local: this host's fork launcher (node 0) and the agents (one node each), and
+    the agent listener.  Ray: one launcher per Ray node (:func:`_ray_launchers`), and
+    the Ray connection.
+    """
+    if config.launcher == "ray":
+        return _ray_launchers(config)
     from .forkserver import ForkLauncher
 
     launchers: list[Any] = []
@@ -251,6 +277,41 @@ def _launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
     if len(sizes) != 1:
         raise ValueError(f"every node needs the same number of slots, got {sorted(sizes)}")
     return launchers, server
+
+
+def _ray_launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
+    """One node of the cluster per Ray node: ``elasim run``'s Ray launcher, pinned to it.
+
+    A private instance (no ``--address``) is one node of ``--gpus-per-node`` slots.
+    """
+    from .ray_launcher import RaySession, node_launchers
+
+    resources = dict(config.ray_resources) or {"CPU": 1.0}
+    session = RaySession.for_workers(config.ray_address, resources, config.slots)
+    try:
+        return node_launchers(config.slots, resources=resources, log_dir=config.log_dir), session
+    except BaseException:
+        session.close()
+        raise
+
+
+def lose_hosts(loop: Any, pool: SlotPool) -> None:
+    """A node whose host is gone (a Ray node died) is a capacity drop the loop hears of.
+
+    The loop preempts the jobs placed there (their workers on the other nodes are
+    stopped too, as a simulated preemption takes the job's whole allocation) and its
+    policy sees the nodes left.  The loop's capacity counts usable nodes ``0 .. n-1``,
+    so a lost node takes the nodes numbered after it out too (with two hosts, and the
+    controller's as node 0, exactly the lost one), for good: a host that comes back
+    is not used again in this run.
+    """
+    lost = pool.first_lost()
+    if lost is None or lost >= loop.lost_from:
+        return
+    log.warning("node %d (%s) is gone: its jobs are preempted", lost, pool.launchers[lost].name)
+    loop.lost_from = lost
+    now = loop.available_nodes
+    loop.set_available(loop.now_s, loop.num_nodes if now is None else now)  # under lost_from
 
 
 def _check_batch(spec: Any, app: Any) -> None:
@@ -414,7 +475,7 @@ def run_cluster(
             clock,
             time_scale=config.time_scale,
             max_wall_real_s=config.max_wall_real_s,
-            on_turn=on_turn,
+            on_turn=lambda turned: _after_turn(turned, pool, on_turn),
         )
         loop.observe(end)
     finally:
@@ -424,6 +485,13 @@ def run_cluster(
         if server is not None:
             server.close()
     return _cluster_result(loop, setup, wall)
+
+
+def _after_turn(loop: Any, pool: SlotPool, on_turn: Callable[[Any], None] | None) -> None:
+    """After every turn: lost hosts reach the loop, then the caller's hook."""
+    lose_hosts(loop, pool)
+    if on_turn is not None:
+        on_turn(loop)
 
 
 def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:

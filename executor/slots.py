@@ -116,6 +116,17 @@ class SlotPool:
         nodes = self._usable()
         return len(self._slots) if nodes is None else min(max(nodes, 0), len(self._slots))
 
+    def first_lost(self) -> int | None:
+        """The first launcher that offers no slot any more (its host is gone); None: none.
+
+        A Ray node that died reads so (a launcher pinned to a node counts it only while
+        Ray reports it alive); a local launcher or an agent keeps its slots.
+        """
+        for index, s in enumerate(self._slots):
+            if s.launcher.slots <= 0:
+                return index
+        return None
+
     def set_quota(self, job: str, workers: int, per_launcher: dict[int, int] | None = None) -> None:
         """Let ``job`` have at most ``workers`` processes alive over all launchers.
 

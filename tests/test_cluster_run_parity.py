@@ -243,3 +243,44 @@ def test_pollux_grows_real_jobs_into_idle_slots(tmp_path):
     )  # fmt: skip
     run_cluster_loop(sim)
     assert {j.name for j in sim.jobs if j.peak_gpus > 1} == {j.name for j in grown}
+
+
+class _Node:
+    """A launcher of the pool: its slots drop to 0 when its host is gone (a Ray node)."""
+
+    def __init__(self, name: str, slots: int) -> None:
+        self.name, self.slots = name, slots
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_lost_host_is_a_capacity_drop_the_loop_hears_of(tmp_path):
+    """``cluster run --launcher ray``: a dead Ray node preempts its jobs, never used again."""
+    from elasim.executor.cluster import lose_hosts
+    from elasim.executor.slots import SlotPool
+
+    workload = tmp_path / "w.csv"
+    rows = ["a,0,synth-160,2,128", "b,0,synth-160,2,128", "c,1,synth-40,2,128"]
+    workload.write_text("name,time,application,num_replicas,batch_size\n" + "\n".join(rows))
+    config = ClusterRunConfig(workload=str(workload), applications=APPS, slots=2)
+    setup = ClusterSetup(
+        workload=str(workload), policy="fifo", num_nodes=2, gpus_per_node=2,
+        applications=APPS, rescale=config.rescale,
+    )  # fmt: skip
+    clock, made = FakeClock(), {}
+    loop = build_loop(setup, job_factory=job_factory(config, _fake_groups(clock, 0.07, made), 4))
+    nodes = [_Node("here", 2), _Node("there", 2)]
+    pool = SlotPool(nodes)
+
+    def on_turn(turned):
+        if clock.now() >= 3.0:
+            nodes[1].slots = 0  # the host of node 1 is gone
+        lose_hosts(turned, pool)
+
+    drive_cluster(loop, clock, time_scale=1.0, max_wall_real_s=1e6, on_turn=on_turn)
+    assert loop.finished and loop.lost_from == 1 and loop.available_nodes == 1
+    assert loop.preemptions == 1  # b was on node 1
+    late = [r for r in loop.decisions if r.time_s >= 3.0]
+    assert late and all(n == 0 for r in late for _, p in r.decision.allocations for n, _ in p)
+    assert all(job.done and job.training.steps == job.training.target_steps for job in loop.jobs)

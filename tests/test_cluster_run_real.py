@@ -64,6 +64,12 @@ def test_bad_cluster_run_input_is_one_line_and_exit_2(tmp_path):
         (["--workload", str(odd), "--applications", str(APPS)], "batch_size 64"),
         (["--workload", str(WORKLOAD), "--slots", "0"], "--slots"),
         (["--workload", str(WORKLOAD), "--applications", str(APPS), "-p", "nope"], "nope"),
+        (["--workload", str(WORKLOAD), "--launcher", "ray", "--agent-port", "0"], "--launcher"),
+        (["--workload", str(WORKLOAD), "--address", "127.0.0.1:6379"], "--launcher ray"),
+        (
+            ["--workload", str(WORKLOAD), "--applications", str(APPS), "--capacity", "no.csv"],
+            "no.csv",
+        ),
     ]
     for args, expected in cases:
         proc = subprocess.run(

@@ -34,12 +34,16 @@ from .tools import UsageError, alias, hidden, out_console, parse_sets, run_guard
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 from .worker_options import (
+    address_option,
     agent_port_option,
     agents_option,
     bind_option,
     collective_timeout_option,
+    launcher_option,
     log_dir_option,
     max_wall_option,
+    parse_ray_resources,
+    ray_resources_option,
 )
 
 __all__ = ["register"]
@@ -52,23 +56,11 @@ def _check_applications(applications: Path | None, compare: bool) -> None:
         raise UsageError("--compare needs --applications (the profiles measured for the job)")
 
 
-def _run(flags: dict[str, Any]) -> None:
-    from elasim.executor import require_torch
+def _config(flags: dict[str, Any]) -> Any:
+    """The run's settings from the checked flags (a bad setting: ValueError, one line)."""
+    from elasim.executor.cluster import ClusterRunConfig
 
-    require_torch()
-    from elasim.executor.cluster import ClusterRunConfig, run_cluster
-
-    compare = flags.pop("compare")
-    as_json = flags.pop("as_json")
-    out: Path | None = flags.pop("out")
-    _check_applications(flags["applications"], compare)
-    if compare and flags["time_scale"] != 1.0:
-        raise UsageError("--compare needs --time-scale 1 (profiles are in real seconds)")
-    if out is not None:
-        from elasim.atomic import check_writable_dir
-
-        check_writable_dir(out, "--out")
-    config = ClusterRunConfig(
+    return ClusterRunConfig(
         workload=flags["workload"],
         policy=flags["policy"],
         options=parse_sets(flags["sets"]),
@@ -88,7 +80,29 @@ def _run(flags: dict[str, Any]) -> None:
         pause_job=flags["pause_job"],
         log_dir=None if flags["log_dir"] is None else str(flags["log_dir"]),
         capacity=flags["capacity"],
+        launcher=flags["launcher"],
+        ray_address=flags["address"],
+        ray_resources=parse_ray_resources(flags["ray_resources"]),
     )
+
+
+def _run(flags: dict[str, Any]) -> None:
+    from elasim.executor import require_torch
+
+    require_torch()
+    from elasim.executor.cluster import run_cluster
+
+    compare = flags.pop("compare")
+    as_json = flags.pop("as_json")
+    out: Path | None = flags.pop("out")
+    _check_applications(flags["applications"], compare)
+    if compare and flags["time_scale"] != 1.0:
+        raise UsageError("--compare needs --time-scale 1 (profiles are in real seconds)")
+    if out is not None:
+        from elasim.atomic import check_writable_dir
+
+        check_writable_dir(out, "--out")
+    config = _config(flags)
     run = run_cluster(config)
     payload = {"workload": config.workload, "policy": config.policy}
     payload.update(run.result.summary.as_dict())
@@ -214,6 +228,9 @@ def run_command(
     pause_job: str = pause_job_option(),
     log_dir: Path | None = log_dir_option(),
     capacity: str | None = capacity_option(),
+    launcher: str = launcher_option(),
+    address: str | None = address_option(),
+    ray_resources: list[str] | None = ray_resources_option(),
     compare: bool = typer.Option(
         False, "--compare", help="Also simulate it with the measured profiles; per-job JCTs."
     ),
