@@ -8,8 +8,10 @@ when they run.  This module does the I/O; :mod:`elasim.executor.cluster` and
 # ruff: noqa: B008 - typer declares options as argument defaults by design
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +105,8 @@ def _run(flags: dict[str, Any]) -> None:
 
         check_writable_dir(out, "--out")
     config = _config(flags)
-    run = run_cluster(config)
+    with contextlib.redirect_stdout(sys.stderr):  # a Ray driver prints the cluster's errors
+        run = run_cluster(config)
     payload = {"workload": config.workload, "policy": config.policy}
     payload.update(run.result.summary.as_dict())
     payload["gave_up"] = run.gave_up
