@@ -14,8 +14,9 @@ decision log.  Two things differ from ``elasim cluster simulate``, as for one jo
   the workers report, not what the model predicts.
 
 A node of the cluster is one launcher: this host's ``--slots`` (node 0) and each
-agent's slots.  Every node must have the same number of slots (the cluster's
-``gpus_per_node``).
+agent's slots, or, with ``--launcher ray``, each Ray node (``elasim run``'s Ray
+launcher pinned to it; a node that dies is a capacity drop, :func:`lose_hosts`).
+Every node must have the same number of slots (the cluster's ``gpus_per_node``).
 
 A capacity trace (``--capacity``) is replayed by the loop itself on the run's clock,
 as the simulator replays it: a drop preempts the jobs on the nodes it takes (their

@@ -11,6 +11,10 @@ on host 0 (a replacement actor placed there), with an events file of the local
 launcher's schema.  Two hosts rather than three: every Ray node costs seconds of
 CPU to start, and this must run on a 2-core machine.
 
+The same two hosts run ``elasim cluster run --launcher ray`` (each Ray node a node of
+the cluster): host 1 is SIGKILLed while a job's workers run there, and that job must
+be preempted and finish on host 0.
+
 Needs root and ``ip`` (CI runs as root); skipped with the reason otherwise.  The
 fixture's finalizer kills every process left in the namespaces and deletes them,
 whatever happened.  ``ray stop`` is never used: it would stop other Ray instances on
