@@ -325,6 +325,23 @@ def _check_batch(spec: Any, app: Any) -> None:
         )
 
 
+def _setup(config: ClusterRunConfig, pause_job: Any, *, num_nodes: int, gpus_per_node: int) -> Any:
+    """The loop's :class:`~elasim.cluster.ClusterSetup` of a run on this cluster shape."""
+    from elasim.cluster import ClusterSetup
+
+    return ClusterSetup(
+        workload=config.workload,
+        policy=config.policy,
+        options=dict(config.options),
+        num_nodes=num_nodes,
+        gpus_per_node=gpus_per_node,
+        rescale=config.rescale,
+        pause_job=pause_job,
+        applications=config.applications,
+        capacity=config.capacity,
+    )
+
+
 def _check(config: ClusterRunConfig, pause_job: Any) -> None:
     """Everything that can be checked before any process starts (one-line errors).
 
@@ -332,19 +349,9 @@ def _check(config: ClusterRunConfig, pause_job: Any) -> None:
     load them (the model's loop, on a one-node cluster of ``slots``), and every job's
     batch is checked against its application.
     """
-    from elasim.cluster import ClusterSetup, build_loop
+    from elasim.cluster import build_loop
 
-    setup = ClusterSetup(
-        workload=config.workload,
-        policy=config.policy,
-        options=dict(config.options),
-        num_nodes=1,
-        gpus_per_node=max(config.slots, 1),
-        rescale=config.rescale,
-        pause_job=pause_job,
-        applications=config.applications,
-        capacity=config.capacity,
-    )
+    setup = _setup(config, pause_job, num_nodes=1, gpus_per_node=max(config.slots, 1))
     for job in build_loop(setup, record_timeline=False).jobs:
         _check_batch(job.spec, job.app)
 
@@ -443,32 +450,29 @@ def run_cluster(
         ValueError: a bad policy, option or setting (one line).
         ExecutorError: workers could not be kept running.
     """
-    from elasim.cluster import ClusterSetup, build_loop
+    from elasim.cluster import build_loop
     from elasim.cluster.compare import measured_pause_job
+    from elasim.traces import capacity_rows
     from elasim.traces.workloads import load_workload
 
     clock = clock or RealClock()
     names = sorted({job.application for job in load_workload(config.workload)})
     pause_job = measured_pause_job(config.pause_job, config.applications, names)
+    rows, period = capacity_rows(config.capacity)  # a bad trace: before any process starts
     _check(config, pause_job)
     launchers, server = _launchers(config)
     pool = SlotPool(launchers)
-    setup = ClusterSetup(
-        workload=config.workload,
-        policy=config.policy,
-        options=dict(config.options),
-        num_nodes=len(launchers),
-        gpus_per_node=launchers[0].slots,
-        rescale=config.rescale,
-        pause_job=pause_job,
-        applications=config.applications,
-        capacity=config.capacity,
-    )
+    setup = _setup(config, pause_job, num_nodes=len(launchers), gpus_per_node=launchers[0].slots)
     loop = None
     origin = [clock.now()]
     try:
         groups = pooled_groups(config, pool, lambda: origin[0])
-        loop = build_loop(setup, job_factory=job_factory(config, groups, pool.total))
+        loop = build_loop(
+            setup,
+            job_factory=job_factory(config, groups, pool.total),
+            capacity=rows,
+            capacity_period_s=period,
+        )
         pool.follow(lambda: loop.available_nodes)
         origin[0] = clock.now()
         end, wall = drive_cluster(

@@ -29,6 +29,7 @@ from elasim.executor.controller import FakeClock
 from elasim.executor.fakes import FakePooledJob, FakeWorkerGroup
 from elasim.policies.registry import CLUSTER_KIND, describe_policies
 from elasim.sim.cluster import run_cluster_loop
+from elasim.traces import capacity_rows
 
 POLICIES = sorted(info.name for info in describe_policies(CLUSTER_KIND))
 PLUGIN = "tests/data/plugin_cluster_policy.py:EveryoneOne"
@@ -46,9 +47,11 @@ def workload(tmp_path_factory) -> str:
 
 
 def _both(setup: ClusterSetup, time_scale: float, idle_poll_real_s: float = 1e9):
-    sim = build_loop(setup)
+    """The simulator's loop and the executor's shell's, each read as its shell reads it."""
+    rows, period = capacity_rows(setup.capacity)
+    sim = build_loop(setup, capacity=rows, capacity_period_s=period)
     run_cluster_loop(sim)
-    real = build_loop(setup)
+    real = build_loop(setup, capacity=rows, capacity_period_s=period)
     drive_cluster(
         real,
         FakeClock(),

@@ -113,7 +113,15 @@ def simulate_like(
         applications=applications,
         capacity=capacity,
     )
-    loop = build_loop(setup, job_factory=functools.partial(model_job, keeps_batch=True))
+    from elasim.traces import capacity_rows
+
+    rows, period = capacity_rows(capacity)
+    loop = build_loop(
+        setup,
+        job_factory=functools.partial(model_job, keeps_batch=True),
+        capacity=rows,
+        capacity_period_s=period,
+    )
     loop.run_to_end()
     return loop.result()
 

@@ -29,7 +29,6 @@ __all__ = [
     "MODEL_PARAMS",
     "ClusterSetup",
     "build_loop",
-    "capacity_rows",
     "load_applications",
     "pause_jobs",
 ]
@@ -106,8 +105,9 @@ class ClusterSetup:
         pause_job: the job preset (or TOML path) of the pause figures.
         applications: a folder of application profiles (None: the bundled ones).
         capacity: a capacity trace (bundled name or path) whose ``available`` is the
-            nodes usable over time (None: all, always); :func:`build_loop` loads it,
-            for both shells (real slots follow it as the simulated nodes do).
+            nodes usable over time (None: all, always); each shell reads it with
+            :func:`elasim.traces.capacity_rows` (real slots follow it as simulated
+            nodes do).
     """
 
     workload: str
@@ -119,22 +119,6 @@ class ClusterSetup:
     pause_job: str = DEFAULT_PAUSE_JOB
     applications: str | None = None
     capacity: str | None = None
-
-
-def capacity_rows(name: str) -> tuple[tuple[tuple[float, int], ...], float]:
-    """A capacity trace's ``((time_s, nodes available), ...)`` and its period (duration).
-
-    The rows repeat with the trace's duration, as the single-job replay does.  One
-    reading for both shells: what the simulator replays is what real slots replay.
-
-    Raises:
-        TraceError: the trace is missing or malformed.
-    """
-    from elasim.traces import load_capacity_trace
-
-    trace = load_capacity_trace(name)
-    rows = tuple(zip(trace.time_s.tolist(), trace.available.tolist(), strict=True))
-    return rows, float(trace.duration_s)
 
 
 def build_loop(
@@ -150,8 +134,8 @@ def build_loop(
 ) -> ClusterLoop:
     """The loop of one run (each keyword: see :class:`ClusterLoop`).
 
-    ``setup.capacity`` gives the capacity rows and their period
-    (:func:`capacity_rows`) unless ``capacity`` is given.
+    ``capacity`` is the shell's to read (:func:`elasim.traces.capacity_rows` of
+    ``setup.capacity``): the loop's modules import no NumPy.
 
     Raises:
         TraceError: a bad workload or application profile.
@@ -163,8 +147,6 @@ def build_loop(
     names = sorted({job.application for job in workload})
     apps = load_applications(names, setup.applications)
     policy = make_policy(setup.policy, dict(setup.options), kind=CLUSTER_KIND)
-    if capacity is None and setup.capacity is not None:
-        capacity, capacity_period_s = capacity_rows(setup.capacity)
     return ClusterLoop(
         policy,  # type: ignore[arg-type]
         workload,

@@ -43,14 +43,19 @@ def simulate_cluster(
     """Build, run and summarise one cluster simulation (wall time included).
 
     A capacity trace (``setup.capacity``) repeats with its duration, as the
-    single-job simulator's replay does (:func:`elasim.cluster.setup.capacity_rows`).
+    single-job simulator's replay does (:func:`elasim.traces.capacity_rows`).
     The decision log is not kept (the result counts the decisions); ``on_decision``
     gets each record as it is made, for a writer that streams it to disk.
     """
+    from elasim.traces import capacity_rows
+
     start = time.perf_counter()
+    rows, period = capacity_rows(setup.capacity)
     loop = build_loop(
         setup,
         record_timeline=record_timeline,
+        capacity=rows,
+        capacity_period_s=period,
         keep_decisions=False,
         on_decision=on_decision,
     )
