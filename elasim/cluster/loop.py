@@ -200,11 +200,7 @@ class ClusterLoop:
     def _init_capacity(
         self, capacity: Sequence[tuple[float, int]] | None, period_s: float | None
     ) -> None:
-        """The spot-capacity replay: its rows, where it stands, and what it preempted.
-
-        Raises:
-            ValueError: the capacity rows do not start at time 0.
-        """
+        """The capacity replay: its rows, where it stands, what it preempted (rows from t=0)."""
         self._capacity = tuple(capacity or ())
         if self._capacity and self._capacity[0][0] > 0:
             raise ValueError("a capacity trace starts at time 0")
@@ -212,6 +208,7 @@ class ClusterLoop:
         self._cap_index = 0
         self._cap_cycle = 0
         self.available_nodes: int | None = None
+        self.lost_from = self.num_nodes  # nodes from this one on are gone for good (lost hosts)
         self.preemptions = 0
 
     def _estimate_rescale_s(self) -> float:
@@ -304,7 +301,7 @@ class ClusterLoop:
             self._set_view(job.name, job.view())
             self.decision_due = True
             self.peak_active = max(self.peak_active, len(self.active))
-        if now_s >= self.wake_at_s - _EPS:
+        if self.active and now_s >= self.wake_at_s - _EPS:  # as next_time_s() schedules it
             self.wake_at_s = math.inf
             self.decision_due = True
         if self.decision_due:
@@ -327,9 +324,13 @@ class ClusterLoop:
         return rows[self._cap_index][0] + self._cap_cycle * (self._cap_period_s or 0.0)
 
     def _capacity_change(self, now_s: float) -> None:
-        """The next capacity row is due: jobs on nodes now gone are preempted."""
-        available = min(max(int(self._capacity[self._cap_index][1]), 0), self.num_nodes)
+        """The next capacity row is due (:meth:`set_available`)."""
         self._cap_index += 1
+        self.set_available(now_s, int(self._capacity[self._cap_index - 1][1]))
+
+    def set_available(self, now_s: float, nodes: int) -> None:
+        """Nodes ``0 .. nodes - 1`` usable (never from ``lost_from`` on): others' jobs preempted."""
+        available = min(max(nodes, 0), self.num_nodes, self.lost_from)
         if available == self.available_nodes:
             return
         self.available_nodes = available
