@@ -14,8 +14,14 @@ decision log.  Two things differ from ``elasim cluster simulate``, as for one jo
   the workers report, not what the model predicts.
 
 A node of the cluster is one launcher: this host's ``--slots`` (node 0) and each
-agent's slots.  Every node must have the same number of slots (the cluster's
-``gpus_per_node``).
+agent's slots, or, with ``--launcher ray``, each Ray node (``elasim run``'s Ray
+launcher pinned to it; a node that dies is a capacity drop, :func:`lose_hosts`).
+Every node must have the same number of slots (the cluster's ``gpus_per_node``).
+
+A capacity trace (``--capacity``) is replayed by the loop itself on the run's clock,
+as the simulator replays it: a drop preempts the jobs on the nodes it takes (their
+workers are SIGKILLed, without notice) and the pool offers those nodes' slots to
+nobody until a rise gives them back (:meth:`~.slots.SlotPool.follow`).
 
 A policy's batch size is applied at the job's next re-formation: the group's global
 batch becomes the model's choice for the new placement (the policy's batch, or the
@@ -55,6 +61,7 @@ __all__ = [
     "WorkerTraining",
     "drive_cluster",
     "job_factory",
+    "lose_hosts",
     "pooled_groups",
     "run_cluster",
 ]
@@ -208,6 +215,15 @@ class ClusterRunConfig:
             measured ``pauses.json`` of the applications replace its figures where
             they have the transition (:func:`elasim.cluster.compare.measured_pause_job`).
         log_dir: worker stderr logs (None: discarded).
+        capacity: a capacity trace of usable nodes over workload time (None: every
+            node, always), replayed by the loop on the run's clock as the simulator
+            replays it; a drop preempts the jobs on the lost nodes and takes their
+            slots from the pool, a rise gives them back.
+        launcher: ``local`` (this host's slots, and agents) or ``ray`` (one node of
+            the cluster per Ray node, each worker a Ray actor on it).
+        ray_address: the Ray cluster for ``ray`` (None: a private local instance of
+            one node).
+        ray_resources: the Ray resources each worker's actor holds (empty: CPU=1).
     """
 
     workload: str
@@ -228,6 +244,10 @@ class ClusterRunConfig:
     expect_agents: int = 0
     pause_job: str = "resnet50_v100"
     log_dir: str | None = None
+    capacity: str | None = None
+    launcher: str = "local"
+    ray_address: str | None = None
+    ray_resources: Mapping[str, float] = field(default_factory=dict)
     speed_model: str = "oracle"
 
     def __post_init__(self) -> None:
@@ -243,6 +263,16 @@ class ClusterRunConfig:
             raise ValueError(f"--max-wall-s must be > 0, got {self.max_wall_real_s}")
         if self.expect_agents and self.agent_port is None:
             raise ValueError("--agents needs --agent-port")
+        if self.launcher not in ("local", "ray"):
+            raise ValueError(f"--launcher must be 'local' or 'ray', got {self.launcher!r}")
+        if self.launcher == "ray" and (self.agent_port is not None or not self.slots):
+            raise ValueError("--launcher ray places workers on Ray's nodes: no --agent-port")
+        if self.ray_address is not None:
+            from elasim.ray_connect import check_address
+
+            if self.launcher != "ray":
+                raise ValueError("--address needs --launcher ray")
+            check_address(self.ray_address)
 
 
 @dataclass(frozen=True)
@@ -276,7 +306,14 @@ class ClusterRunResult:
 
 
 def _launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
-    """The launchers: this host's fork launcher (node 0) and the agents (one node each)."""
+    """The launchers (node ``i`` is launcher ``i``) and what the run closes at the end.
+
+    Local: this host's fork launcher (node 0) and the agents (one node each), and
+    the agent listener.  Ray: one launcher per Ray node (:func:`_ray_launchers`), and
+    the Ray connection.
+    """
+    if config.launcher == "ray":
+        return _ray_launchers(config)
     from .forkserver import ForkLauncher
 
     launchers: list[Any] = []
@@ -297,6 +334,41 @@ def _launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
     return launchers, server
 
 
+def _ray_launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
+    """One node of the cluster per Ray node: ``elasim run``'s Ray launcher, pinned to it.
+
+    A private instance (no ``--address``) is one node of ``--gpus-per-node`` slots.
+    """
+    from .ray_launcher import RaySession, node_launchers
+
+    resources = dict(config.ray_resources) or {"CPU": 1.0}
+    session = RaySession.for_workers(config.ray_address, resources, config.slots)
+    try:
+        return node_launchers(config.slots, resources=resources, log_dir=config.log_dir), session
+    except BaseException:
+        session.close()
+        raise
+
+
+def lose_hosts(loop: Any, pool: SlotPool) -> None:
+    """A node whose host is gone (a Ray node died) is a capacity drop the loop hears of.
+
+    The loop preempts the jobs placed there (their workers on the other nodes are
+    stopped too, as a simulated preemption takes the job's whole allocation) and its
+    policy sees the nodes left.  The loop's capacity counts usable nodes ``0 .. n-1``,
+    so a lost node takes the nodes numbered after it out too (with two hosts, and the
+    controller's as node 0, exactly the lost one), for good: a host that comes back
+    is not used again in this run.
+    """
+    lost = pool.first_lost()
+    if lost is None or lost >= loop.lost_from:
+        return
+    log.warning("node %d (%s) is gone: its jobs are preempted", lost, pool.launchers[lost].name)
+    loop.lost_from = lost
+    now = loop.available_nodes
+    loop.set_available(loop.now_s, loop.num_nodes if now is None else now)  # under lost_from
+
+
 def _check_batch(spec: Any, app: Any) -> None:
     """A job's batch must lie in its application's validated range (its progress unit)."""
     if not app.init_batch <= spec.requested_batch_size <= app.max_batch:
@@ -307,6 +379,24 @@ def _check_batch(spec: Any, app: Any) -> None:
         )
 
 
+def _setup(config: ClusterRunConfig, pause_job: Any, *, num_nodes: int, gpus_per_node: int) -> Any:
+    """The loop's :class:`~elasim.cluster.ClusterSetup` of a run on this cluster shape."""
+    from elasim.cluster import ClusterSetup
+
+    return ClusterSetup(
+        workload=config.workload,
+        policy=config.policy,
+        options=dict(config.options),
+        num_nodes=num_nodes,
+        gpus_per_node=gpus_per_node,
+        rescale=config.rescale,
+        pause_job=pause_job,
+        applications=config.applications,
+        capacity=config.capacity,
+        speed_model=config.speed_model,
+    )
+
+
 def _check(config: ClusterRunConfig, pause_job: Any) -> None:
     """Everything that can be checked before any process starts (one-line errors).
 
@@ -314,19 +404,9 @@ def _check(config: ClusterRunConfig, pause_job: Any) -> None:
     load them (the model's loop, on a one-node cluster of ``slots``), and every job's
     batch is checked against its application.
     """
-    from elasim.cluster import ClusterSetup, build_loop
+    from elasim.cluster import build_loop
 
-    setup = ClusterSetup(
-        workload=config.workload,
-        policy=config.policy,
-        options=dict(config.options),
-        num_nodes=1,
-        gpus_per_node=max(config.slots, 1),
-        rescale=config.rescale,
-        pause_job=pause_job,
-        applications=config.applications,
-        speed_model=config.speed_model,
-    )
+    setup = _setup(config, pause_job, num_nodes=1, gpus_per_node=max(config.slots, 1))
     for job in build_loop(setup, record_timeline=False).jobs:
         _check_batch(job.spec, job.app)
 
@@ -428,39 +508,37 @@ def run_cluster(
         ValueError: a bad policy, option or setting (one line).
         ExecutorError: workers could not be kept running.
     """
-    from elasim.cluster import ClusterSetup, build_loop
+    from elasim.cluster import build_loop
     from elasim.cluster.compare import measured_pause_job
+    from elasim.traces import capacity_rows
     from elasim.traces.workloads import load_workload
 
     clock = clock or RealClock()
     names = sorted({job.application for job in load_workload(config.workload)})
     pause_job = measured_pause_job(config.pause_job, config.applications, names)
+    rows, period = capacity_rows(config.capacity)  # a bad trace: before any process starts
     _check(config, pause_job)
     launchers, server = _launchers(config)
     pool = SlotPool(launchers)
-    setup = ClusterSetup(
-        workload=config.workload,
-        policy=config.policy,
-        options=dict(config.options),
-        num_nodes=len(launchers),
-        gpus_per_node=launchers[0].slots,
-        rescale=config.rescale,
-        pause_job=pause_job,
-        applications=config.applications,
-        speed_model=config.speed_model,
-    )
+    setup = _setup(config, pause_job, num_nodes=len(launchers), gpus_per_node=launchers[0].slots)
     loop = None
     origin = [clock.now()]
     try:
         groups = pooled_groups(config, pool, lambda: origin[0])
-        loop = build_loop(setup, job_factory=job_factory(config, groups, pool.total))
+        loop = build_loop(
+            setup,
+            job_factory=job_factory(config, groups, pool.total),
+            capacity=rows,
+            capacity_period_s=period,
+        )
+        pool.follow(lambda: loop.available_nodes)
         origin[0] = clock.now()
         end, wall = drive_cluster(
             loop,
             clock,
             time_scale=config.time_scale,
             max_wall_real_s=config.max_wall_real_s,
-            on_turn=on_turn,
+            on_turn=lambda turned: _after_turn(turned, pool, on_turn),
         )
         loop.observe(end)
     finally:
@@ -470,6 +548,13 @@ def run_cluster(
         if server is not None:
             server.close()
     return _cluster_result(loop, setup, wall)
+
+
+def _after_turn(loop: Any, pool: SlotPool, on_turn: Callable[[Any], None] | None) -> None:
+    """After every turn: lost hosts reach the loop, then the caller's hook."""
+    lose_hosts(loop, pool)
+    if on_turn is not None:
+        on_turn(loop)
 
 
 def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:

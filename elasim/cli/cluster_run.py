@@ -8,8 +8,10 @@ when they run.  This module does the I/O; :mod:`elasim.executor.cluster` and
 # ruff: noqa: B008 - typer declares options as argument defaults by design
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from rich.table import Table
 
 from .cluster_options import (
     applications_option,
+    capacity_option,
     cluster_policy_option,
     job_set_option,
     pause_job_option,
@@ -34,12 +37,16 @@ from .tools import UsageError, alias, hidden, out_console, parse_sets, run_guard
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 from .worker_options import (
+    address_option,
     agent_port_option,
     agents_option,
     bind_option,
     collective_timeout_option,
+    launcher_option,
     log_dir_option,
     max_wall_option,
+    parse_ray_resources,
+    ray_resources_option,
 )
 
 __all__ = ["register"]
@@ -52,23 +59,11 @@ def _check_applications(applications: Path | None, compare: bool) -> None:
         raise UsageError("--compare needs --applications (the profiles measured for the job)")
 
 
-def _run(flags: dict[str, Any]) -> None:
-    from elasim.executor import require_torch
+def _config(flags: dict[str, Any]) -> Any:
+    """The run's settings from the checked flags (a bad setting: ValueError, one line)."""
+    from elasim.executor.cluster import ClusterRunConfig
 
-    require_torch()
-    from elasim.executor.cluster import ClusterRunConfig, run_cluster
-
-    compare = flags.pop("compare")
-    as_json = flags.pop("as_json")
-    out: Path | None = flags.pop("out")
-    _check_applications(flags["applications"], compare)
-    if compare and flags["time_scale"] != 1.0:
-        raise UsageError("--compare needs --time-scale 1 (profiles are in real seconds)")
-    if out is not None:
-        from elasim.atomic import check_writable_dir
-
-        check_writable_dir(out, "--out")
-    config = ClusterRunConfig(
+    return ClusterRunConfig(
         workload=flags["workload"],
         policy=flags["policy"],
         options=parse_sets(flags["sets"]),
@@ -88,8 +83,32 @@ def _run(flags: dict[str, Any]) -> None:
         pause_job=flags["pause_job"],
         speed_model=flags["speed_model"],
         log_dir=None if flags["log_dir"] is None else str(flags["log_dir"]),
+        capacity=flags["capacity"],
+        launcher=flags["launcher"],
+        ray_address=flags["address"],
+        ray_resources=parse_ray_resources(flags["ray_resources"]),
     )
-    run = run_cluster(config)
+
+
+def _run(flags: dict[str, Any]) -> None:
+    from elasim.executor import require_torch
+
+    require_torch()
+    from elasim.executor.cluster import run_cluster
+
+    compare = flags.pop("compare")
+    as_json = flags.pop("as_json")
+    out: Path | None = flags.pop("out")
+    _check_applications(flags["applications"], compare)
+    if compare and flags["time_scale"] != 1.0:
+        raise UsageError("--compare needs --time-scale 1 (profiles are in real seconds)")
+    if out is not None:
+        from elasim.atomic import check_writable_dir
+
+        check_writable_dir(out, "--out")
+    config = _config(flags)
+    with contextlib.redirect_stdout(sys.stderr):  # a Ray driver prints the cluster's errors
+        run = run_cluster(config)
     payload = {"workload": config.workload, "policy": config.policy}
     payload.update(run.result.summary.as_dict())
     payload["gave_up"] = run.gave_up
@@ -126,6 +145,7 @@ def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float]]:
         rescale=config.rescale,
         pause_job=config.pause_job,
         applications=config.applications,
+        capacity=config.capacity,
     )
     rows = compare_jobs(run.result.jobs, sim.jobs)
     return rows, jct_errors(rows)
@@ -219,6 +239,10 @@ def run_command(
     pause_job: str = pause_job_option(),
     speed_model: str = speed_model_option(),
     log_dir: Path | None = log_dir_option(),
+    capacity: str | None = capacity_option(),
+    launcher: str = launcher_option(),
+    address: str | None = address_option(),
+    ray_resources: list[str] | None = ray_resources_option(),
     compare: bool = typer.Option(
         False, "--compare", help="Also simulate it with the measured profiles; per-job JCTs."
     ),

@@ -88,8 +88,9 @@ def simulate_like(
     rescale: Any,
     pause_job: str,
     applications: str | None,
+    capacity: str | None = None,
 ) -> Any:
-    """Simulate what a cluster run ran: same workload, policy, shape and profiles.
+    """Simulate what a cluster run ran: same workload, policy, shape, profiles and capacity.
 
     The pause model is the measured one (:func:`measured_pause_job`), as the run's
     loop used it, and every job keeps its batch (``keeps_batch``), as a real one
@@ -110,8 +111,17 @@ def simulate_like(
         rescale=rescale,
         pause_job=measured_pause_job(pause_job, applications, names),
         applications=applications,
+        capacity=capacity,
     )
-    loop = build_loop(setup, job_factory=functools.partial(model_job, keeps_batch=True))
+    from elasim.traces import capacity_rows
+
+    rows, period = capacity_rows(capacity)
+    loop = build_loop(
+        setup,
+        job_factory=functools.partial(model_job, keeps_batch=True),
+        capacity=rows,
+        capacity_period_s=period,
+    )
     loop.run_to_end()
     return loop.result()
 

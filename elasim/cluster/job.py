@@ -187,9 +187,10 @@ class ClusterJob:
         that waits for GPUs looks the same at every decision, and on an overloaded
         cluster (thousands of waiting jobs) building those views was half the run.
         """
+        choice = self.choice
         key = (
             self.placement,
-            self.batch_size,
+            choice.batch_size if choice is not None else self.batch_target,  # batch_size
             self.attained_gpu_s,
             self.held_s,
             self.progress,
@@ -204,15 +205,17 @@ class ClusterJob:
         if self._speed is None or self._speed._epoch != self.epoch or self._speed._app is not app:
             self._speed = JobSpeedModel.of(app, self.epoch, self.gpus_per_node)
         self._view_key = key
-        state = {
+        done = self.progress / app.target_progress
+        left = app.target_progress - self.progress
+        state = {  # min(done, 1.0), max(left, 0.0) and max(restarts, 0), without the calls
             "placement": self.placement,
             "batch_size": key[1] or self.spec.requested_batch_size,
             "attained_gpu_s": self.attained_gpu_s,
             "running_s": self.held_s,
-            "progress": min(self.progress / app.target_progress, 1.0),
-            "remaining": max(app.target_progress - self.progress, 0.0),
+            "progress": 1.0 if 1.0 < done else done,
+            "remaining": 0.0 if 0.0 > left else left,
             "epoch": self.epoch,
-            "restarts": max(self.restarts, 0),
+            "restarts": 0 if 0 > self.restarts else self.restarts,
             "peak_gpus": self.peak_gpus,
             "speed": self._speed,
         }

@@ -175,8 +175,7 @@ class ClusterLoop:
         self._on_change = on_change
         self.decision_due = False
         self.wake_at_s = math.inf
-        self.now_s = 0.0
-        self.turns = 0
+        self.now_s, self.turns, self.peak_active = 0.0, 0, 0  # peak: most jobs active at once
         self._rescale_estimate_s = self._estimate_rescale_s()
         self._init_capacity(capacity, capacity_period_s)
         self._stalled = 0
@@ -202,11 +201,7 @@ class ClusterLoop:
     def _init_capacity(
         self, capacity: Sequence[tuple[float, int]] | None, period_s: float | None
     ) -> None:
-        """The spot-capacity replay: its rows, where it stands, and what it preempted.
-
-        Raises:
-            ValueError: the capacity rows do not start at time 0.
-        """
+        """The capacity replay: its rows, where it stands, what it preempted (rows from t=0)."""
         self._capacity = tuple(capacity or ())
         if self._capacity and self._capacity[0][0] > 0:
             raise ValueError("a capacity trace starts at time 0")
@@ -214,6 +209,7 @@ class ClusterLoop:
         self._cap_index = 0
         self._cap_cycle = 0
         self.available_nodes: int | None = None
+        self.lost_from = self.num_nodes  # nodes from this one on are gone for good (lost hosts)
         self.preemptions = 0
 
     def _estimate_rescale_s(self) -> float:
@@ -305,7 +301,8 @@ class ClusterLoop:
             self._active_names.add(job.name)
             self._set_view(job.name, job.view())
             self.decision_due = True
-        if now_s >= self.wake_at_s - _EPS:
+            self.peak_active = max(self.peak_active, len(self.active))
+        if self.active and now_s >= self.wake_at_s - _EPS:  # as next_time_s() schedules it
             self.wake_at_s = math.inf
             self.decision_due = True
         if self.decision_due:
@@ -328,9 +325,13 @@ class ClusterLoop:
         return rows[self._cap_index][0] + self._cap_cycle * (self._cap_period_s or 0.0)
 
     def _capacity_change(self, now_s: float) -> None:
-        """The next capacity row is due: jobs on nodes now gone are preempted."""
-        available = min(max(int(self._capacity[self._cap_index][1]), 0), self.num_nodes)
+        """The next capacity row is due (:meth:`set_available`)."""
         self._cap_index += 1
+        self.set_available(now_s, int(self._capacity[self._cap_index - 1][1]))
+
+    def set_available(self, now_s: float, nodes: int) -> None:
+        """Nodes ``0 .. nodes - 1`` usable (never from ``lost_from`` on): others' jobs preempted."""
+        available = min(max(nodes, 0), self.num_nodes, self.lost_from)
         if available == self.available_nodes:
             return
         self.available_nodes = available
@@ -540,8 +541,7 @@ class ClusterLoop:
         """Count the decision and, where kept, record it with the batches it set."""
         self.decision_count += 1
         if self._keep_decisions or self._on_decision is not None:
-            jobs = self._by_name
-            trained = tuple((name, jobs[name].batch_size) for name, _ in decision.allocations)
+            trained = tuple((n, self._by_name[n].batch_size) for n, _ in decision.allocations)
             record = ClusterDecisionRecord(now_s, active, decision, trained)
             if self._keep_decisions:
                 self.decisions.append(record)

@@ -106,7 +106,9 @@ class ClusterSetup:
         pause_job: the job preset (or TOML path) of the pause figures.
         applications: a folder of application profiles (None: the bundled ones).
         capacity: a capacity trace (bundled name or path) whose ``available`` is the
-            nodes usable over time (None: all, always); the simulator's shell loads it.
+            nodes usable over time (None: all, always); each shell reads it with
+            :func:`elasim.traces.capacity_rows` (real slots follow it as simulated
+            nodes do).
         speed_model: what a policy knows of a job's speed: ``oracle`` (its profile)
             or ``fitted`` (fitted to what it measured, :mod:`.speed`).
     """
@@ -141,6 +143,9 @@ def build_loop(
     on_decision: Callable[[ClusterDecisionRecord], None] | None = None,
 ) -> ClusterLoop:
     """The loop of one run (each keyword: see :class:`ClusterLoop`).
+
+    ``capacity`` is the shell's to read (:func:`elasim.traces.capacity_rows` of
+    ``setup.capacity``): the loop's modules import no NumPy.
 
     Raises:
         TraceError: a bad workload or application profile.
