@@ -60,11 +60,10 @@ def one_case(
     loop = build_loop(setup, record_timeline=False, keep_decisions=False)
     built_s = time.perf_counter() - start
     start, cpu = time.perf_counter(), time.process_time()
-    now, finished, peak_active = 0.0, False, 0
+    now, finished = 0.0, False
     next_report_s = REPORT_EVERY_S
     while True:
         nxt = loop.turn(now)  # every turn up to the next arrival, wake-up or capacity change
-        peak_active = max(peak_active, len(loop.active))
         if nxt == math.inf:
             finished = True
             break
@@ -76,7 +75,7 @@ def one_case(
             next_report_s += REPORT_EVERY_S
             done = sum(1 for job in loop.jobs if job.done)
             print(
-                f"{elapsed_s:7.0f} s wall: {now / 86400:7.1f} simulated days, "
+                f"{elapsed_s:7.0f} s wall: {loop.now_s / 86400:7.1f} simulated days, "
                 f"{done:,} jobs done, {len(loop.active):,} active",
                 file=sys.stderr,
                 flush=True,
@@ -87,10 +86,10 @@ def one_case(
         "policy": policy,
         "gpus": nodes * gpus_per_node,
         "finished": finished,
-        "sim_days": now / 86400.0,
+        "sim_days": loop.now_s / 86400.0,  # the loop's: it takes job events past ``now``
         "jobs": summary.jobs,
         "jobs_completed": summary.jobs_completed,
-        "peak_active": peak_active,
+        "peak_active": loop.peak_active,
         "avg_jct_h": summary.avg_jct_s / 3600.0,
         "turns": loop.turns,
         "decisions": summary.decisions,

@@ -112,14 +112,17 @@ def run_elasim(elasim: str, workload: int, policy: str, budget_s: float, extra: 
     return Run(float(summary["avg_jct_s"]), wall_s, cpu_s)
 
 
-def run_pollux(python: str, folder: Path, workload: int, policy: str, budget_s: float) -> Run:
+def run_pollux(
+    python: str, folder: Path, workload: int, policy: str, budget_s: float, log: Path | None = None
+) -> Run:
     """Pollux's ``simulator.py`` as its README runs it; its last ``Average JCT:`` line.
 
-    Its output (a status block every simulated minute) goes to a temporary file, as a
-    user's redirect would, and only its end is read.
+    Its output (a status block every simulated minute, with every finished job's JCT)
+    goes to a file, as a user's redirect would, and only its end is read: ``log`` when
+    given (kept, to compare job by job), else a temporary file.
     """
     cmd = [python, "simulator.py", "--policy", policy, f"workloads/workload-{workload}.csv"]
-    with tempfile.TemporaryFile("w+b") as out:
+    with open(log, "w+b") if log else tempfile.TemporaryFile("w+b") as out:
         wall_s, cpu_s, ended = timed(cmd, folder, budget_s, out)
         out.seek(max(out.seek(0, os.SEEK_END) - TAIL_BYTES, 0))
         tail = out.read().decode(errors="replace")
@@ -144,11 +147,14 @@ def run_pair(
     """
     budget_s = args.budget_s
     extra = ["--rescale", args.rescale, "--pause-job", args.pause_job]
+    log = None
+    if args.pollux_logs:
+        log = Path(args.pollux_logs) / f"{policy}-workload-{workload}-{rep}.log"
     if rep % 2 == 1:
-        theirs = run_pollux(str(python), folder, workload, policy, budget_s)
+        theirs = run_pollux(str(python), folder, workload, policy, budget_s, log)
         return run_elasim(elasim, workload, policy, budget_s, extra), theirs
     ours = run_elasim(elasim, workload, policy, budget_s, extra)
-    return ours, run_pollux(str(python), folder, workload, policy, budget_s)
+    return ours, run_pollux(str(python), folder, workload, policy, budget_s, log)
 
 
 def why_skipped(python: Path, folder: Path) -> str | None:
@@ -257,6 +263,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--budget-s", type=float, default=3600.0, help="wall seconds per run, then stop it"
     )
     parser.add_argument(
+        "--pollux-logs",
+        default=None,
+        help="folder to keep each Pollux run's output in (POLICY-workload-N-REP.log)",
+    )
+    parser.add_argument(
         "--rescale",
         default="restart",
         help="elasim's --rescale (restart: as Pollux's simulator restarts a rescaled job)",
@@ -279,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"skipped: {reason}")
         return 0
+    if args.pollux_logs:
+        Path(args.pollux_logs).mkdir(parents=True, exist_ok=True)
     elasim = str(Path(sys.executable).with_name("elasim"))
     workloads = [int(w) for w in args.workloads.split(",")]
     policies = args.policies.split(",")

@@ -52,7 +52,9 @@ __all__ = [
     "RescaleMode",
     "RunConfig",
     "RunResult",
+    "BatchPlan",
     "TrainState",
+    "batch_plan",
     "digits_job",
     "load_checkpoint",
     "require_torch",
@@ -85,6 +87,8 @@ _WHERE = {
     "load_checkpoint": ".checkpoint",
     "save_checkpoint": ".checkpoint",
     "step_done": ".report",
+    "batch_plan": ".report",
+    "BatchPlan": ".report",
 }
 
 

@@ -96,6 +96,8 @@ class TrainState:
         epoch: current epoch of the elastic sampler.
         position: samples of the current epoch already consumed.
         samples: samples consumed since the start (all epochs).
+        progress: steps at the job's first global batch, each weighted by the AdaScale
+            gain it was trained with (equal to ``step`` while the batch never changes).
         extra: user values that must survive rescales and restarts (tensors or plain
             containers of numbers and strings only).
     """
@@ -106,6 +108,7 @@ class TrainState:
     epoch: int = 0
     position: int = 0
     samples: int = 0
+    progress: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -122,6 +125,7 @@ class TrainState:
             "epoch": int(self.epoch),
             "position": int(self.position),
             "samples": int(self.samples),
+            "progress": float(self.progress),
             "extra": dict(self.extra),
         }
 
@@ -133,6 +137,7 @@ class TrainState:
         self.epoch = int(state["epoch"])
         self.position = int(state["position"])
         self.samples = int(state["samples"])
+        self.progress = float(state.get("progress", self.step))  # older checkpoints: steps
         self.extra = dict(state.get("extra", {}))
 
 
@@ -178,6 +183,10 @@ class ElasticJob:
         target_accuracy: the stated target of the job (reported, and used by
             ``stop_at_target``).
         collate: ``(dataset, ids) -> batch``; default :func:`default_collate`.
+        max_local_batch: the most samples one worker puts through one forward and
+            backward (its memory); a larger share of the global batch is split into
+            gradient-accumulation steps (None: no limit).  A cluster policy that
+            raises the global batch on few workers relies on it.
     """
 
     name: str
@@ -189,8 +198,11 @@ class ElasticJob:
     evaluate: Callable[[TrainState, Any], Mapping[str, float]] | None = None
     target_accuracy: float | None = None
     collate: Callable[[Any, np.ndarray], Batch] = default_collate
+    max_local_batch: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_local_batch is not None and self.max_local_batch < 1:
+            raise ValueError(f"max_local_batch must be >= 1, got {self.max_local_batch}")
         if self.global_batch < 1:
             raise ValueError(f"global_batch must be >= 1, got {self.global_batch}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:

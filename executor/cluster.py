@@ -14,13 +14,23 @@ decision log.  Two things differ from ``elasim cluster simulate``, as for one jo
   the workers report, not what the model predicts.
 
 A node of the cluster is one launcher: this host's ``--slots`` (node 0) and each
-agent's slots.  Every node must have the same number of slots (the cluster's
-``gpus_per_node``).
+agent's slots, or, with ``--launcher ray``, each Ray node (``elasim run``'s Ray
+launcher pinned to it; a node that dies is a capacity drop, :func:`lose_hosts`).
+Every node must have the same number of slots (the cluster's ``gpus_per_node``).
 
-What the real side does not do: a policy's batch size is not applied (an executor
-job trains with its own fixed global batch; a decision that sets another is logged
-at the end and ignored), and a job's progress is its optimizer steps, so its application
-profile must validate exactly the job's batch (:mod:`.cluster_profile` measures one).
+A capacity trace (``--capacity``) is replayed by the loop itself on the run's clock,
+as the simulator replays it: a drop preempts the jobs on the nodes it takes (their
+workers are SIGKILLed, without notice) and the pool offers those nodes' slots to
+nobody until a rise gives them back (:meth:`~.slots.SlotPool.follow`).
+
+A policy's batch size is applied at the job's next re-formation: the group's global
+batch becomes the model's choice for the new placement (the policy's batch, or the
+adaptive best), with AdaScale's gain as the learning rate's factor and as the
+progress a step makes (:meth:`~elasim.cluster.job.ClusterJob.batch_plan`), so a
+job's progress is counted in the simulator's unit (steps at its application's first
+validated batch, statistical efficiency included) and its workers stop at the
+model's target.  A share of the batch above the job's ``max_local_batch``
+accumulates gradients.
 """
 
 from __future__ import annotations
@@ -33,13 +43,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elasim.cluster.job import ClusterJob
+from elasim.cluster.speed import SpeedFit, StepSample
 from elasim.jobmodel import CHECKPOINT_OFF, RescaleMode
+from elasim.noise_scale import two_batch_estimates
 from elasim.policies import EventRecord, JobState
 from elasim.policies.cluster import Placement, placement_gpus
 
 from .controller import Clock, ControllerConfig, RealClock, TraceClock, drive
 from .pooled import PooledJob
 from .protocol import WorkerSettings
+from .records import step_durations
 from .slots import SlotPool
 
 __all__ = [
@@ -48,6 +61,7 @@ __all__ = [
     "WorkerTraining",
     "drive_cluster",
     "job_factory",
+    "lose_hosts",
     "pooled_groups",
     "run_cluster",
 ]
@@ -64,22 +78,31 @@ class WorkerTraining:
     itself (its placement, peak allocation, restarts, books, view) is the model's
     :class:`~elasim.cluster.job.ClusterJob`; only how it trains is real.  A
     placement becomes a quota of slots per node and a target worker count for the
-    job's group (:class:`~.pooled.PooledJob`, in place by default); progress is the
-    steps the workers committed, and a re-formation's pause is what it measured.
-    Real jobs *poll*: the loop asks at every turn, which also retries a scale-up whose
-    workers were still starting (they join when ready, as booting nodes do).
+    job's group (:class:`~.pooled.PooledJob`, in place by default), and the batch
+    the model chose for it (a policy's batch size, or the adaptive best) becomes
+    the group's global batch and AdaScale gain at that re-formation.  Progress is
+    the model's unit, steps at the application's first validated batch each
+    weighted by its gain, as the workers count it (they stop at the target); a
+    re-formation's pause is what it measured.  Real jobs *poll*: the loop asks at
+    every turn, which also retries a scale-up whose workers were still starting
+    (they join when ready, as booting nodes do).
 
     Args:
         actuator: the job's worker group on the shared pool.
-        target_steps: the job's work in optimizer steps.
+        target_progress: the job's work (the application's ``target_progress``).
     """
 
     polls = True
 
-    def __init__(self, actuator: PooledJob, target_steps: int) -> None:
+    def __init__(self, actuator: PooledJob, target_progress: float) -> None:
         self.actuator = actuator
-        self.target_steps = int(target_steps)
+        self.target_progress = float(target_progress)
         self.steps = 0
+        #: (trace s, global batch, gain) of each re-formation that changed them, once
+        #: the workers reported training at that batch (the group's measured one)
+        self.batches: list[tuple[float, int, float]] = []
+        self._planned: tuple[float, int, float] | None = None
+        self._fed = (0, 0)  # step records, and timed steps, given to the job's fit
 
     def state(self) -> JobState:
         """The job's state, followed from its group's events."""
@@ -98,15 +121,43 @@ class WorkerTraining:
             self.actuator.advance(t, job.books)
             job.occupy(dt)
             job.last_s = t
-        self.steps = self.actuator.step_count()
-        steps = min(self.steps, self.target_steps)
-        job.progress = float(steps)
+        done = self.actuator.group.progress()
+        self.steps = done.step
+        job.progress = min(done.progress, self.target_progress)
         job.epoch = job.app.epoch(job.progress)
-        job.books.raw_samples = float(steps * (self.actuator.group.global_batch or 0))
+        job.books.raw_samples = float(done.samples)
+        plan = self._planned
+        if plan is not None and self.actuator.group.global_batch == plan[1]:
+            if not self.batches or self.batches[-1][1:] != plan[1:]:
+                self.batches.append(plan)
+            self._planned = None
+        if job.fit is not None:
+            self._measure(job.fit, max(len(job.placement), 1))
         if self.actuator.finished(t):
-            job.progress = float(self.target_steps)
+            job.progress = self.target_progress
             job.finish(t)
             self.actuator.release()
+
+    def _measure(self, fit: SpeedFit, nodes: int) -> None:
+        """The new step records into the job's fit: step times, two-batch gradient estimates.
+
+        The real side of ``--speed-model fitted``: each step timed by its predecessor
+        (per replica count and per-replica batch, on the job's ``nodes`` now), and each
+        step on more than one worker gives an estimate of ``|G|^2`` and the noise
+        (:mod:`elasim.noise_scale`).
+        """
+        records = self.actuator.group.step_records()
+        timed = step_durations(records)
+        seen, done = self._fed
+        fit.steps(
+            StepSample(r.world_size, float(math.ceil(r.samples / r.world_size)), step_s, nodes)
+            for r, step_s in timed[done:]
+        )
+        for r in (r for r in records[seen:] if r.world_size > 1):
+            fit.gradients(
+                *two_batch_estimates(r.grad_sq_local, r.grad_sq_global, r.local_batch, r.samples)
+            )
+        self._fed = (len(records), len(timed))
 
     def poll(self, job: ClusterJob, now_s: float) -> list[EventRecord]:
         """Bring the job to ``now_s`` and re-apply its target (workers still starting)."""
@@ -126,7 +177,10 @@ class WorkerTraining:
         return events
 
     def regroup(self, job: ClusterJob, placement: Placement, now_s: float) -> list[EventRecord]:
-        """The placement's quotas per node, then the group towards its size."""
+        """The batch the model chose for ``placement``, its quotas, then the group's size."""
+        batch, gain = job.batch_plan(placement)
+        self._planned = (now_s, batch, gain)
+        self.actuator.group.set_batch(batch, gain)
         self.actuator.per_launcher = {node: gpus for node, gpus in placement}
         return self.actuator.apply(placement_gpus(placement), 0, now_s, True)
 
@@ -166,10 +220,21 @@ class ClusterRunConfig:
         bind_host: address of the stores and of the agent listener.
         agent_port: listen for ``elasim agent`` here (None: no agents).
         expect_agents: wait for this many agents before starting.
+        speed_model: ``oracle`` or ``fitted`` (what the policy knows of each job's
+            speed: :mod:`elasim.cluster.speed`; fitted to the workers' step records).
         pause_job: job preset of the pause model the loop's estimate uses; the
             measured ``pauses.json`` of the applications replace its figures where
             they have the transition (:func:`elasim.cluster.compare.measured_pause_job`).
         log_dir: worker stderr logs (None: discarded).
+        capacity: a capacity trace of usable nodes over workload time (None: every
+            node, always), replayed by the loop on the run's clock as the simulator
+            replays it; a drop preempts the jobs on the lost nodes and takes their
+            slots from the pool, a rise gives them back.
+        launcher: ``local`` (this host's slots, and agents) or ``ray`` (one node of
+            the cluster per Ray node, each worker a Ray actor on it).
+        ray_address: the Ray cluster for ``ray`` (None: a private local instance of
+            one node).
+        ray_resources: the Ray resources each worker's actor holds (empty: CPU=1).
         checkpoint_interval_s: every job's periodic checkpoints, workload seconds of
             training (None: Young/Daly ``auto``; ``inf``: off, the default), by the
             cluster model's schedule; each is written by the job's rank 0.
@@ -193,6 +258,11 @@ class ClusterRunConfig:
     expect_agents: int = 0
     pause_job: str = "resnet50_v100"
     log_dir: str | None = None
+    capacity: str | None = None
+    launcher: str = "local"
+    ray_address: str | None = None
+    ray_resources: Mapping[str, float] = field(default_factory=dict)
+    speed_model: str = "oracle"
     checkpoint_interval_s: float | None = CHECKPOINT_OFF
 
     def __post_init__(self) -> None:
@@ -208,6 +278,16 @@ class ClusterRunConfig:
             raise ValueError(f"--max-wall-s must be > 0, got {self.max_wall_real_s}")
         if self.expect_agents and self.agent_port is None:
             raise ValueError("--agents needs --agent-port")
+        if self.launcher not in ("local", "ray"):
+            raise ValueError(f"--launcher must be 'local' or 'ray', got {self.launcher!r}")
+        if self.launcher == "ray" and (self.agent_port is not None or not self.slots):
+            raise ValueError("--launcher ray places workers on Ray's nodes: no --agent-port")
+        if self.ray_address is not None:
+            from elasim.ray_connect import check_address
+
+            if self.launcher != "ray":
+                raise ValueError("--address needs --launcher ray")
+            check_address(self.ray_address)
 
 
 @dataclass(frozen=True)
@@ -222,6 +302,9 @@ class ClusterRunResult:
         wall_time_s: real seconds the run took.
         gave_up: the wall budget ran out before every job finished.
         steps: per job, the optimizer steps it committed.
+        batches: per job, ``(trace s, global batch, gain)`` of each re-formation
+            that changed them (the first start included), as its workers reported
+            training at that batch.
         num_nodes: nodes of the cluster (one per launcher).
         gpus_per_node: slots per node.
     """
@@ -232,12 +315,20 @@ class ClusterRunResult:
     wall_time_s: float
     gave_up: bool
     steps: dict[str, int]
+    batches: dict[str, tuple[tuple[float, int, float], ...]] = field(default_factory=dict)
     num_nodes: int = 1
     gpus_per_node: int = 1
 
 
 def _launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
-    """The launchers: this host's fork launcher (node 0) and the agents (one node each)."""
+    """The launchers (node ``i`` is launcher ``i``) and what the run closes at the end.
+
+    Local: this host's fork launcher (node 0) and the agents (one node each), and
+    the agent listener.  Ray: one launcher per Ray node (:func:`_ray_launchers`), and
+    the Ray connection.
+    """
+    if config.launcher == "ray":
+        return _ray_launchers(config)
     from .forkserver import ForkLauncher
 
     launchers: list[Any] = []
@@ -258,14 +349,68 @@ def _launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
     return launchers, server
 
 
+def _ray_launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
+    """One node of the cluster per Ray node: ``elasim run``'s Ray launcher, pinned to it.
+
+    A private instance (no ``--address``) is one node of ``--gpus-per-node`` slots.
+    """
+    from .ray_launcher import RaySession, node_launchers
+
+    resources = dict(config.ray_resources) or {"CPU": 1.0}
+    session = RaySession.for_workers(config.ray_address, resources, config.slots)
+    try:
+        return node_launchers(config.slots, resources=resources, log_dir=config.log_dir), session
+    except BaseException:
+        session.close()
+        raise
+
+
+def lose_hosts(loop: Any, pool: SlotPool) -> None:
+    """A node whose host is gone (a Ray node died) is a capacity drop the loop hears of.
+
+    The loop preempts the jobs placed there (their workers on the other nodes are
+    stopped too, as a simulated preemption takes the job's whole allocation) and its
+    policy sees the nodes left.  The loop's capacity counts usable nodes ``0 .. n-1``,
+    so a lost node takes the nodes numbered after it out too (with two hosts, and the
+    controller's as node 0, exactly the lost one), for good: a host that comes back
+    is not used again in this run.
+    """
+    lost = pool.first_lost()
+    if lost is None or lost >= loop.lost_from:
+        return
+    log.warning("node %d (%s) is gone: its jobs are preempted", lost, pool.launchers[lost].name)
+    loop.lost_from = lost
+    now = loop.available_nodes
+    loop.set_available(loop.now_s, loop.num_nodes if now is None else now)  # under lost_from
+
+
 def _check_batch(spec: Any, app: Any) -> None:
-    """A real job keeps its batch: its application must validate exactly that one."""
-    if spec.requested_batch_size != app.init_batch or len(app.validated) != 1:
+    """A job's batch must lie in its application's validated range (its progress unit)."""
+    if not app.init_batch <= spec.requested_batch_size <= app.max_batch:
         raise ValueError(
-            f"job {spec.name}: batch_size {spec.requested_batch_size} is not its "
-            f"application's one validated batch ({app.name}: {app.validated}); a real "
-            "job keeps its batch, so its profile must be measured at it"
+            f"job {spec.name}: batch_size {spec.requested_batch_size} is outside its "
+            f"application's validated batches ({app.name}: {app.validated}); progress "
+            "is counted in steps at the first of them"
         )
+
+
+def _setup(config: ClusterRunConfig, pause_job: Any, *, num_nodes: int, gpus_per_node: int) -> Any:
+    """The loop's :class:`~elasim.cluster.ClusterSetup` of a run on this cluster shape."""
+    from elasim.cluster import ClusterSetup
+
+    return ClusterSetup(
+        workload=config.workload,
+        policy=config.policy,
+        options=dict(config.options),
+        num_nodes=num_nodes,
+        gpus_per_node=gpus_per_node,
+        rescale=config.rescale,
+        pause_job=pause_job,
+        applications=config.applications,
+        capacity=config.capacity,
+        speed_model=config.speed_model,
+        checkpoint_interval_s=config.checkpoint_interval_s,
+    )
 
 
 def _check(config: ClusterRunConfig, pause_job: Any) -> None:
@@ -275,18 +420,9 @@ def _check(config: ClusterRunConfig, pause_job: Any) -> None:
     load them (the model's loop, on a one-node cluster of ``slots``), and every job's
     batch is checked against its application.
     """
-    from elasim.cluster import ClusterSetup, build_loop
+    from elasim.cluster import build_loop
 
-    setup = ClusterSetup(
-        workload=config.workload,
-        policy=config.policy,
-        options=dict(config.options),
-        num_nodes=1,
-        gpus_per_node=max(config.slots, 1),
-        rescale=config.rescale,
-        pause_job=pause_job,
-        applications=config.applications,
-    )
+    setup = _setup(config, pause_job, num_nodes=1, gpus_per_node=max(config.slots, 1))
     for job in build_loop(setup, record_timeline=False).jobs:
         _check_batch(job.spec, job.app)
 
@@ -318,16 +454,19 @@ def job_factory(
 
     def make(spec: Any, app: Any, pause_job: Any, mode: Any, gpus_per_node: int) -> ClusterJob:
         _check_batch(spec, app)
-        steps = int(round(app.target_progress))
+        target = float(app.target_progress)
+        # the workers stop at the target progress; steps only bound a run whose gain
+        # is below 1 (a batch under the first validated one) to ten times the target
+        steps = max(int(math.ceil(target * 10)), 1)
         cfg = ControllerConfig(
             time_scale=config.time_scale,
             max_steps=steps,
             max_nodes=max_nodes,
             global_batch=spec.requested_batch_size,
         )
-        group = make_group(spec.name, dataclasses.replace(worker, max_steps=steps), cfg)
-        training = WorkerTraining(group, steps)
-        return ClusterJob(spec, app, training, gpus_per_node, keeps_batch=True)
+        settings = dataclasses.replace(worker, max_steps=steps, max_progress=target)
+        group = make_group(spec.name, settings, cfg)
+        return ClusterJob(spec, app, WorkerTraining(group, target), gpus_per_node)
 
     return make
 
@@ -385,39 +524,37 @@ def run_cluster(
         ValueError: a bad policy, option or setting (one line).
         ExecutorError: workers could not be kept running.
     """
-    from elasim.cluster import ClusterSetup, build_loop
+    from elasim.cluster import build_loop
     from elasim.cluster.compare import measured_pause_job
+    from elasim.traces import capacity_rows
     from elasim.traces.workloads import load_workload
 
     clock = clock or RealClock()
     names = sorted({job.application for job in load_workload(config.workload)})
     pause_job = measured_pause_job(config.pause_job, config.applications, names)
+    rows, period = capacity_rows(config.capacity)  # a bad trace: before any process starts
     _check(config, pause_job)
     launchers, server = _launchers(config)
     pool = SlotPool(launchers)
-    setup = ClusterSetup(
-        workload=config.workload,
-        policy=config.policy,
-        options=dict(config.options),
-        num_nodes=len(launchers),
-        gpus_per_node=launchers[0].slots,
-        rescale=config.rescale,
-        pause_job=pause_job,
-        applications=config.applications,
-        checkpoint_interval_s=config.checkpoint_interval_s,
-    )
+    setup = _setup(config, pause_job, num_nodes=len(launchers), gpus_per_node=launchers[0].slots)
     loop = None
     origin = [clock.now()]
     try:
         groups = pooled_groups(config, pool, lambda: origin[0])
-        loop = build_loop(setup, job_factory=job_factory(config, groups, pool.total))
+        loop = build_loop(
+            setup,
+            job_factory=job_factory(config, groups, pool.total),
+            capacity=rows,
+            capacity_period_s=period,
+        )
+        pool.follow(lambda: loop.available_nodes)
         origin[0] = clock.now()
         end, wall = drive_cluster(
             loop,
             clock,
             time_scale=config.time_scale,
             max_wall_real_s=config.max_wall_real_s,
-            on_turn=on_turn,
+            on_turn=lambda turned: _after_turn(turned, pool, on_turn),
         )
         loop.observe(end)
     finally:
@@ -429,13 +566,18 @@ def run_cluster(
     return _cluster_result(loop, setup, wall)
 
 
+def _after_turn(loop: Any, pool: SlotPool, on_turn: Callable[[Any], None] | None) -> None:
+    """After every turn: lost hosts reach the loop, then the caller's hook."""
+    lose_hosts(loop, pool)
+    if on_turn is not None:
+        on_turn(loop)
+
+
 def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:
-    """What a driven cluster loop leaves: results, decisions, events and steps per job.
+    """What a driven cluster loop leaves: results, decisions, events, steps and batches.
 
     Why apart from :func:`run_cluster`: that function owns the workers and must
-    release them whatever happens; reading the outcome needs none of them.  A job
-    whose policy asked for another batch size is logged here, as a real job keeps
-    its batch.
+    release them whatever happens; reading the outcome needs none of them.
 
     Args:
         loop: the cluster loop (``elasim.cluster.build_loop``), driven to ``wall``.
@@ -443,13 +585,6 @@ def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:
         wall: real seconds the run took.
     """
     jobs: list[ClusterJob] = loop.jobs
-    ignored = sorted(job.name for job in jobs if job.batch_ignored is not None)
-    if ignored:
-        # 0 is ADAPTIVE: the policy let each job pick its best batch per allocation
-        log.warning(
-            "the policy's batch sizes were not applied to %s: a real job keeps its global batch",
-            ", ".join(ignored),
-        )
     return ClusterRunResult(
         result=loop.result(wall_time_s=wall),
         decisions=tuple(loop.decisions),
@@ -457,6 +592,7 @@ def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:
         wall_time_s=wall,
         gave_up=not loop.finished,
         steps={job.name: job.training.steps for job in jobs},
+        batches={job.name: tuple(job.training.batches) for job in jobs},
         num_nodes=setup.num_nodes,
         gpus_per_node=setup.gpus_per_node,
     )

@@ -13,8 +13,13 @@ that steps through 1, 2, ... ``slots`` workers:
   measured step time at that size.  ``sync_time`` is **not measured** (the executor
   times whole steps); it is written as 0, and the model reads it only for gradient
   accumulation, which a fixed-batch executor job never does.
-* ``validation-<B>.csv``: one validated batch, the job's own, so the statistical
-  efficiency is 1 and a job's progress is its optimizer steps: ``epochs`` rows, one
+* with ``batches``, the same through 1..``slots`` workers at each further global
+  batch (the group's batch set at a re-formation, as a cluster policy's is): rows of
+  ``placements.csv`` at those per-GPU batches too, and one ``validation-<B>.csv``
+  each, with the same progress per epoch (counted at the first batch) and gradient
+  statistics, so that ``pollux`` can choose among them;
+* ``validation-<B>.csv``: the job's own batch first, so a job's progress is its
+  optimizer steps at that batch: ``epochs`` rows, one
   per ``steps / epochs`` steps, with the training loss of the run at that step as the
   metric and the run's gradient noise statistics (``grad_sqr = |G|^2``,
   ``grad_var = tr(Sigma)``, pooled from the steps on more than one worker).
@@ -36,7 +41,7 @@ from elasim.atomic import atomic_write_text
 from .controller import ControllerConfig
 from .forkserver import ForkLauncher
 from .protocol import WorkerSettings
-from .records import ExecutorError, StepRecord
+from .records import ExecutorError, StepRecord, step_durations
 from .slots import SlotPool
 
 __all__ = ["PAUSES_FILE", "ApplicationMeasurement", "measure_application", "write_application"]
@@ -62,6 +67,7 @@ class ApplicationMeasurement:
         host: where it ran.
         pauses: ``(before, after, {component: median real s})`` of every planned
             in-place transition measured (the starts ``0 -> n`` included).
+        batch_step_s: per further global batch, its median step time per worker count.
     """
 
     step_s: dict[int, float]
@@ -75,6 +81,7 @@ class ApplicationMeasurement:
     wall_s: float
     host: dict[str, Any] = field(default_factory=dict)
     pauses: tuple[tuple[int, int, dict[str, float]], ...] = ()
+    batch_step_s: dict[int, dict[int, float]] = field(default_factory=dict)
 
 
 def _noise(steps: list[StepRecord]) -> tuple[float, float]:
@@ -99,12 +106,14 @@ def measure_application(
     epochs: int = 4,
     steps_per_size: int = 40,
     timeout_s: float = 300.0,
+    batches: tuple[int, ...] = (),
 ) -> ApplicationMeasurement:
     """Time ``steps_per_size`` steps at each size 1..``slots``, and the job's whole run.
 
     The job's work is ``worker.max_steps``; the run goes on past it (at ``slots``
-    workers) until every size has been timed, and its losses at the epoch ends are
-    read from the steps up to ``worker.max_steps``.
+    workers) until every size has been timed, its losses at the epoch ends read from
+    the steps up to it; then every change of size (:func:`tour`), each of ``batches``
+    (``steps_per_size / 4`` per size), and each start ``0 -> n`` alone.
 
     Raises:
         ExecutorError: a size was not reached or timed within ``timeout_s``.
@@ -116,8 +125,7 @@ def measure_application(
         raise ValueError(f"steps must be >= epochs, got {steps} < {epochs}")
     launcher = ForkLauncher(slots)
     launcher.warm()
-    pool = SlotPool([launcher])
-    t0 = time.monotonic()
+    pool, t0 = SlotPool([launcher]), time.monotonic()
     run = replace(worker, max_steps=10**9)  # stopped here once measured
     config = ControllerConfig(time_scale=1.0, max_steps=run.max_steps, max_nodes=slots)
     job = PooledJob("measure", pool, run, config, lambda: t0)
@@ -125,17 +133,18 @@ def measure_application(
         events = _step_through_sizes(
             job, t0, slots=slots, steps=steps, steps_per_size=steps_per_size, timeout_s=timeout_s
         )
-        records = job.group.step_records()
-        table = job.group.step_time_by_world(recent=10**6)
-        batch = int(job.group.global_batch or 0)
+        batch, records = int(job.group.global_batch or 0), job.group.step_records()
+        table = _medians(records, batch)
         events += _tour_transitions(job, t0, slots=slots, timeout_s=timeout_s)
+        extra = [b for b in batches if b != batch]
+        by_batch = _time_batches(job, t0, extra, slots, max(steps_per_size // 4, 3), timeout_s)
+        events += by_batch.pop(0)  # type: ignore[arg-type]
     finally:
         job.close()
         pool.close()
     losses = _epoch_losses(records, steps, epochs)
     grad_sqr, grad_var = _noise(list(records))
-    for n in range(1, slots + 1):  # each start from nothing (0 -> n), alone
-        events += _start(run, config, n, launcher_slots=slots, timeout_s=timeout_s)
+    events += _starts(run, config, slots=slots, timeout_s=timeout_s)
     return ApplicationMeasurement(
         step_s=dict(sorted(table.items())),
         global_batch=batch,
@@ -148,18 +157,62 @@ def measure_application(
         wall_s=time.monotonic() - t0,
         host={"machine": platform.machine(), "python": platform.python_version()},
         pauses=_pause_table(events),
+        batch_step_s=by_batch,
     )
 
 
+def _starts(run: WorkerSettings, config: Any, *, slots: int, timeout_s: float) -> list[Any]:
+    """Each start from nothing (``0 -> n`` for n in 1..``slots``), alone: the events."""
+    events: list[Any] = []
+    for n in range(1, slots + 1):
+        events += _start(run, config, n, launcher_slots=slots, timeout_s=timeout_s)
+    return events
+
+
+def _time_batches(
+    job: Any, t0: float, batches: list[int], slots: int, per_size: int, timeout_s: float
+) -> dict[int, Any]:
+    """Each of ``batches`` through 1..``slots`` workers: ``{batch: medians}``, events at 0.
+
+    The group's batch changes at a re-formation only, so each starts from none.
+    """
+    out: dict[int, Any] = {0: []}
+    for batch in batches:
+        out[0] += job.apply(0, 0, time.monotonic() - t0, True)
+        job.group.set_batch(batch, 1.0)
+        out[0] += _step_through_sizes(
+            job, t0, slots=slots, steps=0, steps_per_size=per_size, timeout_s=timeout_s,
+            batch=batch,
+        )  # fmt: skip
+        out[batch] = _medians(job.group.step_records(), batch)
+    return out
+
+
+def _medians(records: tuple[StepRecord, ...], batch: int) -> dict[int, float]:
+    """Median step time per worker count of the steps at ``batch`` (sorted by count)."""
+    by: dict[int, list[float]] = {}
+    for row, step_s in step_durations(records):
+        if row.samples == batch:
+            by.setdefault(row.world_size, []).append(step_s)
+    return {n: statistics.median(v) for n, v in sorted(by.items())}
+
+
 def _step_through_sizes(
-    job: Any, t0: float, *, slots: int, steps: int, steps_per_size: int, timeout_s: float
+    job: Any,
+    t0: float,
+    *,
+    slots: int,
+    steps: int,
+    steps_per_size: int,
+    timeout_s: float,
+    batch: int | None = None,
 ) -> list[Any]:
     """Drive ``job`` through 1..``slots`` workers, then on until it has done ``steps``.
 
     Why its own function: this is the measuring loop proper; each size is held until
     more than ``steps_per_size`` steps were timed at it, so every row of
     ``placements.csv`` has a median of enough steps.  Returns the group's events,
-    for the pauses they measured.
+    for the pauses they measured.  ``batch``: count only the steps at that batch.
 
     Raises:
         ExecutorError: not done within ``timeout_s`` of ``t0`` (monotonic s).
@@ -175,7 +228,7 @@ def _step_through_sizes(
         events += job.poll(now)
         held = sum(job.group.held())
         records = job.group.step_records()
-        timed[held] = sum(1 for r in records if r.world_size == held)
+        timed[held] = sum(1 for r in records if r.world_size == held and batch in (None, r.samples))
         if size <= slots and held == size and timed[held] > steps_per_size:
             size += 1
         time.sleep(0.02)
@@ -317,10 +370,11 @@ def write_application(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    batch = measured.global_batch
+    tables = {measured.global_batch: measured.step_s, **measured.batch_step_s}
     rows = ["placement,local_bsz,step_time,sync_time"]
-    for n, step_s in measured.step_s.items():
-        rows.append(f"{n},{math.ceil(batch / n)},{step_s!r},0.0")
+    for batch, table in sorted(tables.items()):
+        for n, step_s in table.items():
+            rows.append(f"{n},{math.ceil(batch / n)},{step_s!r},0.0")
     atomic_write_text(out / "placements.csv", "\n".join(rows) + "\n")
     per_epoch = measured.steps / measured.epochs
     total = measured.steps if steps is None else steps
@@ -332,7 +386,8 @@ def write_application(
         done = total if e == epochs else round(e * per_epoch)
         loss = measured.losses[min(e, measured.epochs) - 1]
         rows.append(f"{done},{done},{loss!r},{sqr!r},{var!r}")
-    atomic_write_text(out / f"validation-{batch}.csv", "\n".join(rows) + "\n")
+    for batch in tables:  # one progress table, counted at the first batch
+        atomic_write_text(out / f"validation-{batch}.csv", "\n".join(rows) + "\n")
     atomic_write_text(out / "SOURCE.md", _source(measured, total, epochs))
     if measured.pauses:
         import json
@@ -359,11 +414,17 @@ def _source(measured: ApplicationMeasurement, steps: int, epochs: int) -> str:
         "executor keeps its global batch and never accumulates, the only use the model "
         "makes of it.\n"
         f"- `validation-{measured.global_batch}.csv`: {epochs} epochs, {steps} steps in "
-        "all (progress = steps: one validated batch, efficiency 1); metric = the "
+        "all (progress = steps at this batch, the first validated one); metric = the "
         "measuring run's training loss at the epoch's end; `grad_sqr`/`grad_var` = its "
         "gradient noise statistics pooled over steps on more than one worker.\n"
         f"- `{PAUSES_FILE}`: the median measured pause components (real s) of each "
         "planned in-place change of that run, and of starts from nothing on 1.. workers "
         "(forked workers, `acquire_s` = spawn to ready); the simulator's pause model "
         "for this application (`elasim cluster run --compare`).\n"
+        + "".join(
+            f"- batch {b}: median step time per worker count: "
+            + ", ".join(f"{n}: {t * 1000:.2f} ms" for n, t in table.items())
+            + " (its `validation` file repeats the progress and gradient statistics above)\n"
+            for b, table in measured.batch_step_s.items()
+        )
     )

@@ -71,7 +71,11 @@ def _evaluate(state: TrainState, test: Any) -> Mapping[str, float]:
 
 
 def digits_job(
-    width: int = 256, lr: float = 2e-3, global_batch: int = 64, depth: int = 2
+    width: int = 256,
+    lr: float = 2e-3,
+    global_batch: int = 64,
+    depth: int = 2,
+    max_local_batch: int | None = None,
 ) -> ElasticJob:
     """The default :class:`ElasticJob` (see the module docstring).
 
@@ -80,6 +84,7 @@ def digits_job(
         lr: Adam learning rate.
         global_batch: samples per step across all workers.
         depth: hidden layers.
+        max_local_batch: most samples per worker and forward pass (more accumulate).
     """
     width, depth, global_batch = int(width), int(depth), int(global_batch)
     if width < 1 or depth < 1:
@@ -106,4 +111,5 @@ def digits_job(
         evaluate=_evaluate,
         global_batch=global_batch,
         target_accuracy=DIGITS_TARGET_ACCURACY,
+        max_local_batch=None if max_local_batch is None else int(max_local_batch),
     )

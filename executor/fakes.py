@@ -57,6 +57,9 @@ class FakeWorkerGroup:
         self.spot = 0
         self.on_demand = 0
         self._steps = 0.0
+        self._units = 0.0  # gain-weighted steps (see GroupProgress.progress)
+        self._gain = 1.0
+        self.max_progress = 0.0  # 0: max_steps alone
         self._last = clock.now()  # type: ignore[attr-defined]
         self._ckpt_steps = 0.0
         self.calls: list[tuple[str, int, int]] = []
@@ -67,8 +70,22 @@ class FakeWorkerGroup:
         now = self.clock.now()  # type: ignore[attr-defined]
         dt, self._last = now - self._last, now
         n = self.spot + self.on_demand
-        if n > 0 and dt > 0 and self._steps < self.max_steps:
+        if n > 0 and dt > 0 and not self._finished():
+            before = self._steps
             self._steps = min(self._steps + dt / self._step_time(n), float(self.max_steps))
+            self._units += (self._steps - before) * self._gain
+            if self.max_progress and self._units > self.max_progress:  # stops at the target
+                self._steps -= (self._units - self.max_progress) / self._gain
+                self._units = self.max_progress
+
+    def _finished(self) -> bool:
+        target = self.max_progress
+        return self._steps >= self.max_steps - 1e-9 or bool(target and self._units >= target - 1e-9)
+
+    def set_batch(self, global_batch: int, gain: float) -> None:
+        """Steps from now on take this batch and count ``gain`` (no re-formation needed)."""
+        self._advance()
+        self._global_batch, self._gain = int(global_batch), float(gain)
 
     # -- protocol ---------------------------------------------------------------------------
 
@@ -79,9 +96,9 @@ class FakeWorkerGroup:
 
     @property
     def done(self) -> bool:
-        """Whether ``max_steps`` were reached."""
+        """Whether ``max_steps`` (or ``max_progress``) were reached."""
         self._advance()
-        return self._steps >= self.max_steps - 1e-9
+        return self._finished()
 
     def held(self) -> tuple[int, int]:
         """Current membership."""
@@ -134,7 +151,9 @@ class FakeWorkerGroup:
         lost = 0
         if not graceful:
             lost = 1 if after else int(math.floor(self._steps - self._ckpt_steps)) + 1
-            self._steps = max(self._steps - 1, 0.0) if after else self._ckpt_steps
+            rolled = self._steps - (max(self._steps - 1, 0.0) if after else self._ckpt_steps)
+            self._steps -= rolled
+            self._units -= rolled * self._gain
         events = [self._event(EventKind.PREEMPT, before, after, lost)]
         if after == 0:
             events.append(self._event(EventKind.PAUSE, before, 0))
@@ -164,7 +183,8 @@ class FakeWorkerGroup:
         """Whole steps done."""
         self._advance()
         steps = int(math.floor(self._steps + 1e-9))
-        return GroupProgress(steps, steps * self._global_batch, 0.0, self.done)
+        done = self.done
+        return GroupProgress(steps, steps * self._global_batch, 0.0, done, progress=self._units)
 
     def step_time_by_world(self) -> dict[int, float]:
         """The configured step times for the sizes used so far."""

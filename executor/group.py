@@ -250,6 +250,15 @@ class ProcessWorkerGroup:
             victims, survivors, failure_wall_s=kill_wall, begin_real_s=begin, before=before
         )
 
+    def set_batch(self, global_batch: int, gain: float) -> None:
+        """Train with ``global_batch`` and AdaScale ``gain`` from the next generation on.
+
+        Why at a re-formation only: every rank must switch at the same step, and a
+        ``JOIN`` is the one command that all of them act on at one step boundary with
+        a fresh sampler position; a cluster policy's batch is applied so.
+        """
+        self.pool.batch = (int(global_batch), float(gain))
+
     def checkpoint(self, tag: str = "interval") -> list[GroupEvent]:
         """Ask rank 0 to checkpoint at the next step boundary; wait for it."""
         pool, reports = self.pool, self.pool.reports

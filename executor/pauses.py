@@ -26,7 +26,7 @@ from typing import Any
 
 from elasim.policies import EventKind, PauseComponents
 
-from .records import GroupEvent, StepLog, StepRecord
+from .records import GroupEvent, StepLog, StepRecord, step_durations
 
 __all__ = ["PauseAccounting", "with_lost"]
 
@@ -46,10 +46,8 @@ class PauseAccounting:
     def step_time_by_world(self, recent: int = 64) -> dict[int, float]:
         """Median step time (real s) per world size, from consecutive steps of one generation."""
         by_world: dict[int, list[float]] = {}
-        rows = self._steps.records[-(recent * 8) :]
-        for prev, row in zip(rows, rows[1:], strict=False):
-            if row.gen == prev.gen and row.step == prev.step + 1:
-                by_world.setdefault(row.world_size, []).append(row.real_s - prev.real_s)
+        for row, step_s in step_durations(self._steps.records[-(recent * 8) :]):
+            by_world.setdefault(row.world_size, []).append(step_s)
         return {n: statistics.median(v[-recent:]) for n, v in by_world.items() if v}
 
     def typical_step_s(self, world: int) -> float | None:

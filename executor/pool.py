@@ -90,6 +90,8 @@ class WorkerPool:
         #: workers in a row that exited on their own before they were ready
         self._failed_starts = 0
         self._closed = False
+        #: (global batch, AdaScale gain) every JOIN carries from now on (0: unchanged)
+        self.batch: tuple[int, float] = (0, 0.0)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -305,7 +307,9 @@ class WorkerPool:
                 log.warning("worker %s exited unexpectedly (code %s)", worker.wid, worker.exit_code)
                 self.crashed.append(worker.wid)
             planned = worker.killed_wall_s is not None or worker.stop_wall_s is not None
-            if was is WorkerStatus.STARTING and not planned:
+            # a start killed by a signal (its host or Ray node lost) did not fail on its own
+            killed = worker.exit_code is not None and worker.exit_code < 0
+            if was is WorkerStatus.STARTING and not (planned or killed):
                 self._failed_starts += 1
         if self._failed_starts >= max(3, 2 * self.slots):
             # every start fails the same way (a missing module, a job that raises):
@@ -389,6 +393,8 @@ class WorkerPool:
                     members=tuple(members),
                     failure_wall_s=failure_wall_s,
                     restore=restore,
+                    global_batch=self.batch[0],
+                    gain=self.batch[1],
                 )
             )
             result: dict[str, Any] = {}

@@ -100,6 +100,20 @@ class PooledJob(GroupActuator):
             self.group.release_standbys(keep=max(want - members, 0))
         return events
 
+    def preempt(
+        self, victims: int, graceful: bool, now_s: float, drop_s: float | None = None
+    ) -> list[EventRecord]:
+        """The one-job rule (the members among ``victims`` are killed), then the rest.
+
+        A cluster preempts a job's whole allocation (its nodes are gone: a capacity
+        drop, a lost host), so its quota becomes 0 and its workers still starting are
+        killed too; they would otherwise hold slots on nodes the cluster no longer has.
+        """
+        events = super().preempt(victims, graceful, now_s, drop_s)
+        self.pool.set_quota(self.name, 0)
+        self.group.release_standbys(keep=0)
+        return events
+
     def release(self) -> None:
         """The job is done: its quota goes to 0 and its idle workers are sent home.
 

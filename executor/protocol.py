@@ -164,6 +164,12 @@ class Command:
         keep: after ``STOP``, stay alive as warm standbys instead of exiting.
         wids: workers concerned (``EXIT``).
         tag: free-form label echoed in the resulting events.
+        global_batch: the generation's global batch (``JOIN``; 0: the one it had).
+            A cluster policy's batch size reaches the workers this way, at a
+            re-formation (:meth:`~.group.ProcessWorkerGroup.set_batch`).
+        gain: the generation's AdaScale gain (``JOIN``; 0: the one it had): the
+            learning rate is the job's own times it, and each step counts ``gain``
+            steps of progress at the job's first batch (see :mod:`.training`).
     """
 
     op: CommandOp
@@ -175,6 +181,8 @@ class Command:
     keep: bool = False
     wids: tuple[int, ...] = ()
     tag: str = ""
+    global_batch: int = 0
+    gain: float = 0.0
 
     def to_bytes(self) -> bytes:
         """JSON encoding."""
@@ -251,6 +259,9 @@ class WorkerSettings:
         job_options: keyword arguments of the job factory.
         seed: seeds model construction and the sampler.
         max_steps: the run's work, in optimizer steps.
+        max_progress: the run's work in progress (steps at its first batch, each
+            weighted by its AdaScale gain); 0: ``max_steps`` alone.  Whichever is
+            reached first ends the run (a cluster job whose batch changes).
         backend: ``auto`` (NCCL when CUDA is available, else gloo), ``gloo`` or ``nccl``.
         collective_timeout_s: process-group timeout: a hung collective raises after
             this, so survivors never hang on a dead peer.
@@ -277,6 +288,7 @@ class WorkerSettings:
     job_options: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     max_steps: int = 300
+    max_progress: float = 0.0
     backend: str = "auto"
     collective_timeout_s: float = 5.0
     rendezvous_timeout_s: float = 20.0

@@ -23,6 +23,12 @@ are the ones of a local run; only placement and failure reporting are Ray's:
   resources over each worker's), capped by ``--max-nodes``: a lost node
   lowers it, a node that joins raises it.
 
+``elasim cluster run --launcher ray`` composes the same launcher per node: one
+:class:`RayLauncher` pinned to each Ray node (``node_id``: its actors are placed on
+that node only, and its slots are that node's), so a Ray node is a node of the
+cluster model (:func:`node_launchers`), and a lost node reads as a launcher with no
+slots.
+
 Why an actor that holds a child process rather than the worker running inside the
 actor: the worker needs its own main thread (signal handlers, a clean exit code) and
 must die by SIGKILL exactly as a local one does, which a Ray worker process that
@@ -54,6 +60,7 @@ __all__ = [
     "RayProcess",
     "RaySession",
     "check_address",
+    "node_launchers",
 ]
 
 log = logging.getLogger(__name__)
@@ -104,6 +111,22 @@ class RaySession:
             )
         )
         self.connected_here = connection.connected_here
+
+    @classmethod
+    def for_workers(
+        cls, address: str | None, resources: Mapping[str, float], workers: int
+    ) -> RaySession:
+        """A session whose private instance (no address) offers exactly ``workers`` workers.
+
+        ``resources`` is what each worker's actor holds (``--ray-resources``); a joined
+        cluster offers what its nodes have.  ``elasim run`` asks for ``--max-nodes``
+        workers, ``elasim cluster run`` for one node's slots.
+        """
+        return cls(
+            address,
+            num_cpus=math.ceil(resources.get("CPU", 0.0) * workers),
+            resources={k: v * workers for k, v in resources.items() if k not in ("CPU", "GPU")},
+        )
 
     def close(self) -> None:
         """Disconnect, if this session connected."""
@@ -265,7 +288,12 @@ class RayProcess:
         self._code: int | None = None
 
     def poll(self) -> int | None:
-        """The worker's exit code; ``-SIGKILL`` when Ray reports its actor or node dead."""
+        """The worker's exit code; ``-SIGKILL`` when Ray reports its actor or node dead.
+
+        Once the worker has exited its actor is killed too: an idle actor still holds
+        its Ray resources, and the slot would never reach another worker (in
+        ``cluster run`` a finished job's slots go to the next job).
+        """
         if self._code is not None:
             return self._code
         ray = self.launcher.ray
@@ -277,6 +305,8 @@ class RayProcess:
         except ray.exceptions.RayError as exc:  # the actor or its node died
             log.info("ray reports worker %s gone: %s", self.wid, type(exc).__name__)
             self._code = -int(signal.SIGKILL)
+        with contextlib.suppress(ray.exceptions.RayError, ValueError):
+            ray.kill(self.actor, no_restart=True)  # frees its resources for the next one
         return self._code
 
     def send_signal(self, sig: int) -> None:
@@ -300,6 +330,9 @@ class RayLauncher:
             to the nodes that offer it.
         log_dir: each worker's stderr goes to ``worker-{wid}.log`` here, on the node
             it runs on (None: discarded).
+        node_id: pin every actor to this Ray node (hex id; a node of ``cluster run``);
+            its slots are then that node's alone, 0 once it is gone (None: SPREAD
+            over the whole cluster).
     """
 
     def __init__(
@@ -308,13 +341,16 @@ class RayLauncher:
         *,
         resources: Mapping[str, float] | None = None,
         log_dir: str | Path | None = None,
+        node_id: str | None = None,
+        name: str = "ray",
     ) -> None:
         if max_slots < 1:
             raise ValueError(f"slots must be >= 1, got {max_slots}")
         self.ray = _ray()
         if not self.ray.is_initialized():
             raise ValueError("RayLauncher needs a Ray connection first (see RaySession)")
-        self.name = "ray"
+        self.name = name
+        self.node_id = node_id
         self.max_slots = int(max_slots)
         wanted = {"CPU": 1.0} if resources is None else dict(resources)
         bad = [k for k, v in wanted.items() if not (math.isfinite(v) and v >= 0)]
@@ -336,11 +372,9 @@ class RayLauncher:
         total = 0
         needs = {k: v for k, v in self.resources.items() if v > 0}
         for node in self.ray.nodes():
-            if not node.get("Alive"):
+            if not node.get("Alive") or self.node_id not in (None, node.get("NodeID")):
                 continue
-            have = node.get("Resources", {})
-            fits = [math.floor(have.get(k, 0.0) / v + 1e-9) for k, v in needs.items()]
-            total += min(fits) if fits else self.max_slots
+            total += _fits(node, needs, self.max_slots)
         self._capacity = (now, total)
         return total
 
@@ -363,7 +397,7 @@ class RayLauncher:
             num_cpus=self.num_cpus,
             num_gpus=self.num_gpus,
             resources={k: v for k, v in self.resources.items() if k not in ("CPU", "GPU")},
-            scheduling_strategy="SPREAD",
+            scheduling_strategy=self._placement(),
         ).remote()
         log_path = None if self.log_dir is None else f"{self.log_dir}/worker-{launch.wid}.log"
         settings = Path(files.settings_path).read_bytes()
@@ -373,6 +407,14 @@ class RayLauncher:
         handle = RayProcess(self, launch.wid, actor, done)
         self._handles.append(handle)
         return handle
+
+    def _placement(self) -> Any:
+        """SPREAD over the cluster, or (a node of ``cluster run``) this node only."""
+        if self.node_id is None:
+            return "SPREAD"
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return NodeAffinitySchedulingStrategy(self.node_id, soft=False)
 
     def nodes_of(self, handles: Sequence[RayProcess], timeout_s: float = 30.0) -> list[str]:
         """The node address each worker runs on (tests and the benchmark check placement)."""
@@ -388,3 +430,54 @@ class RayLauncher:
         while time.monotonic() < deadline and any(h.poll() is None for h in self._handles):
             time.sleep(0.05)
         self._handles.clear()
+
+
+def _fits(node: Mapping[str, Any], needs: Mapping[str, float], unbounded: int) -> int:
+    """Workers a Ray node's resources hold (``unbounded`` when a worker needs none)."""
+    have = node.get("Resources", {})
+    fits = [math.floor(have.get(k, 0.0) / v + 1e-9) for k, v in needs.items()]
+    return min(fits) if fits else unbounded
+
+
+def node_launchers(
+    slots_per_node: int,
+    *,
+    resources: Mapping[str, float],
+    log_dir: str | Path | None = None,
+) -> list[RayLauncher]:
+    """One :class:`RayLauncher` per alive Ray node that holds workers: the nodes of a cluster run.
+
+    Node 0 is the node this process runs on (the controller's host, where a private
+    instance's only node is), then the others by address, so the numbering is the
+    same on every run of the same cluster.  Each launcher offers ``slots_per_node``
+    slots; a node that holds no worker (a head without the slot resource) is left
+    out.
+
+    Raises:
+        ValueError: no node holds a worker, or one holds fewer than
+            ``slots_per_node`` (every node of the cluster model has the same slots).
+    """
+    ray = _ray()
+    needs = {k: float(v) for k, v in resources.items() if v > 0}
+    here = ray.get_runtime_context().get_node_id()
+    nodes = [n for n in ray.nodes() if n.get("Alive") and _fits(n, needs, slots_per_node) > 0]
+    nodes.sort(key=lambda n: (n.get("NodeID") != here, str(n.get("NodeManagerAddress"))))
+    if not nodes:
+        raise ValueError(f"--launcher ray: no Ray node holds a worker ({dict(resources)})")
+    short = [n for n in nodes if _fits(n, needs, slots_per_node) < slots_per_node]
+    if short:
+        raise ValueError(
+            f"--launcher ray: node {short[0].get('NodeManagerAddress')} holds "
+            f"{_fits(short[0], needs, slots_per_node)} workers, fewer than --gpus-per-node "
+            f"{slots_per_node} (every node of the cluster has the same slots)"
+        )
+    return [
+        RayLauncher(
+            slots_per_node,
+            resources=resources,
+            log_dir=log_dir,
+            node_id=str(n["NodeID"]),
+            name=f"ray:{n.get('NodeManagerAddress')}",
+        )
+        for n in nodes
+    ]

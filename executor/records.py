@@ -14,6 +14,7 @@ reads it, so it sits below both.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "StepRecord",
     "WorkerStart",
     "split_preempt",
+    "step_durations",
 ]
 
 
@@ -81,6 +83,8 @@ class StepRecord:
         grad_sq_global: squared norm of the all-reduced mean gradient.
         local_batch: the workers' batch for the noise-scale estimator (harmonic mean
             of the non-empty shards, :func:`elasim.noise_scale.harmonic_batch`).
+        progress: the job's progress after the step (steps at its first batch, each
+            weighted by its AdaScale gain; NaN: not reported).
     """
 
     real_s: float
@@ -94,6 +98,7 @@ class StepRecord:
     grad_sq_local: float = math.nan
     grad_sq_global: float = math.nan
     local_batch: float = math.nan
+    progress: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,8 @@ class GroupProgress:
         loss: loss of that step (NaN before the first).
         done: rank 0 reported that ``max_steps`` (or the target) was reached.
         metrics: final metrics from ``ElasticJob.evaluate`` (when done).
+        progress: gain-weighted steps up to ``step`` (:attr:`StepRecord.progress`;
+            ``step`` itself where the workers do not report it).
     """
 
     step: int = 0
@@ -137,6 +144,7 @@ class GroupProgress:
     loss: float = math.nan
     done: bool = False
     metrics: tuple[tuple[str, float], ...] = ()
+    progress: float = 0.0
 
 
 class StepLog:
@@ -186,6 +194,7 @@ class StepLog:
             last.loss,
             done,
             tuple(sorted(metrics.items())),
+            last.progress if math.isfinite(last.progress) else float(last.step),
         )
 
 
@@ -233,3 +242,18 @@ def split_preempt(events: list[GroupEvent]) -> list[GroupEvent]:
             )
         )
     return out + held
+
+
+def step_durations(records: Sequence[StepRecord]) -> list[tuple[StepRecord, float]]:
+    """Each step timed by its predecessor in the same generation (real s), in order.
+
+    A generation's first step holds the pause and is left out.  What a step-time
+    table per world size (:class:`~.pauses.PauseAccounting`), a profile per batch
+    (:mod:`.cluster_profile`) and the live speed fit (:mod:`.cluster`) read.
+    """
+    rows = sorted(records, key=lambda r: r.real_s)
+    return [
+        (row, row.real_s - prev.real_s)
+        for prev, row in zip(rows, rows[1:], strict=False)
+        if row.gen == prev.gen and row.step == prev.step + 1
+    ]

@@ -1,4 +1,4 @@
-"""``step_done()``: the one optional line a user's torchrun script adds for elasim.
+"""``step_done()`` and ``batch_plan()``: the optional lines a torchrun script adds for elasim.
 
 ``elasim run --script train.py`` starts an unmodified ``torchrun`` script and must see
 its steps from the outside: each pause is measured from the moment the processes are
@@ -19,6 +19,19 @@ through the environment it started the process with (as torchrun reaches it thro
 ``RANK`` and ``MASTER_PORT``).  elasim sets :data:`STEP_FILE_ENV` for rank 0 only, to a
 file of its own; each call appends one JSON line with the wall-clock time.
 
+A cluster policy may also change a job's global batch.  A script learns its batch
+at every (re)start, the only time it changes (a script restarts at every
+re-formation), with::
+
+    from elasim.executor import batch_plan
+
+    plan = batch_plan(default=64)          # BatchPlan(global_batch, lr_gain)
+    lr = base_lr * plan.lr_gain            # AdaScale's gain, as elasim's own workers use
+
+Outside elasim it returns ``default`` and a gain of 1.  elasim's own workers get the
+same two numbers with each generation (:meth:`.group.ProcessWorkerGroup.set_batch`;
+:meth:`.script.ScriptWorkerGroup.set_batch` is the same call for a script).
+
 Why a module of its own: it imports only the standard library (no torch, no numpy),
 so ``from elasim.executor import step_done`` costs nothing in a user's script.
 """
@@ -29,12 +42,42 @@ import json
 import math
 import os
 import time
+from dataclasses import dataclass
 from typing import IO
 
-__all__ = ["STEP_FILE_ENV", "step_done"]
+__all__ = ["BATCH_ENV", "GAIN_ENV", "STEP_FILE_ENV", "BatchPlan", "batch_plan", "step_done"]
 
 #: The environment variable naming the file rank 0's step reports are appended to.
 STEP_FILE_ENV = "ELASIM_STEP_FILE"
+#: The global batch of the world being started (set only when a policy chose one).
+BATCH_ENV = "ELASIM_GLOBAL_BATCH"
+#: The AdaScale gain that goes with it (the learning rate's factor).
+GAIN_ENV = "ELASIM_LR_GAIN"
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """The global batch a script trains with in this world, and its learning-rate gain.
+
+    Attributes:
+        global_batch: samples per optimizer step across all ranks.
+        lr_gain: AdaScale's gain at that batch: multiply the base learning rate by it.
+    """
+
+    global_batch: int
+    lr_gain: float = 1.0
+
+
+def batch_plan(default: int) -> BatchPlan:
+    """The batch elasim chose for this world (``default`` and gain 1 when none was).
+
+    Args:
+        default: the script's own global batch.
+    """
+    batch = os.environ.get(BATCH_ENV)
+    gain = os.environ.get(GAIN_ENV)
+    return BatchPlan(int(batch) if batch else int(default), float(gain) if gain else 1.0)
+
 
 _handle: IO[str] | None = None
 _handle_path: str | None = None

@@ -165,6 +165,9 @@ class WorkerReports:
         if kind is WorkerEventType.DONE:
             self._done = True
             self._metrics = {k: float(v) for k, v in event.get("metrics", {}).items()}
+        elif kind is WorkerEventType.PAUSE and event.get("global_batch"):
+            # a generation's first step: its batch (a cluster policy may have changed it)
+            self._global_batch = int(event["global_batch"])
         elif kind is WorkerEventType.CHECKPOINT:
             # the path is the settings' checkpoint_dir: a path from the store is not kept
             self._last_checkpoint_step = int(event["step"])

@@ -8,7 +8,6 @@ and how their columns differ from a simulation's.
 from __future__ import annotations
 
 import logging
-import math
 import statistics
 import tempfile
 from collections.abc import Callable, Mapping
@@ -175,13 +174,8 @@ def _launchers(config: RunConfig, files: RunFiles) -> tuple[list[Launcher], Any]
         resources = dict(config.ray_resources) or {"CPU": 1.0}
         if config.backend == "nccl":
             resources.setdefault("GPU", 1.0)
-        # a private instance (no address) offers exactly max_nodes workers' worth
         nodes = _max_nodes(config)
-        session = RaySession(
-            config.ray_address,
-            num_cpus=math.ceil(resources.get("CPU", 0.0) * nodes),
-            resources={k: v * nodes for k, v in resources.items() if k not in ("CPU", "GPU")},
-        )
+        session = RaySession.for_workers(config.ray_address, resources, nodes)
         try:
             launcher = RayLauncher(nodes, resources=resources, log_dir=config.log_dir)
         except BaseException:

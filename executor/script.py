@@ -39,19 +39,20 @@ What is measured, from the outside (real seconds):
   restart shows where the script resumed, and the steps reported after that point
   were thrown away (charged their measured time).  Without step numbers it cannot be
   told and is reported as zero.  A restart back at step 0 is warned of (once);
-* **cold starts** (``workers.parquet``): a script sends no ``READY``, so a process's
-  ``ready_s`` is its world's first reported step (NaN when none was reported);
+* **cold starts** (``workers.parquet``): a process's ``ready_s`` is its world's
+  first reported step (a script sends no ``READY``; NaN when none was reported);
+* **the batch**: a world starts with the batch of :meth:`ScriptWorkerGroup.set_batch`
+  in its environment, which the script reads with :func:`~.report.batch_plan`;
 * **done**: every process of the world exited 0 on its own.  A process that exits
   non-zero on its own is a failure (torchrun's default ``--max-restarts 0``): the run
   ends with :class:`ScriptFailed`.
 
 It is composed of the parts of :class:`~.group.ProcessWorkerGroup` that do not
-depend on how workers report: a :class:`~.workertable.WorkerTable` (the records of
-the processes, reaping and signals), a :class:`~.records.StepLog` it fills from the
-step file, and a :class:`~.pauses.PauseAccounting` over that log for the step-time
-and lineage rules (typical step per world size, what a rollback throws away).  The
-pool (:mod:`.pool`) and what it reads from the store (:mod:`.reports`) are not used,
-because a script does not speak the wire protocol.
+depend on how workers report: a :class:`~.workertable.WorkerTable` (processes,
+reaping, signals), a :class:`~.records.StepLog` filled from the step file, and a
+:class:`~.pauses.PauseAccounting` over it (typical step per world size, what a
+rollback throws away); not the pool (:mod:`.pool`, :mod:`.reports`): a script does
+not speak the wire protocol.
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -86,9 +86,10 @@ from .records import (
     WorkerStart,
     split_preempt,
 )
-from .report import STEP_FILE_ENV
+from .report import BATCH_ENV, GAIN_ENV, STEP_FILE_ENV
 from .settings import GroupSettings
 from .workertable import NodeKind, Worker, WorkerStatus, WorkerTable, newest, wait_until
+from .workertable import free_port as _free_port
 
 __all__ = ["ScriptFailed", "ScriptSpec", "ScriptWorkerGroup"]
 
@@ -122,10 +123,9 @@ class ScriptSpec:
     def check(self) -> None:
         """Raise ValueError (one line) when the script cannot be run."""
         path = Path(self.path)
-        if not path.exists():
-            raise ValueError(f"--script: no such file: {self.path}")
-        if not path.is_file():
-            raise ValueError(f"--script: not a file: {self.path}")
+        for ok, what in ((path.exists(), "no such file"), (path.is_file(), "not a file")):
+            if not ok:
+                raise ValueError(f"--script: {what}: {self.path}")
         if not os.access(path, os.R_OK):
             raise ValueError(f"--script: cannot read {self.path}")
 
@@ -133,14 +133,6 @@ class ScriptSpec:
     def name(self) -> str:
         """How the job is named in the run's summary."""
         return f"script:{Path(self.path).name}"
-
-
-def free_port(host: str) -> int:
-    """A free TCP port on ``host`` (the new world's ``MASTER_PORT``)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 class ScriptWorkerGroup:
@@ -183,6 +175,7 @@ class ScriptWorkerGroup:
         self._done = False
         self._gen = 0
         self._global_batch: int | None = None
+        self._batch_env: dict[str, str] = {}  # the batch plan of the next world
         self._started_once = False
         self._closed = False
         self.run_id = uuid.uuid4().hex[:12]
@@ -220,7 +213,7 @@ class ScriptWorkerGroup:
         host = self.settings.bind_host
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
-        port = free_port(host)
+        port = _free_port(host)
         self._step_file = self._tmp / f"steps-{self._gen}.jsonl"
         self._step_file.touch()
         self._offset, self._tail, self._first = 0, b"", None
@@ -234,6 +227,7 @@ class ScriptWorkerGroup:
             env = dict(base)
             env.update(self._contract(rank, world, host, port))
             env.pop(STEP_FILE_ENV, None)
+            env.update(self._batch_env)
             if rank == 0:
                 env[STEP_FILE_ENV] = str(self._step_file)
             wid = self.workers.new_wid()
@@ -288,8 +282,7 @@ class ScriptWorkerGroup:
     def _wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         return wait_until(self._pump, predicate, timeout_s, self.settings.poll_interval_s)
 
-    def _clock_of(self, wall_s: float) -> float:
-        """A process's ``time.time()`` on the group's clock."""
+    def _clock_of(self, wall_s: float) -> float:  # a process's time.time() on our clock
         return self._now() - (time.time() - wall_s)
 
     # -- what the script reports ---------------------------------------------------------
@@ -474,6 +467,10 @@ class ScriptWorkerGroup:
     def typical_step_s(self, world: int | None = None) -> float | None:
         """Median step time at ``world`` (or at the current size)."""
         return self.pauses.typical_step_s(len(self._members) if world is None else world)
+
+    def set_batch(self, global_batch: int, gain: float) -> None:
+        """The next world's batch and gain: the script reads them with ``batch_plan()``."""
+        self._batch_env = {BATCH_ENV: str(int(global_batch)), GAIN_ENV: repr(float(gain))}
 
     @property
     def global_batch(self) -> int | None:

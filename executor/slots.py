@@ -16,6 +16,11 @@ process holds its slot until it has exited, so a slot given up by one job reache
 the next one only once the old worker is gone (the real cost of moving a GPU
 between jobs, measured, not modelled).
 
+Capacity changes (``elasim cluster run --capacity``) take whole launchers (nodes)
+away and give them back: the pool follows the cluster loop's
+usable nodes, so a node the trace dropped offers no slot to anyone until it rises
+again (its workers were preempted by the loop, as the simulator preempts them).
+
 Why views rather than a change to the group: one job's group keeps working exactly
 as in a single-job run (the same code measures the same pauses), and the pool is the
 only place that knows there are other jobs.
@@ -26,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +77,7 @@ class SlotPool:
         self._slots = [_Slots(launcher) for launcher in launchers]
         self._quota: dict[str, int] = {}
         self._per_launcher: dict[str, dict[int, int] | None] = {}
+        self._usable: Callable[[], int | None] = lambda: None
 
     @property
     def total(self) -> int:
@@ -95,6 +101,31 @@ class SlotPool:
     def launchers(self) -> list[Launcher]:
         """The real launchers, in order (launcher ``i`` is node ``i`` of a cluster run)."""
         return [s.launcher for s in self._slots]
+
+    def follow(self, usable: Callable[[], int | None]) -> None:
+        """Offer slots only on launchers ``0 .. usable() - 1`` (None: on all of them).
+
+        Read at every spawn decision: the cluster loop's ``available_nodes``, which a
+        capacity trace's rows change on the run's clock, so a drop takes its nodes'
+        slots away and a rise gives them back in the same turn that decided it.
+        """
+        self._usable = usable
+
+    def usable(self) -> int:
+        """Launchers (nodes) that offer slots now."""
+        nodes = self._usable()
+        return len(self._slots) if nodes is None else min(max(nodes, 0), len(self._slots))
+
+    def first_lost(self) -> int | None:
+        """The first launcher that offers no slot any more (its host is gone); None: none.
+
+        A Ray node that died reads so (a launcher pinned to a node counts it only while
+        Ray reports it alive); a local launcher or an agent keeps its slots.
+        """
+        for index, s in enumerate(self._slots):
+            if s.launcher.slots <= 0:
+                return index
+        return None
 
     def set_quota(self, job: str, workers: int, per_launcher: dict[int, int] | None = None) -> None:
         """Let ``job`` have at most ``workers`` processes alive over all launchers.
@@ -132,6 +163,8 @@ class SlotPool:
         own_total = sum(len(s.held[job]) for s in self._slots)
         free_here = mine.launcher.slots - len(mine.used())
         room = min(free_here, self._quota[job] - own_total)
+        if index >= self.usable():
+            room = 0  # the node is gone for now (capacity dropped)
         caps = self._per_launcher.get(job)
         if caps is not None:
             room = min(room, caps.get(index, 0) - own_here)

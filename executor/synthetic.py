@@ -99,6 +99,7 @@ def synthetic_job(
     temperature: float = 1.0,
     hidden: int = 64,
     train_size: int = 50_000,
+    max_local_batch: int | None = None,
 ) -> ElasticJob:
     """The generated teacher-student job (see the module docstring).
 
@@ -109,6 +110,7 @@ def synthetic_job(
             noise scale).
         hidden: the student's hidden units.
         train_size: generated training samples.
+        max_local_batch: most samples per worker and forward pass (more accumulate).
     """
     return ElasticJob(
         name="synthetic-teacher",
@@ -118,4 +120,5 @@ def synthetic_job(
         train_step=_train_step,
         evaluate=_evaluate,
         global_batch=global_batch,
+        max_local_batch=None if max_local_batch is None else int(max_local_batch),
     )

@@ -31,7 +31,7 @@ import signal
 import statistics
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -141,8 +141,9 @@ class TrainingLoop:
         first = True
         stop_requested = False
         announce_stop = False  # rank 0: tell everyone (via the next all-reduce) to stop
+        self._adopt(plan)
         while True:
-            if self.state.step >= self.settings.max_steps or stop_requested:
+            if self._work_done() or stop_requested:
                 return self._finish(rank, prev_end)
             pos = self.state.sampler_position
             global_ids = self._global_ids(pos)
@@ -175,22 +176,53 @@ class TrainingLoop:
                 if nxt is not None:
                     return nxt
 
+    def _adopt(self, plan: Command) -> None:
+        """The generation's global batch and AdaScale gain (a ``JOIN`` may change them).
+
+        Once a gain was sent, the learning rate is the job's own times it, set again
+        at every generation: a state sync or a restored checkpoint brings the
+        optimizer's learning rate of another generation.  A job never sent one (every
+        ``elasim run``) keeps its learning rate untouched, schedule included.  The
+        gain is AdaScale's (Johnson et al. 2020, as AdaptDL applies it): ``(var + sqr)
+        / (var / S + sqr)`` at ``S`` times the first batch, from the gradient
+        statistics the controller sent.
+        """
+        if plan.global_batch and plan.global_batch != self.sampler.global_batch:
+            self.sampler = replace(self.sampler, global_batch=plan.global_batch)
+        if not plan.gain:
+            return
+        self._gain = float(plan.gain)
+        for group, base in zip(self.state.optimizer.param_groups, self._base_lrs, strict=False):
+            group["lr"] = base * self._gain
+
+    def _work_done(self) -> bool:
+        """``max_steps`` reached, or ``max_progress`` (the same on every rank)."""
+        settings, state = self.settings, self.state
+        target = settings.max_progress
+        return state.step >= settings.max_steps or bool(target and state.progress >= target - 1e-9)
+
     def _backward(self, local_ids: np.ndarray, n_global: int) -> float:
         """Zero the buckets, then forward + backward on this rank's share; its loss sum.
 
         The loss is scaled by the share, so the all-reduced sum is the global mean's
-        gradient.
+        gradient.  A share above the job's ``max_local_batch`` goes through in
+        accumulation steps of at most that many samples, each scaled by its own part
+        (the gradient is the same sum).
         """
         for flat in self._buckets:
             flat.zero_()
         n_local = len(local_ids)
         if not n_local:
             return 0.0
-        batch = move_to_device(self.job.collate(self.data.train, local_ids), self.device)
-        out = self.job.train_step(self.state, batch)
-        loss = out["loss"]
-        (loss * (n_local / n_global)).backward()
-        return float(loss.detach().item()) * n_local
+        limit = self.job.max_local_batch or n_local
+        loss_sum = 0.0
+        for lo in range(0, n_local, limit):
+            ids = local_ids[lo : lo + limit]
+            batch = move_to_device(self.job.collate(self.data.train, ids), self.device)
+            loss = self.job.train_step(self.state, batch)["loss"]
+            (loss * (len(ids) / n_global)).backward()
+            loss_sum += float(loss.detach().item()) * len(ids)
+        return loss_sum
 
     def _step_faults(self, n_local: int) -> None:
         """The injected slow step and the injected SIGKILL before the all-reduce.
@@ -252,6 +284,7 @@ class TrainingLoop:
         state.optimizer.step()
         state.step += 1
         state.samples += n_global
+        state.progress += self._gain
         new_pos = self.sampler.advance(pos, n_global)
         state.epoch, state.position = new_pos.epoch, new_pos.position
         t_end = time.time()
@@ -272,6 +305,7 @@ class TrainingLoop:
                     "world": world,
                     "step": self.state.step,
                     "epoch": pos.epoch,
+                    "batch": self.sampler.global_batch,
                     "ids": [int(i) for i in local_ids],
                 }
             )
@@ -299,6 +333,7 @@ class TrainingLoop:
         self._step_buffer.append(
             [t_end, state.step, world, loss_global, n_global, plan.gen, pos.epoch, state.samples]
             + [values[_META_GRAD_SQ] / max(workers, 1), grad_sq_global, harmonic_batch(shards)]
+            + [state.progress]
         )
         if time.monotonic() - self._last_flush >= settings.report_interval_s:
             self._flush_steps()

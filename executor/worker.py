@@ -180,6 +180,8 @@ class Worker(TrainingLoop):
         self._ckpt_count = 0
         self._sample_log: Any = None
         self.gen = 0
+        self._gain = 1.0  # the AdaScale gain of the current generation (see .training)
+        self._base_lrs: list[float] = []
 
     # -- small helpers ---------------------------------------------------------------
 
@@ -233,6 +235,7 @@ class Worker(TrainingLoop):
         model = job.make_model().to(self.device)
         optimizer = job.make_optimizer(model.parameters())
         self.state = TrainState(model, optimizer)
+        self._base_lrs = [float(g["lr"]) for g in optimizer.param_groups]
         self.sampler = ElasticSampler(len(self.data.train), job.global_batch, settings.seed)
         self._setup_buffers()
         self._warm_up()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,15 @@ from dataclasses import dataclass
 from .launchers import Launcher, ProcessHandle
 from .records import WorkerStart
 
-__all__ = ["NodeKind", "Worker", "WorkerStatus", "WorkerTable", "newest", "wait_until"]
+__all__ = [
+    "NodeKind",
+    "Worker",
+    "WorkerStatus",
+    "WorkerTable",
+    "free_port",
+    "newest",
+    "wait_until",
+]
 
 
 class NodeKind(str, enum.Enum):
@@ -210,3 +219,11 @@ def wait_until(
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval_s)
+
+
+def free_port(host: str) -> int:
+    """A free TCP port on ``host`` (a script's new world's ``MASTER_PORT``)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])

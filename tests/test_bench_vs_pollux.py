@@ -69,7 +69,7 @@ def test_a_pair_prints_both_jcts_the_deviation_and_the_ratio(tmp_path):
     folder = fake_artifact(tmp_path / "sim", body)
     proc = bench(
         "--pollux-dir", str(folder), "--pollux-python", sys.executable,
-        "--workloads", "1", "--policies", "tiresias",
+        "--workloads", "1", "--policies", "tiresias", "--pollux-logs", str(tmp_path / "logs"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     row = next(line.split() for line in proc.stdout.splitlines() if line.startswith("   "))
@@ -79,6 +79,8 @@ def test_a_pair_prints_both_jcts_the_deviation_and_the_ratio(tmp_path):
     assert abs(float(row[5].rstrip("%")) / 100 - (ours / theirs - 1)) < 0.001  # JCTs rounded
     summary = next(line for line in proc.stdout.splitlines() if line.startswith("tiresias "))
     assert summary.split()[1:4] == [row[3], "2000", row[5]]
+    kept = (tmp_path / "logs" / "tiresias-workload-1-0.log").read_text()
+    assert kept.count("Average JCT:") == 2
 
 
 def test_a_run_past_its_budget_says_how_far_it_got(tmp_path, monkeypatch):

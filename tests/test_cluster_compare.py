@@ -119,6 +119,37 @@ def test_the_comparison_is_cluster_simulate_itself():
         ], policy
 
 
+def test_the_comparison_trains_at_the_policys_batches_as_real_jobs_do():
+    """With profiles at several batches, pollux's batch is applied on both sides.
+
+    Real jobs take the policy's batch at each re-formation (issue 22, items 1-2), so the
+    comparison's simulation must too (no fixed-batch model): its rows are those of a
+    loop whose decisions train the jobs at the batches the real jobs train at, not at
+    their requested 128.
+    """
+    from test_cluster_batches import _on_fakes
+
+    apps = "tests/data/cluster_apps_2ms_batches"
+    kwargs = dict(
+        workload="examples/cluster_small.csv", policy="pollux", num_nodes=1, gpus_per_node=4,
+        rescale=RescaleMode.INPLACE, applications=apps,
+    )  # fmt: skip
+    result = simulate_like(options={}, pause_job="resnet50_v100", **kwargs)
+    pause_job = measured_pause_job("resnet50_v100", apps, ["synth-160", "synth-40"])
+    loop = build_loop(ClusterSetup(pause_job=pause_job, **kwargs))
+    run_cluster_loop(loop)
+    assert [dataclasses.astuple(r) for r in result.jobs] == [
+        dataclasses.astuple(r) for r in loop.result().jobs
+    ]
+    simulated = {name: b for r in loop.decisions for name, b in r.trained_batches}
+    real, _ = _on_fakes("pollux")
+    trained = {name: b for r in real.decisions for name, b in r.trained_batches}
+    assert {n for n, b in simulated.items() if b != 128}, simulated
+    assert {n for n, b in simulated.items() if b != 128} == {
+        n for n, b in trained.items() if b != 128
+    }
+
+
 def test_unmeasured_transitions_are_priced_like_the_nearest_measured_one_of_their_kind():
     from elasim.cluster.compare import _fill_gaps
     from elasim.policies import PauseComponents

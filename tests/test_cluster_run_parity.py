@@ -29,6 +29,7 @@ from elasim.executor.controller import FakeClock
 from elasim.executor.fakes import FakePooledJob, FakeWorkerGroup
 from elasim.policies.registry import CLUSTER_KIND, describe_policies
 from elasim.sim.cluster import run_cluster_loop
+from elasim.traces import capacity_rows
 
 POLICIES = sorted(info.name for info in describe_policies(CLUSTER_KIND))
 PLUGIN = "tests/data/plugin_cluster_policy.py:EveryoneOne"
@@ -46,9 +47,11 @@ def workload(tmp_path_factory) -> str:
 
 
 def _both(setup: ClusterSetup, time_scale: float, idle_poll_real_s: float = 1e9):
-    sim = build_loop(setup)
+    """The simulator's loop and the executor's shell's, each read as its shell reads it."""
+    rows, period = capacity_rows(setup.capacity)
+    sim = build_loop(setup, capacity=rows, capacity_period_s=period)
     run_cluster_loop(sim)
-    real = build_loop(setup)
+    real = build_loop(setup, capacity=rows, capacity_period_s=period)
     drive_cluster(
         real,
         FakeClock(),
@@ -82,6 +85,38 @@ def test_extra_turns_of_a_polling_shell_change_nothing(workload, policy):
     _assert_same(*_both(setup, 60.0, idle_poll_real_s=7.0))
 
 
+#: 4 nodes, with drops that take nodes away (3, then 1) and rises that give them back,
+#: over the 40 jobs' span (about 3 h); it repeats with its duration (11,000 s)
+CAPACITY = [(0, 4), (1500, 3), (2600, 1), (4000, 4), (7000, 2), (9500, 4)]
+CAPACITY_PERIOD_S = 11000.0
+
+
+@pytest.fixture(scope="module")
+def capacity(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("cap") / "drops.csv"
+    rows = "".join(f"{t},{n}\n" for t, n in CAPACITY)
+    path.write_text(f"# duration_s: {CAPACITY_PERIOD_S:g}\ntime_s,available\n{rows}")
+    return str(path)
+
+
+def _available(time_s: float) -> int:
+    into = time_s % CAPACITY_PERIOD_S
+    return [n for t, n in CAPACITY if t <= into + 1e-9][-1]
+
+
+@pytest.mark.parametrize("policy", POLICIES)  # the plugin ignores available_nodes
+def test_a_capacity_trace_gives_the_simulators_decision_log_bit_for_bit(workload, capacity, policy):
+    """``cluster run --capacity``: drops preempt and rises give back, as simulated."""
+    setup = ClusterSetup(workload=workload, policy=policy, num_nodes=4, capacity=capacity)
+    sim, real = _both(setup, 60.0, idle_poll_real_s=7.0)
+    _assert_same(sim, real)
+    assert real.preemptions > 0 and real.preemptions == sim.preemptions
+    for record in real.decisions:  # no placement on a node the trace took away
+        usable = _available(record.time_s)
+        for _name, placement in record.decision.allocations:
+            assert all(node < usable for node, _ in placement), (record, usable)
+
+
 def test_the_parity_check_can_fail(workload, tmp_path):
     """One arrival moved by one second gives another log."""
     rows = open(workload).read().splitlines()
@@ -109,6 +144,7 @@ def _fake_groups(clock: FakeClock, step_s: float, made: dict):
             global_batch=cfg.global_batch,
             max_steps=worker.max_steps,
         )
+        group.max_progress = worker.max_progress
         made[name] = FakePooledJob(group, cfg, lambda: 0.0)
         return made[name]
 
@@ -145,8 +181,11 @@ def test_the_jobs_cluster_run_builds_keep_the_models_books_on_fake_worker_groups
     assert len(made) == len(loop.jobs) == 4
     for job in loop.jobs:
         group = job.training.actuator
-        assert job.done and job.training.steps == job.training.target_steps
-        assert group.group.max_steps == job.training.target_steps and group.released
+        # the workers stop at the model's target progress (gain-weighted steps)
+        target = job.training.target_progress
+        assert target == job.app.target_progress and group.group.max_progress == target
+        assert job.done and group.group.progress().progress == pytest.approx(target)
+        assert group.released
         granted = [q for q, _ in group.quotas if q]
         assert granted and all(p is None or sum(p.values()) == q for q, p in group.quotas)
         # the books a policy reads are the ones the placements say
@@ -264,3 +303,46 @@ def test_cluster_run_asks_its_workers_for_periodic_checkpoints(tmp_path):
         job_factory=job_factory(config, _fake_groups(FakeClock(), 0.07, {}), 1),
     )
     assert off.jobs[0].schedule is None
+
+
+class _Node:
+    """A launcher of the pool: its slots drop to 0 when its host is gone (a Ray node)."""
+
+    def __init__(self, name: str, slots: int) -> None:
+        self.name, self.slots = name, slots
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_lost_host_is_a_capacity_drop_the_loop_hears_of(tmp_path):
+    """``cluster run --launcher ray``: a dead Ray node preempts its jobs, never used again."""
+    from elasim.executor.cluster import lose_hosts
+    from elasim.executor.slots import SlotPool
+
+    workload = tmp_path / "w.csv"
+    rows = ["a,0,synth-160,2,128", "b,0,synth-160,2,128", "c,1,synth-40,2,128"]
+    workload.write_text("name,time,application,num_replicas,batch_size\n" + "\n".join(rows))
+    config = ClusterRunConfig(workload=str(workload), applications=APPS, slots=2)
+    setup = ClusterSetup(
+        workload=str(workload), policy="fifo", num_nodes=2, gpus_per_node=2,
+        applications=APPS, rescale=config.rescale,
+    )  # fmt: skip
+    clock, made = FakeClock(), {}
+    loop = build_loop(setup, job_factory=job_factory(config, _fake_groups(clock, 0.07, made), 4))
+    nodes = [_Node("here", 2), _Node("there", 2)]
+    pool = SlotPool(nodes)
+
+    def on_turn(turned):
+        if clock.now() >= 3.0:
+            nodes[1].slots = 0  # the host of node 1 is gone
+        lose_hosts(turned, pool)
+
+    drive_cluster(loop, clock, time_scale=1.0, max_wall_real_s=1e6, on_turn=on_turn)
+    assert loop.finished and loop.lost_from == 1 and loop.available_nodes == 1
+    assert loop.preemptions == 1  # b was on node 1
+    late = [r for r in loop.decisions if r.time_s >= 3.0]
+    assert late and all(n == 0 for r in late for _, p in r.decision.allocations for n, _ in p)
+    for job in loop.jobs:  # each reaches its target progress (gain-weighted steps)
+        done = job.training.actuator.group.progress().progress
+        assert job.done and done == pytest.approx(job.training.target_progress), job.name

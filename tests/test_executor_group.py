@@ -333,3 +333,25 @@ def test_workers_that_never_start_end_the_group_in_one_line_not_in_a_loop(tmp_pa
         "no worker became ready: worker 0 exited with code 1 before it was ready: "
         f"RuntimeError: no data here (log: {tmp_path / 'worker-0.log'})"
     )
+
+
+class LostHostLauncher(DyingLauncher):
+    """Every worker is SIGKILLed before it is ready: its host (a Ray node) is gone."""
+
+    def spawn(self, launch: Any, files: Any) -> FakeProc:
+        proc = super().spawn(launch, files)
+        proc.code = -9
+        return proc
+
+
+def test_starts_killed_by_a_lost_host_are_not_failed_starts(tmp_path):
+    """``cluster run --launcher ray``: until Ray reports the node dead, the job retries
+    there; that must not end the whole run as a job whose workers cannot start."""
+    cluster = FakeCluster()
+    launcher = LostHostLauncher(cluster, 2, tmp_path)
+    group, _ = fake_group(RescaleMode.INPLACE)
+    group.launchers = [launcher]
+    group.pool._store = cluster
+    for _ in range(10):
+        group.apply(2, 0)
+    assert launcher.spawns > 4

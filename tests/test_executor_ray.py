@@ -148,8 +148,41 @@ def test_a_dead_actor_reads_as_a_sigkilled_worker_and_sigkill_is_ray_kill(monkey
     assert alive.poll() is None
     assert lost.poll() == -signal.SIGKILL
     assert clean.poll() == 0
+    # an ended worker's actor is killed: an idle actor would keep its slot's resources
+    assert fake.killed == ["actor1", "actor2"] and clean.poll() == 0
     alive.send_signal(signal.SIGKILL)
-    assert fake.killed == ["actor0"]
+    assert fake.killed == ["actor1", "actor2", "actor0"]
+
+
+class _Context:
+    def get_node_id(self):
+        return "n2"
+
+
+def _ids(nodes):
+    for i, node in enumerate(nodes):
+        node.update(NodeID=f"n{i}", NodeManagerAddress=f"10.0.0.{9 - i}")
+    return nodes
+
+
+def test_a_node_of_cluster_run_is_one_ray_node_its_slots_only_while_alive(monkeypatch):
+    """``cluster run --launcher ray``: one launcher per node, the controller's first."""
+    import elasim.executor.ray_launcher as rl
+
+    nodes = _ids([_node(CPU=2.0), _node(CPU=0.0), _node(CPU=3.0), _node(CPU=2.0)])
+    fake = _FakeRay(nodes)
+    fake.get_runtime_context = _Context
+    monkeypatch.setattr(rl, "_ray", lambda: fake)
+    launchers = rl.node_launchers(2, resources={"CPU": 1.0})
+    # n2 runs the controller (node 0); n1 holds no worker; then by address
+    assert [x.node_id for x in launchers] == ["n2", "n3", "n0"]
+    assert [x.slots for x in launchers] == [2, 2, 2]  # n2 could hold 3: one node's slots
+    assert launchers[0].name == "ray:10.0.0.7"
+    nodes[3]["Alive"] = False  # its host is gone
+    fresh = rl.RayLauncher(2, resources={"CPU": 1.0}, node_id="n3")
+    assert fresh.slots == 0
+    with pytest.raises(ValueError, match="fewer than --gpus-per-node 3"):
+        rl.node_launchers(3, resources={"CPU": 1.0})
 
 
 @pytest.mark.slow

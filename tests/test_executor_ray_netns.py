@@ -11,6 +11,10 @@ on host 0 (a replacement actor placed there), with an events file of the local
 launcher's schema.  Two hosts rather than three: every Ray node costs seconds of
 CPU to start, and this must run on a 2-core machine.
 
+The same two hosts run ``elasim cluster run --launcher ray`` (each Ray node a node of
+the cluster): host 1 is SIGKILLed while a job's workers run there, and that job must
+be preempted and finish on host 0.
+
 Needs root and ``ip`` (CI runs as root); skipped with the reason otherwise.  The
 fixture's finalizer kills every process left in the namespaces and deletes them,
 whatever happened.  ``ray stop`` is never used: it would stop other Ray instances on
@@ -325,3 +329,63 @@ def test_a_ray_run_across_namespaces_survives_the_loss_of_a_host(hosts, tmp_path
     local_events = pd.read_parquet(local_out / "events.parquet")
     assert list(events.columns) == list(local_events.columns)
     assert dict(events.dtypes) == dict(local_events.dtypes)
+
+
+def _workers_in(hosts: Hosts, host: int) -> int:
+    """elasim worker processes running in ``host`` (children of its Ray actors)."""
+    count = 0
+    for pid in hosts.pids(host):
+        with contextlib.suppress(OSError):
+            if b"elasim.executor._entry" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                count += 1
+    return count
+
+
+@pytest.mark.timeout(420)
+def test_a_ray_cluster_run_across_namespaces_survives_the_loss_of_a_host(hosts, tmp_path):
+    """``elasim cluster run --launcher ray``: a Ray node is a node of the cluster.
+
+    Two jobs of two workers under ``fifo`` on two nodes of two slots: ``a`` on node 0
+    (the controller's host), ``b`` on node 1.  Once ``b``'s workers run in host 1,
+    the host is SIGKILLed: the loop hears of it as a capacity drop, preempts ``b``,
+    never places anything on node 1 again, and ``b`` finishes on node 0 after ``a``.
+    """
+    import pandas as pd
+
+    data = Path(__file__).parent / "data"
+    workload = tmp_path / "two.csv"
+    workload.write_text(
+        "name,time,application,num_replicas,batch_size\na,0,synth-160,2,128\nb,0,synth-160,2,128\n"
+    )
+    head = _start_ray(hosts)
+    _wait_nodes(hosts, head, 2)
+    out = tmp_path / "cluster"
+    argv = [
+        sys.executable, "-m", "elasim.cli", "cluster", "run", "--workload", str(workload),
+        "--applications", str(data / "cluster_apps"), "--gpus-per-node", "2",
+        "--sample-delay-s", "0.0005", "--job-set", "train_size=4096",
+        "--collective-timeout-s", "5", "--max-wall-s", "240", "--json", "--out", str(out),
+        "--launcher", "ray", "--address", head, "--bind", hosts.addresses[0],
+        "--ray-resources", "elasim_slot=1", "--log-dir", str(tmp_path / "logs"),
+    ]  # fmt: skip
+    run = hosts.popen(0, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_ray_env())
+    try:
+        deadline = time.monotonic() + 150
+        while _workers_in(hosts, 1) < 2 and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert run.poll() is None, f"the run ended before the host was killed: {run.stderr}"
+        assert _workers_in(hosts, 1) == 2, "b's workers never ran in host 1 within 150 s"
+        time.sleep(3.0)  # b trains for a while (or is still joining: either is mid-run)
+        assert hosts.kill_host(1) > 0
+        stdout, stderr = run.communicate(timeout=250)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, stderr.decode()[-3000:]
+    summary = json.loads(stdout)
+    assert summary["steps"] == {"a": 160, "b": 160}, summary
+    assert summary["preemptions"] >= 1, summary
+    assert b"node 1 (ray:" in stderr and b"is gone" in stderr, stderr.decode()[-3000:]
+    events = pd.read_parquet(out / "events.parquet")
+    assert "preempt" in set(events[events["job"] == "b"]["kind"]), events

@@ -266,17 +266,24 @@ def _sample_log(log_dir: Path) -> dict[int, dict[int, list[int]]]:
     return by_step
 
 
-def _check_exactly_once(by_step: dict[int, dict[int, list[int]]], max_steps: int) -> set[int]:
+def _check_exactly_once(
+    by_step: dict[int, dict[int, list[int]]], max_steps: int, batches: dict[int, int] | None = None
+) -> set[int]:
+    """Every committed step's global batch is the sampler's next one: none skipped or repeated.
+
+    ``batches``: the global batch of each step where it changed (64 before).
+    """
     sampler = ElasticSampler(DIGITS_TRAIN, 64, seed=0)
     assert sorted(by_step) == list(range(1, max_steps + 1))
     per_epoch: dict[int, list[int]] = defaultdict(list)
     worlds = set()
-    position, epoch = 0, 0
+    position, epoch, batch = 0, 0, 64
     for step in range(1, max_steps + 1):
         ranks = by_step[step]
         worlds.add(len(ranks))
+        batch = (batches or {}).get(step, batch)
         ids = [i for r in sorted(ranks) for i in ranks[r]]
-        expected = sampler.permutation(epoch)[position : position + 64]
+        expected = sampler.permutation(epoch)[position : position + batch]
         assert ids == [int(i) for i in expected], f"step {step}: wrong global batch"
         per_epoch[epoch] += ids
         position += len(ids)
@@ -311,6 +318,51 @@ def test_exactly_once_sampling_across_graceful_rescales(tmp_path):
         assert wait_steps(g, max_steps, timeout_s=60) == max_steps
     worlds = _check_exactly_once(_sample_log(logs), max_steps)
     assert worlds == {1, 2, 3, 4}
+
+
+def _batch_of_steps(log_dir: Path) -> dict[int, int]:
+    """step -> the global batch each rank logged for it (one per step, or the test fails)."""
+    out: dict[int, int] = {}
+    for path in log_dir.glob("samples-*.jsonl"):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            assert out.setdefault(row["step"], row["batch"]) == row["batch"], row
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_exactly_once_sampling_across_batch_changes_with_accumulation(tmp_path):
+    """A cluster policy's batch applies at the next re-formation, on every rank at once.
+
+    64 -> 160 -> 96 -> 200 over 1..3 workers, with at most 40 samples per forward pass
+    (160 on one worker accumulates 4 times): the sampler's global batches follow, no
+    sample of an epoch is skipped or seen twice, and progress counts each step's gain.
+    """
+    logs = tmp_path / "samples"
+    max_steps = 60
+    worker = {"max_local_batch": 40}
+    with worker_group(
+        tmp_path, slots=3, max_steps=max_steps, sample_log_dir=str(logs),
+        step_delay_s=0.02, job_options=worker,
+    ) as g:  # fmt: skip
+        g.apply(2, 0)
+        plans = ((1, 160, 2.0), (3, 96, 1.5), (2, 200, 3.0))
+        for target, batch, gain in plans:
+            wait_steps(g, g.progress().step + 8)
+            g.set_batch(batch, gain)
+            g.apply(target, 0)
+            assert g.held() == (target, 0) and g.global_batch == batch
+        assert wait_steps(g, max_steps, timeout_s=60) == max_steps
+        records = g.step_records()
+    batches = _batch_of_steps(logs)
+    changes = {s: b for s, b in sorted(batches.items()) if b != batches.get(s - 1, 64)}
+    assert list(changes.values()) == [160, 96, 200], changes
+    worlds = _check_exactly_once(_sample_log(logs), max_steps, changes)
+    assert worlds == {1, 2, 3}
+    # progress: 1 per step at 64, then each generation's gain
+    gains = {64: 1.0, 160: 2.0, 96: 1.5, 200: 3.0}
+    expected = sum(gains[batches[s]] for s in range(1, max_steps + 1))
+    assert max(r.progress for r in records) == pytest.approx(expected)
 
 
 @pytest.mark.timeout(150)

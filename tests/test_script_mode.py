@@ -39,7 +39,7 @@ runner = CliRunner()
 #: last one never checkpoints; START_S: a slow cold start, seconds before it starts)
 STAND_IN = r"""
 import json, os, signal, sys, time
-from elasim.executor import step_done
+from elasim.executor import batch_plan, step_done
 
 out, total, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 time.sleep(float(sys.argv[4]) if len(sys.argv) > 4 else 0.0)
@@ -48,7 +48,9 @@ keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "
         "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID", "GROUP_RANK", "ELASIM_STEP_FILE")
 gen = os.environ["TORCHELASTIC_RESTART_COUNT"]
 with open(os.path.join(out, f"env-{gen}-{rank}.json"), "w") as f:
-    json.dump({k: os.environ.get(k) for k in keys}, f)
+    plan = batch_plan(default=8)  # the one optional call that tells a script its batch
+    seen = {k: os.environ.get(k) for k in keys}
+    json.dump({**seen, "plan": [plan.global_batch, plan.lr_gain]}, f)
 if mode == "crash":
     print("boom: the script broke", file=sys.stderr)
     sys.exit(3)
@@ -148,7 +150,9 @@ def test_a_world_gets_the_torchelastic_contract_and_restarts_are_measured(tmp_pa
         assert {e["WORLD_SIZE"] for e in envs} == {"2"} == {e["LOCAL_WORLD_SIZE"] for e in envs}
         assert envs[0]["MASTER_ADDR"] == "127.0.0.1" and envs[0]["MASTER_PORT"].isdigit()
         assert envs[0]["ELASIM_STEP_FILE"] and envs[1]["ELASIM_STEP_FILE"] is None  # rank 0 only
+        assert envs[0]["plan"] == [8, 1.0]  # no batch chosen: the script's own
         time.sleep(0.5)
+        group.set_batch(32, 1.5)  # a cluster policy's batch: the next world's, as for workers
         # a hard preemption: the victim is SIGKILLed, the survivor SIGTERMed and restarted
         hard = group.preempt(1, graceful=False)
         assert kinds(hard) == [EventKind.PREEMPT, EventKind.SCALE_DOWN]
@@ -161,6 +165,7 @@ def test_a_world_gets_the_torchelastic_contract_and_restarts_are_measured(tmp_pa
         assert again["TORCHELASTIC_RESTART_COUNT"] == "1" and again["WORLD_SIZE"] == "1"
         assert again["MASTER_PORT"] != envs[0]["MASTER_PORT"]  # a fresh port per world
         assert again["TORCHELASTIC_RUN_ID"] == envs[0]["TORCHELASTIC_RUN_ID"]
+        assert again["plan"] == [32, 1.5]
         # the survivor checkpointed on SIGTERM: at most the steps since then were redone
         assert down.lost_steps <= 1
         assert group.progress().step > 0 and group.step_time_by_world()

@@ -149,3 +149,24 @@ def test_a_placement_caps_each_launcher():
     v1.spawn(_launch(2), None)
     assert pool.alive("a") == 3 and pool.free() == 1
     assert pool.launchers == hosts
+
+
+def test_a_capacity_drop_takes_whole_nodes_away_and_a_rise_gives_them_back():
+    """``cluster run --capacity``: the pool follows the loop's usable nodes (0 .. n-1)."""
+    launchers = [FakeLauncher(f"node{i}", 2) for i in range(3)]
+    pool = SlotPool(launchers)
+    views = pool.views("a")
+    usable: list[int | None] = [None]
+    pool.follow(lambda: usable[0])
+    pool.set_quota("a", 6)
+    assert [v.slots for v in views] == [2, 2, 2] and pool.usable() == 3
+    usable[0] = 1  # the trace dropped nodes 1 and 2
+    assert [v.slots for v in views] == [2, 0, 0] and pool.usable() == 1
+    with pytest.raises(RuntimeError, match="no free slot"):
+        views[2].spawn(_launch(0), None)
+    usable[0] = 2  # a rise gives node 1 back, at once
+    assert [v.slots for v in views] == [2, 2, 0]
+    views[1].spawn(_launch(0), None)
+    assert launchers[1].spawned == [(0, 0)]
+    usable[0] = 99  # more than the cluster has: every node
+    assert pool.usable() == 3

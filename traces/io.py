@@ -98,6 +98,25 @@ def load_capacity_trace(name_or_path: str | Path) -> CapacityTrace:
     return trace
 
 
+def capacity_rows(
+    name_or_path: str | Path | None,
+) -> tuple[tuple[tuple[float, int], ...] | None, float | None]:
+    """A capacity trace as a cluster loop replays it: ``((time_s, available), ...)``, period.
+
+    The rows repeat with the trace's duration, as the single-job replay does.  One
+    reading for both shells of ``elasim cluster``: what the simulator replays is what
+    real slots replay.  ``None`` (no trace): ``(None, None)``, every node always.
+
+    Raises:
+        TraceError: the trace is missing or malformed.
+    """
+    if name_or_path is None:
+        return None, None
+    trace = load_capacity_trace(name_or_path)
+    rows = tuple(zip(trace.time_s.tolist(), trace.available.tolist(), strict=True))
+    return rows, float(trace.duration_s)
+
+
 def load_job_trace(name_or_path: str | Path) -> JobTrace:
     """Load a job trace; a capacity trace is a :class:`TraceError` at its header."""
     path = resolve_trace(name_or_path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -25,6 +26,7 @@ from .cluster_options import (
     pause_job_option,
     rescale_mode,
     rescale_option,
+    speed_model_option,
     workload_option,
 )
 from .cluster_sweep import write_simulate_outputs
@@ -71,9 +73,9 @@ def _simulate(
     out: Path | None = None,
     notice_s: float = 0.0,
     checkpoint_interval_s: str = "off",
+    speed_model: str = "oracle",
 ) -> None:
     from elasim.cluster import ClusterSetup
-    from elasim.sim.cluster import simulate_cluster
 
     check_shape(nodes, gpus_per_node)
     interval_s = check_checkpoints(notice_s, checkpoint_interval_s)
@@ -91,17 +93,9 @@ def _simulate(
         capacity=capacity,
         notice_s=notice_s,
         checkpoint_interval_s=interval_s,
+        speed_model=speed_model,
     )
-    written = None
-    if out is None:
-        result = simulate_cluster(setup, record_timeline=False)
-    else:
-        from elasim.cluster.output import stream_decisions
-
-        # the decision log goes to disk while the run goes (never held in memory)
-        decisions = out / "decisions.parquet"
-        result = stream_decisions(decisions, lambda sink: simulate_cluster(setup, on_decision=sink))
-        written = {"decisions": decisions, **write_simulate_outputs(out, setup, result)}
+    result, written = _run_simulation(setup, out)
     summary = result.summary.as_dict()
     if as_json:
         payload = {"workload": workload, "policy": policy, **summary}
@@ -119,6 +113,20 @@ def _simulate(
         out_console.print(f"wrote {out}/: {names}", highlight=False, soft_wrap=True)
 
 
+def _run_simulation(setup: Any, out: Path | None) -> tuple[Any, dict[str, Path] | None]:
+    """The simulation's result, and with ``--out`` the files written (decisions streamed)."""
+    from elasim.sim.cluster import simulate_cluster
+
+    if out is None:
+        return simulate_cluster(setup, record_timeline=False), None
+    from elasim.cluster.output import stream_decisions
+
+    # the decision log goes to disk while the run goes (never held in memory)
+    decisions = out / "decisions.parquet"
+    result = stream_decisions(decisions, lambda sink: simulate_cluster(setup, on_decision=sink))
+    return result, {"decisions": decisions, **write_simulate_outputs(out, setup, result)}
+
+
 @cluster_app.command("simulate")
 def simulate(
     workload: str = workload_option(),
@@ -132,6 +140,7 @@ def simulate(
     capacity: str | None = capacity_option(),
     notice_s: float = notice_option(),
     checkpoint_interval_s: str = checkpoint_interval_option(),
+    speed_model: str = speed_model_option(),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     out: Path | None = typer.Option(
         None,
@@ -156,6 +165,7 @@ def simulate(
         out,
         notice_s,
         checkpoint_interval_s,
+        speed_model,
     )
 
 

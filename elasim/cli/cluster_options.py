@@ -183,6 +183,16 @@ def check_checkpoints(notice_s: float, checkpoint_interval_s: str) -> float | No
     return interval_s
 
 
+def speed_model_option() -> Any:
+    """``--speed-model``: what a policy knows of a job's speed (both shells)."""
+    return typer.Option(
+        "oracle",
+        "--speed-model",
+        help="oracle: the application profile; fitted: fitted online to what each job "
+        "measured (its step times and gradient noise), as Pollux's agent does.",
+    )
+
+
 def check_shape(nodes: int, gpus_per_node: int) -> None:
     """One line for a cluster shape that cannot exist."""
     if nodes < 1:

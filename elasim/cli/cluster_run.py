@@ -8,8 +8,10 @@ when they run.  This module does the I/O; :mod:`elasim.executor.cluster` and
 # ruff: noqa: B008 - typer declares options as argument defaults by design
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from rich.table import Table
 
 from .cluster_options import (
     applications_option,
+    capacity_option,
     check_checkpoints,
     checkpoint_interval_option,
     cluster_policy_option,
@@ -27,6 +30,7 @@ from .cluster_options import (
     rescale_option,
     sample_delay_option,
     slots_per_node_option,
+    speed_model_option,
     trained_job_option,
     workload_option,
 )
@@ -35,12 +39,16 @@ from .tools import UsageError, alias, hidden, out_console, parse_sets, run_guard
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 from .worker_options import (
+    address_option,
     agent_port_option,
     agents_option,
     bind_option,
     collective_timeout_option,
+    launcher_option,
     log_dir_option,
     max_wall_option,
+    parse_ray_resources,
+    ray_resources_option,
 )
 
 __all__ = ["register"]
@@ -53,23 +61,11 @@ def _check_applications(applications: Path | None, compare: bool) -> None:
         raise UsageError("--compare needs --applications (the profiles measured for the job)")
 
 
-def _run(flags: dict[str, Any]) -> None:
-    from elasim.executor import require_torch
+def _config(flags: dict[str, Any]) -> Any:
+    """The run's settings from the checked flags (a bad setting: ValueError, one line)."""
+    from elasim.executor.cluster import ClusterRunConfig
 
-    require_torch()
-    from elasim.executor.cluster import ClusterRunConfig, run_cluster
-
-    compare = flags.pop("compare")
-    as_json = flags.pop("as_json")
-    out: Path | None = flags.pop("out")
-    _check_applications(flags["applications"], compare)
-    if compare and flags["time_scale"] != 1.0:
-        raise UsageError("--compare needs --time-scale 1 (profiles are in real seconds)")
-    if out is not None:
-        from elasim.atomic import check_writable_dir
-
-        check_writable_dir(out, "--out")
-    config = ClusterRunConfig(
+    return ClusterRunConfig(
         workload=flags["workload"],
         policy=flags["policy"],
         options=parse_sets(flags["sets"]),
@@ -87,10 +83,35 @@ def _run(flags: dict[str, Any]) -> None:
         agent_port=flags["agent_port"],
         expect_agents=flags["agents"],
         pause_job=flags["pause_job"],
+        speed_model=flags["speed_model"],
         log_dir=None if flags["log_dir"] is None else str(flags["log_dir"]),
+        capacity=flags["capacity"],
+        launcher=flags["launcher"],
+        ray_address=flags["address"],
+        ray_resources=parse_ray_resources(flags["ray_resources"]),
         checkpoint_interval_s=check_checkpoints(0.0, flags["checkpoint_interval_s"]),
     )
-    run = run_cluster(config)
+
+
+def _run(flags: dict[str, Any]) -> None:
+    from elasim.executor import require_torch
+
+    require_torch()
+    from elasim.executor.cluster import run_cluster
+
+    compare = flags.pop("compare")
+    as_json = flags.pop("as_json")
+    out: Path | None = flags.pop("out")
+    _check_applications(flags["applications"], compare)
+    if compare and flags["time_scale"] != 1.0:
+        raise UsageError("--compare needs --time-scale 1 (profiles are in real seconds)")
+    if out is not None:
+        from elasim.atomic import check_writable_dir
+
+        check_writable_dir(out, "--out")
+    config = _config(flags)
+    with contextlib.redirect_stdout(sys.stderr):  # a Ray driver prints the cluster's errors
+        run = run_cluster(config)
     payload = {"workload": config.workload, "policy": config.policy}
     payload.update(run.result.summary.as_dict())
     payload["gave_up"] = run.gave_up
@@ -134,6 +155,8 @@ def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float], str | 
         rescale=config.rescale,
         pause_job=config.pause_job,
         applications=config.applications,
+        capacity=config.capacity,
+        speed_model=config.speed_model,
         checkpoint_interval_s=config.checkpoint_interval_s,
     )
     rows = compare_jobs(run.result.jobs, sim.jobs)
@@ -155,7 +178,8 @@ def _write(out: Path, payload: dict[str, Any], run: Any, rows: list[Any] | None)
     write_parquet(out / "jobs.parquet", jobs)
     events = [
         {"job": name, "time_s": e.time_s, "kind": e.kind.value, "nodes_before": e.nodes_before,
-         "nodes_after": e.nodes_after, "pause_s": e.pause.pause_s, "acquire_s": e.pause.acquire_s}
+         "nodes_after": e.nodes_after, "pause_s": e.pause.pause_s, "acquire_s": e.pause.acquire_s,
+         "batch_size": _batch_at(run.batches.get(name, ()), e.time_s)}
         for name, evs in run.events.items()
         for e in evs
     ]  # fmt: skip
@@ -163,6 +187,11 @@ def _write(out: Path, payload: dict[str, Any], run: Any, rows: list[Any] | None)
     write_decisions(out / "decisions.parquet", run.decisions)
     if rows is not None:
         write_parquet(out / "compare.parquet", pd.DataFrame([dataclasses.asdict(r) for r in rows]))
+
+
+def _batch_at(batches: tuple[tuple[float, int, float], ...], time_s: float) -> int:
+    """The global batch the job's workers had after ``time_s`` (0 before its first start)."""
+    return next((b for t, b, _ in reversed(batches) if t <= time_s), 0)
 
 
 def _print(payload: dict[str, Any], run: Any, rows: list[Any] | None) -> None:
@@ -224,7 +253,12 @@ def run_command(
     agent_port: int | None = agent_port_option(),
     agents: int = agents_option(),
     pause_job: str = pause_job_option(),
+    speed_model: str = speed_model_option(),
     log_dir: Path | None = log_dir_option(),
+    capacity: str | None = capacity_option(),
+    launcher: str = launcher_option(),
+    address: str | None = address_option(),
+    ray_resources: list[str] | None = ray_resources_option(),
     checkpoint_interval_s: str = checkpoint_interval_option(),
     compare: bool = typer.Option(
         False, "--compare", help="Also simulate it with the measured profiles; per-job JCTs."
@@ -251,9 +285,13 @@ def calibrate_command(
     job_sets: list[str] | None = job_set_option(),
     sample_delay_s: float = sample_delay_option(),
     name: str = typer.Option("synth", "--name", help="Applications are NAME-STEPS."),
+    batches: str = typer.Option(
+        "", "--batches", help="Further global batches to time, comma-separated (above the job's)."
+    ),
 ) -> None:
     """Measure --job on 1..--slots workers as application profiles (Pollux's format)."""
-    run_guarded(_calibrate, out, slots, steps, epochs, job, job_sets, sample_delay_s, name)
+    args = (out, slots, steps, epochs, job, job_sets, sample_delay_s, name, batches)
+    run_guarded(_calibrate, *args)
 
 
 def _calibrate(
@@ -265,6 +303,7 @@ def _calibrate(
     job_sets: list[str] | None,
     sample_delay_s: float,
     name: str,
+    batches: str = "",
 ) -> None:
     from elasim.executor import require_torch
 
@@ -278,8 +317,9 @@ def _calibrate(
 
     try:
         lengths = [int(s) for s in split_list(steps)]
+        extra = tuple(sorted({int(b) for b in split_list(batches)})) if batches else ()
     except ValueError:
-        raise UsageError(f"--steps must be integers, got {steps!r}") from None
+        raise UsageError(f"--steps and --batches must be integers, got {steps!r}") from None
     if not lengths or min(lengths) < epochs or slots < 1:
         raise UsageError(f"--steps must be >= --epochs ({epochs}) and --slots >= 1")
     if not (math.isfinite(sample_delay_s) and sample_delay_s >= 0):
@@ -293,7 +333,9 @@ def _calibrate(
         backend="gloo",
         sample_delay_s=sample_delay_s,
     )
-    measured = measure_application(worker, slots=slots, epochs=epochs)
+    measured = measure_application(worker, slots=slots, epochs=epochs, batches=extra)
+    if any(b <= measured.global_batch for b in extra):
+        raise UsageError(f"--batches must be above the job's ({measured.global_batch})")
     for length in lengths:
         path = write_application(measured, out / f"{name}-{length}", steps=length)
         out_console.print(f"wrote {path}")

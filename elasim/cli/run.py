@@ -31,16 +31,19 @@ from .tools import (
     first_line,
     interrupted,
     one_of,
-    parse_sets,
 )
 from .tools import fail as _fail
 from .worker_options import (
+    address_option,
     agent_port_option,
     agents_option,
     bind_option,
     collective_timeout_option,
+    launcher_option,
     log_dir_option,
     max_wall_option,
+    parse_ray_resources,
+    ray_resources_option,
 )
 
 __all__ = ["register"]
@@ -101,22 +104,6 @@ _SECRET_FILE_OPTION = typer.Option(
     help="The run's secret (a 0600 file you made, e.g. already on the agents' hosts); "
     "default: a fresh one.",
 )
-_LAUNCHER_OPTION = typer.Option(
-    "local",
-    "--launcher",
-    help="'local' (this host's processes, and agents) or 'ray' (Ray actors on a cluster).",
-)
-_ADDRESS_OPTION = typer.Option(
-    None,
-    "--address",
-    help="Ray cluster for --launcher ray: HOST:PORT, ray://HOST:PORT or auto "
-    "(default: a private local Ray instance).",
-)
-_RAY_RESOURCES_OPTION = typer.Option(
-    None,
-    "--ray-resources",
-    help="Ray resource each worker holds, NAME=AMOUNT, repeatable (default CPU=1).",
-)
 _RUN_DIR_OPTION = typer.Option(
     None,
     "--run-dir",
@@ -157,9 +144,9 @@ def run_command(
     local_slots: int | None = typer.Option(
         None, "--local-slots", help="Slots on this host (default: --max-nodes, 0 with agents)."
     ),
-    launcher: str = _LAUNCHER_OPTION,
-    address: str | None = _ADDRESS_OPTION,
-    ray_resources: list[str] | None = _RAY_RESOURCES_OPTION,
+    launcher: str = launcher_option(),
+    address: str | None = address_option(),
+    ray_resources: list[str] | None = ray_resources_option(),
     log_dir: Path | None = log_dir_option("<out>/logs with --out, else discarded"),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the run's files here."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
@@ -288,7 +275,7 @@ def _config(
         log_dir=None if logs is None else str(logs),
         script=script_spec,
         ray_address=address,
-        ray_resources=_ray_resources(ray_resources),
+        ray_resources=parse_ray_resources(ray_resources),
         **same,
     )
 
@@ -321,20 +308,6 @@ def _check_out_free(out: Path, overwrite: bool) -> None:
             f"--out {out} holds a run that did not finish: `elasim run --resume {out}` "
             "continues it, --overwrite replaces it"
         )
-
-
-def _ray_resources(raw: list[str] | None) -> dict[str, float]:
-    """``--ray-resources NAME=AMOUNT`` values, each a number >= 0."""
-    out: dict[str, float] = {}
-    for key, value in parse_sets(raw, "--ray-resources").items():
-        try:
-            amount = float(value)
-        except (TypeError, ValueError):
-            amount = math.nan
-        if not (math.isfinite(amount) and amount >= 0):
-            raise UsageError(f"--ray-resources {key} must be a number >= 0, got {value!r}")
-        out[key] = amount
-    return out
 
 
 #: ``run`` flags that configure elasim's own workers, with their defaults: given with

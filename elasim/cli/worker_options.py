@@ -1,7 +1,8 @@
 """The flags of the commands that start real workers, defined once.
 
 ``elasim run``, ``elasim cluster run`` (and, for logs, ``elasim agent``) start
-worker processes, listen for agents and give up after a wall-time budget.  Each
+worker processes (here, on agents, or as Ray actors), listen for agents and give up
+after a wall-time budget.  Each
 such flag means the same thing in every command, so it is declared here once:
 copies of a flag drift (a help text learns something in one command and not in the
 other, as ``--bind`` had).  typer reads defaults from the function signature, so
@@ -10,17 +11,24 @@ each command still lists its flags, through these factories.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import typer
 
+from .tools import UsageError, parse_sets
+
 __all__ = [
+    "address_option",
     "agent_port_option",
     "agents_option",
     "bind_option",
     "collective_timeout_option",
+    "launcher_option",
     "log_dir_option",
     "max_wall_option",
+    "parse_ray_resources",
+    "ray_resources_option",
 ]
 
 
@@ -56,3 +64,45 @@ def agents_option() -> Any:
 def log_dir_option(default: str = "discarded") -> Any:
     """``--log-dir``: worker logs; ``default`` says where they go without it."""
     return typer.Option(None, "--log-dir", help=f"Worker logs go here (default: {default}).")
+
+
+def launcher_option() -> Any:
+    """``--launcher``: where the workers run."""
+    return typer.Option(
+        "local",
+        "--launcher",
+        help="'local' (this host's processes, and agents) or 'ray' (Ray actors on a cluster).",
+    )
+
+
+def address_option() -> Any:
+    """``--address``: the Ray cluster of ``--launcher ray``."""
+    return typer.Option(
+        None,
+        "--address",
+        help="Ray cluster for --launcher ray: HOST:PORT, ray://HOST:PORT or auto "
+        "(default: a private local Ray instance).",
+    )
+
+
+def ray_resources_option() -> Any:
+    """``--ray-resources``: what each worker's Ray actor holds."""
+    return typer.Option(
+        None,
+        "--ray-resources",
+        help="Ray resource each worker holds, NAME=AMOUNT, repeatable (default CPU=1).",
+    )
+
+
+def parse_ray_resources(raw: list[str] | None) -> dict[str, float]:
+    """``--ray-resources NAME=AMOUNT`` values, each a number >= 0."""
+    out: dict[str, float] = {}
+    for key, value in parse_sets(raw, "--ray-resources").items():
+        try:
+            amount = float(value)
+        except (TypeError, ValueError):
+            amount = math.nan
+        if not (math.isfinite(amount) and amount >= 0):
+            raise UsageError(f"--ray-resources {key} must be a number >= 0, got {value!r}")
+        out[key] = amount
+    return out

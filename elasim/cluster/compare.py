@@ -125,14 +125,18 @@ def simulate_like(
     rescale: Any,
     pause_job: str,
     applications: str | None,
+    capacity: str | None = None,
+    speed_model: str = "oracle",
     checkpoint_interval_s: float | None = math.inf,
 ) -> Any:
     """``elasim cluster simulate`` of what a cluster run ran: same workload, policy, shape.
 
     The very simulation ``cluster simulate`` runs (:func:`elasim.sim.cluster.simulate_cluster`),
     with the run's profiles and the measured pause model (:func:`measured_pause_job`),
-    as the run's loop used it; no model of its own.  Returns the
-    :class:`~elasim.cluster.ClusterResult`.
+    as the run's loop used it, and the run's capacity trace, speed model and
+    checkpoint interval; no model of its own.  Every job takes the policy's batch at
+    each re-formation, as real workers do, so a policy that sizes batches (pollux)
+    is compared like with like.  Returns the :class:`~elasim.cluster.ClusterResult`.
     """
     from elasim.cluster import ClusterSetup
     from elasim.sim.cluster import simulate_cluster
@@ -148,6 +152,8 @@ def simulate_like(
         rescale=rescale,
         pause_job=measured_pause_job(pause_job, applications, names),
         applications=applications,
+        capacity=capacity,
+        speed_model=speed_model,
         checkpoint_interval_s=checkpoint_interval_s,
     )
     return simulate_cluster(setup, record_timeline=False)

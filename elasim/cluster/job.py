@@ -34,12 +34,10 @@ from elasim.traces.cluster import WorkloadJob
 
 from .application import Application, BatchChoice
 from .results import JobResult
+from .speed import ADAPTIVE, JobSpeedModel, SpeedFit
 
 __all__ = ["ADAPTIVE", "ClusterJob", "JobSpeedModel", "Training"]
 
-#: A batch size of 0 in a decision: the job adapts its own batch to its placement at
-#: every epoch (what AdaptDL's library does inside a Pollux job).
-ADAPTIVE = 0
 _EPS = 1e-9
 _CHECKPOINT = EventKind.CHECKPOINT
 _PAUSE = EventKind.PAUSE
@@ -61,62 +59,6 @@ def _replaced(view: ClusterJobView, changes: dict[str, Any]) -> ClusterJobView:
     fields.update(view.__dict__)
     fields.update(changes)
     return new
-
-
-class JobSpeedModel:
-    """The :class:`~elasim.policies.cluster.JobSpeed` of one job in one epoch."""
-
-    __slots__ = ("_app", "_cache", "_epoch", "_gpn")
-
-    def __init__(self, app: Application, epoch: int, gpus_per_node: int) -> None:
-        self._app = app
-        self._epoch = epoch
-        self._gpn = gpus_per_node
-        self._cache: dict[tuple[int, int, int | None], float] = {}
-
-    @classmethod
-    def of(cls, app: Application, epoch: int, gpus_per_node: int) -> JobSpeedModel:
-        """The model of every job of ``app`` in ``epoch``: one, shared, and its cache too.
-
-        Why shared: a speed depends on the application, the epoch and the shape only,
-        and a policy that sizes jobs (``srtf``, ``pollux``) asks hundreds of shapes per
-        decision; with a model per job and epoch, a quarter of the asks on the Philly
-        trace at 1,024 GPUs missed the cache.
-        """
-        key = (epoch, gpus_per_node)
-        model = app.speed_models.get(key)
-        if model is None:
-            model = app.speed_models[key] = cls(app, epoch, gpus_per_node)
-        return model
-
-    def _shape(self, nodes: int, gpus: int) -> tuple[int, ...]:
-        nodes = max(1, min(nodes, gpus))
-        base, extra = divmod(gpus, nodes)
-        return tuple(base + (1 if i < extra else 0) for i in range(nodes))
-
-    def goodput(self, nodes: int, gpus: int, batch_size: int | None = None) -> float:
-        """Progress per second (see the protocol)."""
-        if gpus <= 0:
-            return 0.0
-        key = (nodes, gpus, batch_size)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        shape = self._shape(nodes, gpus)
-        if batch_size is None or batch_size == ADAPTIVE:
-            choice = self._app.best(shape, self._epoch)
-            out = choice.goodput if choice is not None else 0.0
-        else:
-            out = self._app.configure(shape, batch_size, self._epoch).goodput
-        self._cache[key] = out
-        return out
-
-    def best_batch(self, nodes: int, gpus: int) -> int:
-        """The best global batch on that shape (0 when none fits)."""
-        if gpus <= 0:
-            return 0
-        choice = self._app.best(self._shape(nodes, gpus), self._epoch)
-        return choice.batch_size if choice is not None else 0
 
 
 class Training(Protocol):
@@ -169,11 +111,8 @@ class ClusterJob:
     Args:
         spec: the workload row.
         app: its application's model (the speed a policy is told, and the epochs).
-        training: how it trains (:class:`ModelTraining`, or real workers).
+        training: how it trains (:class:`~.training.ModelTraining`, or real workers).
         gpus_per_node: for the speed model's shapes.
-        keeps_batch: the job trains with its requested batch whatever a policy
-            chooses (an executor job's global batch is fixed); a policy's other
-            choice is noted in :attr:`batch_ignored`, not applied.
     """
 
     def __init__(
@@ -182,16 +121,12 @@ class ClusterJob:
         app: Application,
         training: Training,
         gpus_per_node: int,
-        *,
-        keeps_batch: bool = False,
     ) -> None:
         self.spec = spec
         self.name = spec.name
         self.app = app
         self.training = training
         self.gpus_per_node = gpus_per_node
-        self.keeps_batch = keeps_batch
-        self.batch_ignored: int | None = None
         self.books = Accounting()
         self.placement: Placement = ()
         self.gpus = 0
@@ -210,6 +145,8 @@ class ClusterJob:
         self.peak_gpus = 0
         self.events: list[EventRecord] = []
         self._speed: JobSpeedModel | None = None
+        #: what the job measured, when its policy sees a fitted speed (None: the oracle's)
+        self.fit: SpeedFit | None = None
         self._choices_of: tuple[Placement, int] = ((), -1)  # what _choices hold choices of
         self._choices: list[BatchChoice | None] = []  # by epoch, for _choices_of
         self._shape: tuple[int, ...] = ()  # GPUs per node of _choices_of
@@ -250,31 +187,35 @@ class ClusterJob:
         that waits for GPUs looks the same at every decision, and on an overloaded
         cluster (thousands of waiting jobs) building those views was half the run.
         """
+        choice = self.choice
         key = (
             self.placement,
-            self.batch_size,
+            choice.batch_size if choice is not None else self.batch_target,  # batch_size
             self.attained_gpu_s,
             self.held_s,
             self.progress,
             self.epoch,
             self.restarts,
             self.peak_gpus,
+            self.fit and self.fit.model(),
         )
         if self._view is not None and key == self._view_key:
             return self._view
-        app = self.app
-        if self._speed is None or self._speed._epoch != self.epoch:
+        app = self.speed_app()
+        if self._speed is None or self._speed._epoch != self.epoch or self._speed._app is not app:
             self._speed = JobSpeedModel.of(app, self.epoch, self.gpus_per_node)
         self._view_key = key
-        state = {
+        done = self.progress / app.target_progress
+        left = app.target_progress - self.progress
+        state = {  # min(done, 1.0), max(left, 0.0) and max(restarts, 0), without the calls
             "placement": self.placement,
             "batch_size": key[1] or self.spec.requested_batch_size,
             "attained_gpu_s": self.attained_gpu_s,
             "running_s": self.held_s,
-            "progress": min(self.progress / app.target_progress, 1.0),
-            "remaining": max(app.target_progress - self.progress, 0.0),
+            "progress": 1.0 if 1.0 < done else done,
+            "remaining": 0.0 if 0.0 > left else left,
             "epoch": self.epoch,
-            "restarts": max(self.restarts, 0),
+            "restarts": 0 if 0 > self.restarts else self.restarts,
             "peak_gpus": self.peak_gpus,
             "speed": self._speed,
         }
@@ -300,10 +241,16 @@ class ClusterJob:
         A job asks at every epoch (millions of times on the full Philly trace): it
         keeps the application's row of choices by epoch for its placement and target
         (:meth:`Application.epoch_choices`), so that an epoch costs a list index.
+        A fitted job that adapts its batch picks it from its fit, as AdaptDL's agent
+        does, and trains at that batch as the profile says.
         """
         placement = self.placement
         if not placement:
             self.choice = None
+            return
+        if self.fit is not None and self.batch_target == ADAPTIVE:
+            batch = self.batch_plan(placement)[0]
+            self.choice = self.app.configure(tuple(g for _, g in placement), batch, self.epoch)
             return
         if placement is not self._choices_of[0] or self.batch_target != self._choices_of[1]:
             self._choices_of = (placement, self.batch_target)
@@ -435,12 +382,23 @@ class ClusterJob:
         self.record(events)
         return events[-1] if events else None
 
+    def speed_app(self) -> Application:
+        """The application its policy sees: the profile, or the fit of what it measured."""
+        return self.app if self.fit is None else self.fit.model()
+
+    def batch_plan(self, placement: Placement) -> tuple[int, float]:
+        """The batch on ``placement`` and its AdaScale gain (real workers' plan).
+
+        Chosen as the policy sees the job (:meth:`speed_app`): Pollux's agent picks
+        the batch from its own fit, and AdaptDL's AdaScale its gain from the gradient
+        statistics it measured.
+        """
+        app, shape = self.speed_app(), tuple(g for _, g in placement)
+        batch = app.choose(shape, self.batch_target, self.epoch).batch_size
+        return batch, app.gain(batch, self.epoch)
+
     def set_batch(self, batch_size: int | None) -> None:
         """Use ``batch_size`` from now on (None: the requested batch; 0: adaptive)."""
-        if self.keeps_batch:
-            if batch_size not in (None, self.spec.requested_batch_size):
-                self.batch_ignored = batch_size
-            batch_size = None
         if batch_size is None:
             batch_size = self.default_batch
         if batch_size != self.batch_target:

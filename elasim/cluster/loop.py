@@ -15,15 +15,15 @@ Within one turn at time ``t``:
    job that holds GPUs is brought to ``t`` (a waiting job has nothing to advance, and
    its view is kept while it waits), the policy sees a frozen
    :class:`~elasim.policies.cluster.ClusterObservation`, its answer is validated
-   (a bad answer is a :class:`~elasim.jobmodel.PolicyError` naming the policy) and
-   logged, and each job whose placement or batch changes is reallocated;
+   (a bad answer is a :class:`~elasim.jobmodel.PolicyError` naming the policy; a bad
+   batch size one logged line), each job whose placement or batch changes is
+   reallocated, and the decision is logged with the batches it set;
 4. the next time: the next arrival, the earliest job event, the wake-up.
 
-The decision log (:attr:`ClusterLoop.decisions`) is a list of frozen records, equal
-bit for bit for the same inputs, whichever shell ran the loop.  A run that needs no
-log keeps none (``keep_decisions=False``: on the full Philly trace the log was most of
-the memory, 138,588 decisions naming hundreds of jobs each); ``on_decision`` gets each
-record as it is made, to stream it to disk.
+The decision log (:attr:`ClusterLoop.decisions`): frozen records, equal bit for bit
+for the same inputs, whichever shell ran the loop.  A run that needs none keeps none
+(``keep_decisions=False``: on the full Philly trace it was most of the memory);
+``on_decision`` gets each record as it is made, to stream it to disk.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Any
 from elasim.jobmodel import CHECKPOINT_OFF, RescaleMode, pause_for
 from elasim.jobmodel.loop import MIN_WAKE_S, _policy_error
 from elasim.policies.cluster import (
+    ClusterDecision,
     ClusterDecisionRecord,
     ClusterJobView,
     ClusterObservation,
@@ -87,7 +88,7 @@ class ClusterLoop:
         mode: how a job re-forms its group (restart: AdaptDL's checkpoint-restart).
         record_timeline: keep the allocation timeline.
         job_factory: builds each job from ``(spec, app, pause_job, mode, gpus_per_node)``
-            (default :func:`~.job.model_job`: a :class:`ClusterJob` the application
+            (default :func:`~.training.model_job`: a :class:`ClusterJob` the application
             model trains).  The executor's shell passes one whose jobs real worker
             groups train (:mod:`elasim.executor.cluster`), the same
             :class:`ClusterJob` with another training; such a job ``polls``: the loop
@@ -156,8 +157,7 @@ class ClusterLoop:
         self._on_change = on_change
         self.decision_due = False
         self.wake_at_s = math.inf
-        self.now_s = 0.0
-        self.turns = 0
+        self.now_s, self.turns, self.peak_active = 0.0, 0, 0  # peak: most jobs active at once
         self._rescale_estimate_s = self._estimate_rescale_s()
         self._spot = (
             None
@@ -165,12 +165,12 @@ class ClusterLoop:
             else SpotFeed(capacity, capacity_period_s, num_nodes=num_nodes, notice_s=notice_s)
         )
         self.available_nodes: int | None = None
+        self.lost_from = num_nodes  # nodes from this one on are gone for good (lost hosts)
         self.preemptions = 0
         prior_s = math.inf if self._spot is None else self._spot.prior_mtbf_s
         use_checkpoints(self.jobs, checkpoint_interval_s, prior_s, self._pause_of)
         self._stalled = 0
-        #: the loop gave up on a policy that leaves every job waiting (see STALL_DECISIONS)
-        self.stalled = False
+        self.stalled = False  # gave up on a policy that leaves every job waiting
 
     def _init_incremental_state(self) -> None:
         """The caches and queues that keep a turn's work proportional to what changed.
@@ -184,6 +184,7 @@ class ClusterLoop:
         self._holding: set[str] = set()  # active jobs with a placement
         self._dirty: set[str] = set()  # jobs whose view may have changed since observe()
         self._own_batch: set[str] = set()  # jobs whose batch target is not the requested one
+        self._bad: set[tuple[str, object]] = set()  # bad batch sizes already logged
         self._events: list[tuple[float, int, ClusterJob]] = []  # (due, seq, job): lazy heap
         self._seq = 0
         self._queued: dict[str, float] = {}  # the due time last pushed, per job
@@ -279,7 +280,8 @@ class ClusterLoop:
             self._active_names.add(job.name)
             self._set_view(job.name, job.view())
             self.decision_due = True
-        if now_s >= self.wake_at_s - _EPS:
+            self.peak_active = max(self.peak_active, len(self.active))
+        if self.active and now_s >= self.wake_at_s - _EPS:  # as next_time_s() schedules it
             self.wake_at_s = math.inf
             self.decision_due = True
         if self.decision_due:
@@ -301,24 +303,18 @@ class ClusterLoop:
             elif item.notice:
                 self._notice(item.drop_s, item.available, now_s)
             else:
-                self._set_available(item.available, now_s)
+                self.set_available(now_s, item.available)
 
-    def _set_available(self, available: int, now_s: float) -> None:
-        """Jobs on nodes now gone are preempted (without notice: their work is lost)."""
+    def set_available(self, now_s: float, nodes: int) -> None:
+        """Nodes ``0 .. nodes - 1`` usable (never from ``lost_from`` on): others' jobs preempted.
+
+        Without notice: the work of the jobs on the nodes now gone is lost.
+        """
+        available = min(max(nodes, 0), self.num_nodes, self.lost_from)
         if available == self.available_nodes:
             return
         self.available_nodes = available
-        self.decision_due = True
-        for job in self._movers():
-            if any(node >= available for node, _ in job.placement):
-                job.advance(now_s)
-                if job.done:
-                    self._complete(job)
-                    continue
-                if job.preempt(now_s) is not None:
-                    self.preemptions += 1
-                    self._timeline(now_s, job)
-                self._track(job)
+        self._vacate(available, now_s)
 
     def _notice(self, drop_s: float, available: int, now_s: float) -> None:
         """Jobs on the doomed nodes are warned; those warned in time plan to leave."""
@@ -327,15 +323,19 @@ class ClusterLoop:
     def _leave(self, leave: Leave, now_s: float) -> None:
         """The doomed nodes are vacated (gracefully by the warned jobs) and given up."""
         self._spot.cap(leave.drop_s, leave.available)  # type: ignore[union-attr]
+        self._vacate(leave.available, now_s, leave.graceful)
+
+    def _vacate(self, available: int, now_s: float, graceful: frozenset[str] = frozenset()) -> None:
+        """Jobs on nodes ``available`` and up go: ``graceful`` ones leave, others are preempted."""
         self.decision_due = True
         for job in self._movers():
-            if not any(node >= leave.available for node, _ in job.placement):
+            if not any(node >= available for node, _ in job.placement):
                 continue
             job.advance(now_s)
             if job.done:
                 self._complete(job)
                 continue
-            gone = job.leave(now_s) if job.name in leave.graceful else job.preempt(now_s)
+            gone = job.leave(now_s) if job.name in graceful else job.preempt(now_s)
             if gone is not None:
                 self.preemptions += 1
                 self._timeline(now_s, job)
@@ -503,8 +503,7 @@ class ClusterLoop:
         except Exception as exc:  # noqa: BLE001 - a user's plugin may raise anything
             detail = f"decide() raised {type(exc).__name__}: {exc}".splitlines()[0]
             raise _policy_error(policy, exc, detail) from exc  # type: ignore[arg-type]
-        decision = validate_decision(raw, obs, policy, self._by_name, self._active_names)
-        self._log(ClusterDecisionRecord(now_s, len(obs.jobs), decision))
+        decision = validate_decision(raw, obs, policy, self._by_name, self._active_names, self._bad)
         idle = obs.jobs and not decision.allocations and obs.total_gpus > 0
         pending = self._next_arrival < len(self.jobs)
         self._stalled = self._stalled + 1 if idle and not pending else 0
@@ -532,13 +531,18 @@ class ClusterLoop:
                 continue
             self._push(job)
             self._track(job)
+        self._log(now_s, len(obs.jobs), decision)
 
-    def _log(self, record: ClusterDecisionRecord) -> None:
+    def _log(self, now_s: float, active: int, decision: ClusterDecision) -> None:
+        """Count the decision and, where kept, record it with the batches it set."""
         self.decision_count += 1
-        if self._keep_decisions:
-            self.decisions.append(record)
-        if self._on_decision is not None:
-            self._on_decision(record)
+        if self._keep_decisions or self._on_decision is not None:
+            trained = tuple((n, self._by_name[n].batch_size) for n, _ in decision.allocations)
+            record = ClusterDecisionRecord(now_s, active, decision, trained)
+            if self._keep_decisions:
+                self.decisions.append(record)
+            if self._on_decision is not None:
+                self._on_decision(record)
 
     def _named(self, allocations: dict[str, Placement], batches: dict[str, int]) -> list:
         """The jobs a decision can change, in arrival order (the order of its effects).
@@ -560,11 +564,7 @@ class ClusterLoop:
             self._on_change(t, job.name, job.placement, job.batch_size)
 
     def decision_log(self) -> list[tuple[float, int, tuple, tuple, float | None]]:
-        """The decisions as plain tuples: what two shells compare, bit for bit.
-
-        Each is ``(time_s, active jobs, allocations, batch sizes, wake_after_s)``, fit
-        for ``repr`` or JSON.
-        """
+        """``(time_s, active jobs, allocations, batch sizes, wake_after_s)`` per decision."""
         return [
             (
                 r.time_s,

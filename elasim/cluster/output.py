@@ -69,9 +69,17 @@ JOB_COLUMNS = (
 #: Columns of ``allocations.parquet``.
 ALLOCATION_COLUMNS = ("workload", "policy", "time_s", "job", "gpus", "nodes", "batch_size")
 #: Columns of ``decisions.parquet``: ``allocations`` is JSON ``[[job, [[node, gpus],
-#: ...]], ...]``, ``batch_sizes`` JSON ``[[job, batch], ...]``; ``wake_after_s`` is null
-#: when the policy asked for no wake-up.
-DECISION_COLUMNS = ("time_s", "active_jobs", "allocations", "batch_sizes", "wake_after_s")
+#: ...]], ...]``, ``batch_sizes`` JSON ``[[job, batch], ...]`` (0: adaptive);
+#: ``wake_after_s`` is null when the policy asked for no wake-up; ``trained_batches``
+#: JSON ``[[job, batch], ...]``: the batch each placed job trains with once applied.
+DECISION_COLUMNS = (
+    "time_s",
+    "active_jobs",
+    "allocations",
+    "batch_sizes",
+    "wake_after_s",
+    "trained_batches",
+)
 #: Decisions per row group of ``decisions.parquet`` (what a writer holds at most).
 DECISIONS_PER_GROUP = 4096
 #: Above this many jobs, ``gpus_per_job.png`` stacks applications, not jobs.
@@ -118,6 +126,7 @@ class _DecisionWriter:
                 ("allocations", pa.string()),
                 ("batch_sizes", pa.string()),
                 ("wake_after_s", pa.float64()),
+                ("trained_batches", pa.string()),
             ]
         )
         self._writer = pq.ParquetWriter(path, self._schema)
@@ -132,6 +141,7 @@ class _DecisionWriter:
             json.dumps(allocations, separators=(",", ":")),
             json.dumps([list(pair) for pair in decision.batch_sizes], separators=(",", ":")),
             decision.wake_after_s,
+            json.dumps([list(pair) for pair in record.trained_batches], separators=(",", ":")),
         )
         for column, value in zip(self._rows, row, strict=True):
             column.append(value)

@@ -23,6 +23,7 @@ from elasim.traces.workloads import load_workload
 
 from .application import Application
 from .loop import ClusterLoop
+from .speed import SPEED_MODELS, SpeedFit
 
 __all__ = [
     "DEFAULT_PAUSE_JOB",
@@ -105,12 +106,16 @@ class ClusterSetup:
         pause_job: the job preset (or TOML path) of the pause figures.
         applications: a folder of application profiles (None: the bundled ones).
         capacity: a capacity trace (bundled name or path) whose ``available`` is the
-            nodes usable over time (None: all, always); the simulator's shell loads it.
+            nodes usable over time (None: all, always); each shell reads it with
+            :func:`elasim.traces.capacity_rows` (real slots follow it as simulated
+            nodes do).
         notice_s: each capacity drop is announced this long before (0: no notice);
             a job warned in time leaves gracefully, by the single job's rule.
         checkpoint_interval_s: every job's periodic checkpoints, as for one job (None:
             Young/Daly ``auto``; ``inf``: off, the default, which keeps cluster mode's
             results as they were: AdaptDL checkpoints only when a job restarts).
+        speed_model: what a policy knows of a job's speed: ``oracle`` (its profile)
+            or ``fitted`` (fitted to what it measured, :mod:`.speed`).
     """
 
     workload: str
@@ -124,6 +129,13 @@ class ClusterSetup:
     capacity: str | None = None
     notice_s: float = 0.0
     checkpoint_interval_s: float | None = CHECKPOINT_OFF
+    speed_model: str = "oracle"
+
+    def __post_init__(self) -> None:
+        if self.speed_model not in SPEED_MODELS:
+            raise ValueError(
+                f"--speed-model must be one of {', '.join(SPEED_MODELS)}, got {self.speed_model!r}"
+            )
 
 
 def build_loop(
@@ -139,6 +151,9 @@ def build_loop(
 ) -> ClusterLoop:
     """The loop of one run (each keyword: see :class:`ClusterLoop`).
 
+    ``capacity`` is the shell's to read (:func:`elasim.traces.capacity_rows` of
+    ``setup.capacity``): the loop's modules import no NumPy.
+
     Raises:
         TraceError: a bad workload or application profile.
         PolicyLoadError, PolicyConfigError: a bad policy or option.
@@ -149,7 +164,7 @@ def build_loop(
     names = sorted({job.application for job in workload})
     apps = load_applications(names, setup.applications)
     policy = make_policy(setup.policy, dict(setup.options), kind=CLUSTER_KIND)
-    return ClusterLoop(
+    loop = ClusterLoop(
         policy,  # type: ignore[arg-type]
         workload,
         apps,
@@ -167,3 +182,7 @@ def build_loop(
         checkpoint_interval_s=setup.checkpoint_interval_s,
         **({} if job_factory is None else {"job_factory": job_factory}),
     )
+    if setup.speed_model == "fitted":
+        for job in loop.jobs:
+            job.fit = SpeedFit(job.app)
+    return loop

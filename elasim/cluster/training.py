@@ -23,6 +23,7 @@ from elasim.traces.cluster import WorkloadJob
 
 from .application import Application
 from .job import ClusterJob
+from .speed import StepSample
 
 __all__ = ["ModelTraining", "jobs_of", "model_job", "use_checkpoints"]
 
@@ -137,6 +138,7 @@ class ModelTraining:
                 job.finish(job.last_s)
                 return
             job.configure()
+            self._measure(job)
 
     def _hold_pause(self, job: ClusterJob, t: float, state: JobState) -> None:
         """A re-formation's pause or a periodic write, up to ``t`` or its end."""
@@ -151,6 +153,8 @@ class ModelTraining:
             if state is _CHECKPOINTING:
                 self.durable.finish_write()
             self.sm.to(_RUNNING)
+            if state is _RESCALING:
+                self._measure(job)
             self.running_since_s = end
             self.pause_end_s = math.inf
 
@@ -209,6 +213,21 @@ class ModelTraining:
         self.pause_end_s = job.last_s + write_s
         pause = PauseComponents(state_s=write_s)
         job.record([EventRecord(job.last_s, EventKind.CHECKPOINT, job.gpus, job.gpus, pause)])
+
+    def _measure(self, job: ClusterJob) -> None:
+        """A fitted job "measures" its configuration: its step, and its gradients on two GPUs.
+
+        The simulator's side of ``--speed-model fitted``: what real workers would
+        report of this configuration, read off the profile, goes into the same fit.
+        """
+        choice, fit = job.choice, job.fit
+        if fit is None or choice is None:
+            return
+        replicas = job.gpus
+        local = choice.atomic_bsz * (choice.accum_steps + 1)
+        fit.steps([StepSample(replicas, float(local), choice.step_s, len(job.placement))])
+        if replicas > 1:
+            fit.gradients(*job.app.grad_stats(choice.batch_size, job.epoch))
 
     def _train(self, job: ClusterJob, dt: float) -> None:
         if dt > 0:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+import dataclasses
+import logging
+from collections.abc import Container, Mapping, MutableSet
 
 from elasim.jobmodel import PolicyError
 from elasim.jobmodel.loop import _policy_error
@@ -12,6 +14,8 @@ from .job import ClusterJob
 
 __all__ = ["validate_decision"]
 
+log = logging.getLogger(__name__)
+
 
 def validate_decision(
     raw: object,
@@ -19,6 +23,7 @@ def validate_decision(
     policy: ClusterPolicy,
     jobs: Mapping[str, ClusterJob],
     active: Container[str],
+    warned: MutableSet[tuple[str, object]] | None = None,
 ) -> ClusterDecision:
     """The decision, or a :class:`PolicyError` naming ``policy`` and what is wrong.
 
@@ -28,14 +33,15 @@ def validate_decision(
         policy: the policy that answered.
         jobs: every job by name.
         active: the names of the active jobs.
+        warned: ``(job, batch)`` pairs already logged (each bad batch is one line).
 
     A decision that keeps the very placement tuple a job holds needs no check of its
-    cells: they were checked when it was given (and a job on a node that went away
-    was preempted).
+    cells: they were checked when it was given (a job on a lost node was preempted).
 
     The GPUs given per node are summed over the nodes named only (a 1,024-GPU cluster
     has 256 nodes, and a decision names a few of them per job); an overfull node is
-    reported by its index, the lowest first.
+    reported by its index, the lowest first.  A bad batch size does not end the run
+    (:func:`_good_batches`).
     """
 
     def bad(detail: str) -> PolicyError:
@@ -61,15 +67,43 @@ def validate_decision(
     if over:
         node = min(over)
         raise bad(f"node {int(node)} given {used[node]} GPUs; it has {per_node}")
-    for name, batch in raw.batch_sizes:
+    for name, _ in raw.batch_sizes:
         if name not in active:
             raise bad(f"set the batch size of {name!r}, which is not an active job")
-        if not (isinstance(batch, int) and batch >= 0):
-            raise bad(f"batch size of {name!r} is {batch!r}; must be an int >= 0")
     wake = raw.wake_after_s
     if wake is not None and not (isinstance(wake, (int, float)) and wake > 0):
         raise bad(f"wake_after_s is {wake!r}; must be a number > 0 or None")
     names = [name for name, _ in raw.allocations]
     if len(set(names)) != len(names):
         raise bad("allocated to the same job twice")
-    return raw
+    return _good_batches(raw, policy, jobs, set() if warned is None else warned)
+
+
+def _good_batches(
+    raw: ClusterDecision,
+    policy: ClusterPolicy,
+    jobs: Mapping[str, ClusterJob],
+    warned: MutableSet[tuple[str, object]],
+) -> ClusterDecision:
+    """``raw`` with each bad batch size replaced by the job's last good one.
+
+    Bad: not an int, negative, or above the job's largest validated batch (0 is
+    :data:`~elasim.cluster.job.ADAPTIVE`).  Each is logged once, in one line naming the
+    policy.  Why not an error, as a bad placement is: a batch is a hint the job can
+    go without, while a bad placement leaves nothing sensible to apply.
+    """
+    batches, changed = [], False
+    for name, batch in raw.batch_sizes:
+        job = jobs[name]
+        ok = isinstance(batch, int) and not isinstance(batch, bool)
+        if not (ok and 0 <= batch <= job.app.max_batch):
+            if (name, batch) not in warned:
+                warned.add((name, batch))
+                detail = (
+                    f"batch size of {name!r} is {batch!r}; must be an int in 0.."
+                    f"{job.app.max_batch} (0: adaptive); it keeps {job.batch_target}"
+                )
+                log.warning("%s", _policy_error(policy, None, detail))  # type: ignore[arg-type]
+            batch, changed = job.batch_target, True
+        batches.append((name, batch))
+    return dataclasses.replace(raw, batch_sizes=tuple(batches)) if changed else raw

@@ -43,18 +43,14 @@ def simulate_cluster(
     """Build, run and summarise one cluster simulation (wall time included).
 
     A capacity trace (``setup.capacity``) repeats with its duration, as the
-    single-job simulator's replay does.  The decision log is not kept (the result
-    counts the decisions); ``on_decision`` gets each record as it is made, for a
-    writer that streams it to disk.
+    single-job simulator's replay does (:func:`elasim.traces.capacity_rows`).
+    The decision log is not kept (the result counts the decisions); ``on_decision``
+    gets each record as it is made, for a writer that streams it to disk.
     """
-    start = time.perf_counter()
-    rows, period = None, None
-    if setup.capacity is not None:
-        from elasim.traces import load_capacity_trace
+    from elasim.traces import capacity_rows
 
-        trace = load_capacity_trace(setup.capacity)
-        rows = tuple(zip(trace.time_s.tolist(), trace.available.tolist(), strict=True))
-        period = float(trace.duration_s)
+    start = time.perf_counter()
+    rows, period = capacity_rows(setup.capacity)
     loop = build_loop(
         setup,
         record_timeline=record_timeline,

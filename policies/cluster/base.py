@@ -280,11 +280,14 @@ class ClusterDecisionRecord:
         time_s: when it was made.
         active_jobs: jobs the policy saw.
         decision: what it answered (validated).
+        trained_batches: ``((job, global batch), ...)``: the batch each job it placed
+            trains with once it is applied (an adaptive choice resolved), by name.
     """
 
     time_s: float
     active_jobs: int
     decision: ClusterDecision
+    trained_batches: tuple[tuple[str, int], ...] = ()
 
 
 class ClusterPolicy(Protocol):

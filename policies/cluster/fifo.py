@@ -45,8 +45,8 @@ class FifoPolicy(ClusterPolicyBase):
         # order (kept placements never overlap; new ones are placed in a sorted order).
         chosen = list(obs.holding)
         for job in chosen:
-            counts[job.name] = job.gpus
-            free -= job.gpus
+            counts[job.name] = gpus = job.gpus
+            free -= gpus
         for job in obs.jobs:
             if job.placement:  # held (a placement is never empty of GPUs)
                 continue

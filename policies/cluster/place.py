@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .base import ClusterJobView, Placement
+from .base import ClusterJobView, Placement, placement_gpus
 
 __all__ = ["place"]
 
@@ -79,7 +79,8 @@ def place(
         count = counts.get(job.name, 0)
         if count <= 0:
             continue
-        if job.placement and job.gpus == count and _fits(job.placement, free):
+        placement = job.placement
+        if placement and placement_gpus(placement) == count and _fits(placement, free):
             for node, gpus in job.placement:
                 free[node] -= gpus
             out[job.name] = job.placement

@@ -20,3 +20,31 @@ class EveryoneOne:
             free[node] -= 1
             alloc[job.name] = ((node, 1),)
         return ClusterDecision.of(alloc, wake_after_s=600.0)
+
+
+class BadBatches:
+    """Everyone one GPU; the first job's batch is 256, then three bad ones, then 256.
+
+    Decisions 2..4 ask for -5, 10**6 (above any validated batch) and 2.5: each must be
+    one log line naming the policy, and the job must keep 256 meanwhile.
+    """
+
+    name = "bad_batches"
+
+    def __init__(self):
+        self.asked = 0
+
+    def decide(self, obs):
+        free = [obs.gpus_per_node] * obs.num_nodes
+        alloc = {}
+        for job in obs.jobs:
+            node = next((i for i, f in enumerate(free) if f), None)
+            if node is None:
+                break
+            free[node] -= 1
+            alloc[job.name] = ((node, 1),)
+        bad = (256, -5, 10**6, 2.5)
+        batch = bad[self.asked] if self.asked < len(bad) else 256
+        self.asked += 1
+        batches = {obs.jobs[0].name: batch} if obs.jobs else {}
+        return ClusterDecision.of(alloc, batches, wake_after_s=600.0)
