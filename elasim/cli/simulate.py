@@ -135,7 +135,7 @@ def _training_job(
     return training
 
 
-@with_spec(SpecFlags(exclude=("job_options",), trace_required=True))
+@with_spec(SpecFlags(exclude=("job_options",), trace_required=True, zones=True))
 def simulate(
     spec: JobSpec,
     cluster_gpus: int | None = typer.Option(
@@ -301,6 +301,8 @@ def _yardstick_columns(
     """
     from elasim.yardstick import compute_yardstick
 
+    if getattr(trace, "kind", None) == "zones":
+        return {}  # (the yardstick's references run in one zone)
     result = own[1]
     reference = _run_guarded(compute_yardstick, trace, job, spec, config, own=own)
     if reference is None:

@@ -1,0 +1,158 @@
+"""A job in several zones: the vocabulary, the replay, the loop's moves, the CLI.
+
+Golden cases on two-zone traces small enough to follow by hand: zone ``a`` runs dry
+from 1 h to 2 h, zone ``b`` from 5 h on (each repeating every 10 h).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from elasim.cli import app
+from elasim.job import load_job
+from elasim.jobmodel import JobSpec, zone_move_s
+from elasim.policies import Decision, Observation, ZoneView, clamp, make_policy
+from elasim.sim import SimConfig, simulate
+from elasim.traces.model import CapacityTrace
+from elasim.traces.zones import ZoneSet, load_zones
+
+H = 3600.0
+
+
+def two_zones() -> ZoneSet:
+    a = CapacityTrace("a", [0, H, 2 * H], [4, 0, 4], [1.0, 1.0, 1.0], duration_s=10 * H)
+    b = CapacityTrace("b", [0, 5 * H], [4, 0], [1.5, 1.5], duration_s=10 * H)
+    return ZoneSet((a, b))
+
+
+def run(policy: str, spec: JobSpec | None = None, **options: object):
+    job = load_job("resnet50_v100").with_nodes(1, 4)
+    spec = spec or JobSpec(rescale="restart")
+    return simulate(
+        spec,
+        SimConfig(max_sim_time_s=5 * 86400.0),
+        trace=two_zones(),
+        policy=make_policy(policy, dict(options)),
+        job=job,
+    )
+
+
+def obs(**changes: object) -> Observation:
+    base = dict(
+        now_s=0.0,
+        spot_available=0,
+        spot_held=0,
+        on_demand_held=0,
+        spot_price_per_hour=1.0,
+        on_demand_price_per_hour=3.0,
+        progress=0.0,
+        remaining_samples=1e6,
+        throughput_samples_per_s=(0.0, 100.0, 190.0),
+        statistical_efficiency=(1.0, 1.0, 1.0),
+        rescale_cost_s=30.0,
+        deadline_s=None,
+        min_nodes=1,
+        max_nodes=2,
+        zones=(ZoneView("a", 0, 1.0), ZoneView("b", 2, 1.2), ZoneView("c", 1, 0.5)),
+        zone=0,
+        zone_move_s=60.0,
+    )
+    base.update(changes)
+    return Observation(**base)
+
+
+def test_a_decision_without_a_zone_keeps_its_old_repr():
+    # the pinned decision logs are reprs: a zone must not show where there is none
+    assert repr(Decision(2, 1, None)) == (
+        "Decision(spot_nodes=2, on_demand_nodes=1, wake_after_s=None)"
+    )
+    assert repr(Decision(2, 0, None, 1)).endswith("zone=1)")
+    with pytest.raises(ValueError, match="zone"):
+        Decision(1, 0, None, -1)
+
+
+def test_clamp_caps_at_the_zone_named_and_drops_the_current_one():
+    o = obs()
+    assert clamp(Decision(5, 0, None, 1), o) == Decision(2, 0, None, 1)
+    assert clamp(Decision(5, 0, None, 2), o) == Decision(1, 0, None, 2)
+    assert clamp(Decision(5, 0, None, 0), o) == Decision(0, 0, None)  # here: stay
+    assert clamp(Decision(5, 0, None, 7), o) == Decision(0, 0, None)  # no such zone
+    assert clamp(Decision(1, 0, None, 1), obs(zones=())) == Decision(0, 0, None)
+
+
+def test_an_observation_checks_its_zone():
+    with pytest.raises(ValueError, match="zone must index"):
+        obs(zone=3)
+    with pytest.raises(ValueError, match="zone_move_s"):
+        obs(zone_move_s=-1.0)
+
+
+def test_failover_moves_to_the_zone_with_most_spot_and_only_when_it_pays():
+    policy = make_policy("failover")
+    assert policy.decide(obs()) == Decision(2, 0, None, 1)
+    # a move that takes longer than the payback horizon does not pay
+    assert make_policy("failover").decide(obs(zone_move_s=4000.0)) == Decision(0, 0, None)
+    # running here on one node: two nodes there do not pay back a 60 s move in 100 s
+    slow = make_policy("failover", {"payback_s": 100.0})
+    assert slow.decide(obs(spot_available=1, zones=obs().zones[:1] + obs().zones[1:])) in (
+        Decision(1, 0, None),
+    )
+
+
+def test_failover_waits_its_patience_before_moving():
+    policy = make_policy("failover", {"patience_s": 600.0})
+    assert policy.decide(obs()) == Decision(0, 0, 600.0)
+    assert policy.decide(obs(now_s=600.0)) == Decision(2, 0, None, 1)
+
+
+def test_zone_move_s_is_size_over_bandwidth():
+    assert zone_move_s(10.0, 8.0) == 10.0
+    with pytest.raises(ValueError, match="--transfer-gbps"):
+        zone_move_s(1.0, 0.0)
+
+
+def test_a_one_zone_policy_stays_in_its_zone():
+    result = run("greedy")
+    details = dict(result.simulator)
+    assert details["zone_moves"] == 0 and details["final_zone"] == "a"
+    assert all(r.decision.zone is None for r in result.decisions)
+
+
+def test_failover_moves_when_its_zone_runs_dry_and_pauses_for_the_transfer():
+    spec = JobSpec(rescale="restart", checkpoint_size_gb=90.0, transfer_gbps=8.0)  # 90 s
+    result = run("failover", spec)
+    details = dict(result.simulator)
+    first = details["moves"][0]
+    assert first == [H, "a", "b"]
+    # asked at the move, then again on arrival, 90 s later, in zone b
+    times = [r.time_s for r in result.decisions]
+    assert H in times and H + 90.0 in times
+    arrival = next(r for r in result.decisions if r.time_s == H + 90.0)
+    assert arrival.decision == Decision(4, 0, None)
+    # nothing held (nothing billed) while the checkpoint moves
+    resume = next(e for e in result.events if e.time_s >= H + 90.0 - 1e-9)
+    assert resume.nodes_before == 0
+    greedy = run("greedy", spec)
+    assert result.completion_time_h < greedy.completion_time_h
+
+
+def test_cli_takes_several_traces_and_a_zone_column(tmp_path):
+    header = "# on_demand_price_per_hour: 3.06\ntime_s,available,price_per_hour,zone\n"
+    rows = "0,4,1.0,a\n3600,0,1.0,a\n7200,4,1.0,a\n0,4,1.5,b\n18000,0,1.5,b\n"
+    one = tmp_path / "zones.csv"
+    one.write_text(header + rows)
+    zones = load_zones([one])
+    assert isinstance(zones, ZoneSet) and zones.names == ("a", "b")
+    runner = CliRunner()
+    for traces in (["-t", str(one)], ["-t", "spot_us_east.csv", "-t", "spot_us_west.csv"]):
+        out = runner.invoke(app, ["simulate", *traces, "-p", "failover", "--json"])
+        assert out.exit_code == 0, out.output
+        summary = json.loads(out.stdout)
+        assert summary["simulator"]["zone_moves"] >= 1
+        assert math.isfinite(summary["cost_usd"])
+    refused = runner.invoke(app, ["sweep", "-t", "a.csv", "-t", "b.csv"])
+    assert refused.exit_code != 0
