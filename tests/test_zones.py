@@ -156,3 +156,34 @@ def test_cli_takes_several_traces_and_a_zone_column(tmp_path):
         assert math.isfinite(summary["cost_usd"])
     refused = runner.invoke(app, ["sweep", "-t", "a.csv", "-t", "b.csv"])
     assert refused.exit_code != 0
+
+
+def test_the_relaxed_trace_is_the_best_zone_at_every_moment():
+    from elasim.optimal.zones import relaxed_trace
+
+    zones = two_zones()
+    spec = JobSpec(start_offset_s=1800.0)
+    relaxed = relaxed_trace(zones, spec, 12 * H)
+    for t in (0.0, 1799.0, 1800.0, 5400.0, 4 * H, 4.5 * H, 9.9 * H, 11 * H):
+        values = [z.value_at(1800.0 + t) for z in zones.traces]
+        assert relaxed.value_at(t) == (max(v[0] for v in values), min(v[1] for v in values))
+    # b's price where only b offers: any zone's lowest price (so the bound stays one)
+    assert relaxed.value_at(1800.0) == (4, 1.0)
+
+
+def test_the_zone_optimum_brackets_every_policy_that_meets_the_deadline():
+    from elasim.optimal.zones import zone_bounds
+    from elasim.sim import resolve
+
+    job = load_job("resnet50_v100").with_nodes(1, 4)
+    spec = JobSpec(deadline_s=30 * H, max_nodes=4, rescale="restart", on_demand_price_per_hour=3.0)
+    zones = two_zones()
+    spec, _, _, job = resolve(spec, SimConfig(), trace=zones, policy=make_policy("greedy"), job=job)
+    bounds = zone_bounds(zones, job, spec)
+    assert bounds.lower_bound_usd is not None and bounds.upper_bound_usd is not None
+    assert bounds.lower_bound_usd <= bounds.upper_bound_usd
+    assert bounds.upper_bound_usd <= min(v for v in bounds.zone_usd.values() if v is not None)
+    for name in ("greedy", "failover", "deadline"):
+        result = simulate(spec, SimConfig(), trace=zones, policy=make_policy(name), job=job)
+        if result.deadline_met:
+            assert result.cost_usd >= bounds.lower_bound_usd * (1 - 1e-9), name
