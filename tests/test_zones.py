@@ -227,3 +227,16 @@ def test_the_executor_replays_the_moves_as_the_simulator_does(mode, notice_s):
     assert list(real.decisions) == list(sim.decisions)
     assert list(real.events) == list(sim.events)
     assert real.summary["cost_usd"] == sim.cost_usd
+
+
+def test_simulate_reports_where_the_zones_optimum_lies():
+    args = ["-t", "spot_us_east.csv", "-t", "spot_us_west.csv", "-p", "deadline"]
+    out = CliRunner().invoke(
+        app, ["simulate", *args, "--deadline-h", "30", "--max-nodes", "4", "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.stdout)
+    lower, upper = summary["zones_lower_bound_usd"], summary["zones_upper_bound_usd"]
+    assert lower <= upper <= summary["best_zone_optimal_usd"]
+    assert summary["deadline_met"] and summary["cost_usd"] >= lower
+    assert summary["cost_vs_zones_bound"] == pytest.approx(summary["cost_usd"] / lower)
