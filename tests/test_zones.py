@@ -10,12 +10,13 @@ import json
 import math
 
 import pytest
+from test_policies_builtin import make_obs
 from typer.testing import CliRunner
 
 from elasim.cli import app
 from elasim.job import load_job
 from elasim.jobmodel import JobSpec, zone_move_s
-from elasim.policies import Decision, Observation, ZoneView, clamp, make_policy
+from elasim.policies import Decision, Observation, ZoneView, clamp, make_policy, policy_names
 from elasim.sim import SimConfig, simulate
 from elasim.traces.model import CapacityTrace
 from elasim.traces.zones import ZoneSet, load_zones
@@ -42,27 +43,10 @@ def run(policy: str, spec: JobSpec | None = None, **options: object):
 
 
 def obs(**changes: object) -> Observation:
-    base = dict(
-        now_s=0.0,
-        spot_available=0,
-        spot_held=0,
-        on_demand_held=0,
-        spot_price_per_hour=1.0,
-        on_demand_price_per_hour=3.0,
-        progress=0.0,
-        remaining_samples=1e6,
-        throughput_samples_per_s=(0.0, 100.0, 190.0),
-        statistical_efficiency=(1.0, 1.0, 1.0),
-        rescale_cost_s=30.0,
-        deadline_s=None,
-        min_nodes=1,
-        max_nodes=2,
-        zones=(ZoneView("a", 0, 1.0), ZoneView("b", 2, 1.2), ZoneView("c", 1, 0.5)),
-        zone=0,
-        zone_move_s=60.0,
-    )
-    base.update(changes)
-    return Observation(**base)
+    """Two nodes at most; zone a (current) dry, b offers 2 at 1.2, c 1 at 0.5; 60 s moves."""
+    zones = (ZoneView("a", 0, 1.0), ZoneView("b", 2, 1.2), ZoneView("c", 1, 0.5))
+    base = {"max_nodes": 2, "spot_available": 0, "zones": zones, "zone": 0, "zone_move_s": 60.0}
+    return make_obs(**{"rescale_cost_s": 30.0, **base, **changes})
 
 
 def test_a_decision_without_a_zone_keeps_its_old_repr():
@@ -240,3 +224,10 @@ def test_simulate_reports_where_the_zones_optimum_lies():
     assert lower <= upper <= summary["best_zone_optimal_usd"]
     assert summary["deadline_met"] and summary["cost_usd"] >= lower
     assert summary["cost_vs_zones_bound"] == pytest.approx(summary["cost_usd"] / lower)
+
+
+@pytest.mark.parametrize("name", policy_names())
+def test_every_policy_decides_on_an_observation_with_zones(name):
+    """Zones in the observation break no policy; only failover names another zone."""
+    decision = clamp(make_policy(name).decide(obs(spot_available=1)), obs(spot_available=1))
+    assert decision.zone is None or (name == "failover" and 0 < decision.zone < 3)
