@@ -24,19 +24,19 @@ from elasim.traces.zones import ZoneSet, load_zones
 H = 3600.0
 
 
-def two_zones() -> ZoneSet:
+def two_zones(price_b: float = 1.5) -> ZoneSet:
     a = CapacityTrace("a", [0, H, 2 * H], [4, 0, 4], [1.0, 1.0, 1.0], duration_s=10 * H)
-    b = CapacityTrace("b", [0, 5 * H], [4, 0], [1.5, 1.5], duration_s=10 * H)
+    b = CapacityTrace("b", [0, 5 * H], [4, 0], [price_b, price_b], duration_s=10 * H)
     return ZoneSet((a, b))
 
 
-def run(policy: str, spec: JobSpec | None = None, **options: object):
+def run(policy: str, spec: JobSpec | None = None, price_b: float = 1.5, **options: object):
     job = load_job("resnet50_v100").with_nodes(1, 4)
     spec = spec or JobSpec(rescale="restart")
     return simulate(
         spec,
         SimConfig(max_sim_time_s=5 * 86400.0),
-        trace=two_zones(),
+        trace=two_zones(price_b),
         policy=make_policy(policy, dict(options)),
         job=job,
     )
@@ -231,3 +231,13 @@ def test_every_policy_decides_on_an_observation_with_zones(name):
     """Zones in the observation break no policy; only failover names another zone."""
     decision = clamp(make_policy(name).decide(obs(spot_available=1)), obs(spot_available=1))
     assert decision.zone is None or (name == "failover" and 0 < decision.zone < 3)
+
+
+def test_deadline_fails_over_within_its_idle_time_and_meets_the_deadline():
+    spec = JobSpec(rescale="restart", deadline_s=30 * H, on_demand_price_per_hour=3.0)
+    moved = run("deadline", spec, price_b=1.0)
+    stayed = run("deadline", spec, price_b=1.0, failover=False)
+    assert dict(moved.simulator)["zone_moves"] >= 1
+    assert dict(stayed.simulator)["zone_moves"] == 0
+    assert moved.deadline_met and stayed.deadline_met
+    assert moved.cost_usd < stayed.cost_usd  # b's spot instead of a's outage
