@@ -25,7 +25,10 @@ Per random window (``--windows``, the same windows for every run):
   The best single zone is chosen *in hindsight* per window (the cheapest completion
   among the zones), the strongest baseline a fixed-zone run can have, and also the
   zone that is best over all windows (a choice one could make in advance).
-* **offline optimum, deadline 1.5 x the fastest time** (first ``--bounds`` windows):
+* **``deadline``, deadline 1.5 x the fastest time**: staying in each zone (the best
+  in hindsight: the cheapest that met it) against moving between them (its
+  ``failover`` option, on in several zones);
+* **offline optimum, the same deadline** (first ``--bounds`` windows):
   each zone's own optimum (the job staying there) against the optimum of the zones
   (:func:`elasim.optimal.zones.zone_bounds`: the lower bound, and the zone program's
   replayed plan and its moves).
@@ -130,22 +133,54 @@ def live(zones: ZoneSet, nodes: int, windows: int) -> None:
           f"max {max(moves)}")  # fmt: skip
 
 
+def _deadline_spec(zones: ZoneSet, job, nodes: int, seed: int) -> JobSpec:
+    """A window of the zones, resolved, with the deadline at 1.5 x the fastest time."""
+    base = JobSpec(
+        max_nodes=nodes,
+        deadline_s=1.5 * fastest_finish_h(job, JobSpec()) * 3600.0,
+        start_offset_s=start_offset_of(zones.shortest(), None, seed),
+        spot_price_per_hour=SPOT_PRICE,
+        on_demand_price_per_hour=ON_DEMAND_PRICE,
+        seed=seed,
+    )
+    spec, *_ = resolve(base, trace=zones, policy=make_policy("greedy"), job=job)
+    return spec
+
+
+def deadline(zones: ZoneSet, nodes: int, windows: int) -> None:
+    """``deadline`` staying in each zone against ``deadline`` over the zones."""
+    job = load_job(JOB).with_nodes(1, nodes)
+    rows = []
+    for seed in range(windows):
+        spec = _deadline_spec(zones, job, nodes, seed)
+        one = spec.replace(zone_traces=())
+        each = {t.name: _run(one.replace(trace=t.name), t, "deadline", job) for t in zones.traces}
+        rows.append((each, _run(spec, zones, "deadline", job)))
+    met_all = {z: all(r[0][z][2] for r in rows) for z in zones.names}
+    means = {z: statistics.mean(r[0][z][1] for r in rows) for z in zones.names if met_all[z]}
+    fixed = min(means, key=means.__getitem__) if means else zones.names[0]
+    everywhere = sum(all(r[0][z][2] for z in zones.names) for r in rows)
+    ratios, ratios_fixed, moves, met = [], [], [], []
+    for each, (_, usd, ok, n) in rows:
+        best = min((z for z in each if each[z][2]), key=lambda z: each[z][1], default=None)
+        if best is not None:
+            ratios.append(usd / each[best][1])
+        ratios_fixed.append(usd / each[fixed][1])
+        moves.append(n)
+        met.append(ok)
+    print(f"  deadline over the zones / deadline in the best zone in hindsight: cost median "
+          f"{statistics.median(ratios):.3f} (best {min(ratios):.3f}, worst {max(ratios):.3f}); "
+          f"/ in {fixed} (best on average): median {statistics.median(ratios_fixed):.3f}; "
+          f"moves median {statistics.median(moves):g}, max {max(moves)}; deadlines met "
+          f"{sum(met)}/{len(met)} (staying, in every zone: {everywhere}/{len(rows)})")  # fmt: skip
+
+
 def bounds(zones: ZoneSet, nodes: int, windows: int) -> None:
     """Each zone's optimum against the optimum of the zones, deadline 1.5 x fastest."""
     job = load_job(JOB).with_nodes(1, nodes)
-    deadline_s = 1.5 * fastest_finish_h(job, JobSpec()) * 3600.0
-    print(f"  deadline {deadline_s / 3600:.2f} h")
     savings = []
     for seed in range(windows):
-        base = JobSpec(
-            max_nodes=nodes,
-            deadline_s=deadline_s,
-            start_offset_s=start_offset_of(zones.shortest(), None, seed),
-            spot_price_per_hour=SPOT_PRICE,
-            on_demand_price_per_hour=ON_DEMAND_PRICE,
-            seed=seed,
-        )
-        spec, *_ = resolve(base, trace=zones, policy=make_policy("greedy"), job=job)
+        spec = _deadline_spec(zones, job, nodes, seed)
         started = time.process_time()
         b = zone_bounds(zones, job, spec)
         cpu = time.process_time() - started
@@ -177,6 +212,9 @@ def main() -> None:
         zones = zone_set(folder, names)
         print(f"{label}: {len(names)} zones ({', '.join(names)}), up to {nodes} nodes")
         live(zones, nodes, args.windows)
+        deadline_h = 1.5 * fastest_finish_h(load_job(JOB).with_nodes(1, nodes), JobSpec())
+        print(f"  with a deadline of {deadline_h:.2f} h (1.5 x the fastest time):")
+        deadline(zones, nodes, args.windows)
         bounds(zones, nodes, args.bounds)
     print(f"{time.perf_counter() - started:.0f} s; load average {os.getloadavg()}")
 
