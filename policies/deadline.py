@@ -26,6 +26,7 @@ from ._ondemand import (
     job_samples,
     training_rate,
 )
+from ._zones import ZoneUptime
 from .base import Decision, Observation, PolicyBase
 from .registry import register
 
@@ -76,8 +77,10 @@ class DeadlinePolicy(PolicyBase):
     Without a deadline it behaves like ``greedy``; without on-demand nodes it holds
     every usable spot node; when no on-demand count can meet the deadline it runs
     as fast as it can (every usable spot node and on-demand nodes up to
-    ``max_nodes``).  Stateless: everything follows from the observation (spend,
-    progress, nodes held), so a restarted controller picks up where it left off.
+    ``max_nodes``).  Stateless in one zone: everything follows from the observation
+    (spend, progress, nodes held), so a restarted controller picks up where it left
+    off.  In several zones it may move (``failover``) and remembers how long each
+    zone has offered spot, its only state.
     """
 
     name: ClassVar[str] = "deadline"
@@ -226,8 +229,14 @@ class DeadlinePolicy(PolicyBase):
 
     # -- the decision -----------------------------------------------------------------
 
+    def __init__(self, config: Config | None = None) -> None:
+        super().__init__(config)
+        self._uptime = ZoneUptime()  # several zones only: how long each offered spot
+
     def decide(self, obs: Observation) -> Decision:
         """Spot while there is slack and budget; on-demand from the last safe moment."""
+        if len(obs.zones) > 1:
+            self._uptime.update(obs)
         if obs.deadline_s is None:
             return all_usable_spot(obs)
         if obs.progress >= 1.0 or obs.remaining_samples <= 0.0:
@@ -274,12 +283,14 @@ class DeadlinePolicy(PolicyBase):
         start like any, paid from the budget (:meth:`_spot_alone`).  A zone dearer
         than this one only once the wait runs short (less than ``release_lead_s``
         beyond the transfer): before that, waiting here for cheaper spot costs
-        nothing.  The zone whose spot trains fastest wins, the cheaper at a tie.
+        nothing.  The zone whose spot trains fastest wins; at a tie the cheaper, then the
+        one that has offered spot longest so far (:class:`._zones.ZoneUptime`).
         """
         if not self.config.failover or ahead <= obs.zone_move_s + TIME_EPS_S:
             return None
         short = ahead < obs.zone_move_s + self.release_lead_s(obs)
-        best, key = None, (0.0, 0.0)
+        uptime = self._uptime
+        best, key = None, (0.0, -math.inf, -math.inf)
         for index, zone in enumerate(obs.zones):
             dearer = zone.spot_price_per_hour > obs.spot_price_per_hour
             if index == obs.zone or (dearer and not short):
@@ -292,7 +303,7 @@ class DeadlinePolicy(PolicyBase):
                 zone=index,
             )
             nodes = self._spot_alone(there, plan, budget)
-            candidate = (self._rate(obs, nodes), -zone.spot_price_per_hour)
+            candidate = (self._rate(obs, nodes), -zone.spot_price_per_hour, uptime.of(index))
             if nodes and candidate > key:
                 best, key = Decision(nodes, 0, None, index), candidate
         return best

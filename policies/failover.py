@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ._common import HOLD_NOTHING, TIME_EPS_S, check_float, usable_spot, wake_after
+from ._zones import ZoneUptime
 from .base import Decision, Observation, PolicyBase
 from .registry import register
 
@@ -31,8 +32,8 @@ class FailoverPolicy(PolicyBase):
     It never buys on-demand nodes and promises nothing about a deadline (``deadline``
     does).  In a run with one zone it is ``greedy``, decision for decision.
 
-    State: when the current zone was first seen dry (a pure function of the
-    observations so far).
+    State: when the current zone was first seen dry, and how long each zone has
+    offered spot (a pure function of the observations so far).
     """
 
     name: ClassVar[str] = "failover"
@@ -61,6 +62,7 @@ class FailoverPolicy(PolicyBase):
         super().__init__(config)
         self._dry_since_s: float | None = None
         self._zone = 0
+        self._uptime = ZoneUptime()
 
     def decide(self, obs: Observation) -> Decision:
         """Greedy here; a move when this zone is dry (or poor) and another pays back."""
@@ -68,6 +70,7 @@ class FailoverPolicy(PolicyBase):
         here = spot if spot >= obs.min_nodes else 0
         if len(obs.zones) < 2:
             return Decision(here, 0, None) if here else HOLD_NOTHING
+        self._uptime.update(obs)
         if here or obs.zone != self._zone:  # running, or dry since arriving
             self._dry_since_s = None if here else obs.now_s
             self._zone = obs.zone
@@ -82,15 +85,18 @@ class FailoverPolicy(PolicyBase):
             return Decision(nodes, 0, None, best)
         return Decision(here, 0, None) if here else HOLD_NOTHING
 
-    @staticmethod
-    def _best_zone(obs: Observation) -> int | None:
-        """The other zone with the most usable spot nodes, the cheapest at a tie."""
-        best, key = None, (obs.min_nodes - 1, -math.inf)
+    def _best_zone(self, obs: Observation) -> int | None:
+        """The other zone with the most usable spot nodes (None: none can run).
+
+        At a tie the cheapest, then the one that has offered spot longest so far
+        (:class:`._zones.ZoneUptime`).
+        """
+        best, key = None, (obs.min_nodes - 1, -math.inf, -math.inf)
         for index, zone in enumerate(obs.zones):
             if index == obs.zone:
                 continue
             nodes = min(zone.spot_available, obs.max_nodes)
-            candidate = (nodes, -zone.spot_price_per_hour)
+            candidate = (nodes, -zone.spot_price_per_hour, self._uptime.of(index))
             if candidate > key:
                 best, key = index, candidate
         return best
