@@ -241,3 +241,19 @@ def test_deadline_fails_over_within_its_idle_time_and_meets_the_deadline():
     assert dict(stayed.simulator)["zone_moves"] == 0
     assert moved.deadline_met and stayed.deadline_met
     assert moved.cost_usd < stayed.cost_usd  # b's spot instead of a's outage
+
+
+def test_a_spec_in_several_zones_round_trips_and_checks_its_move():
+    spec = JobSpec(zone_traces=("a.csv", "b.csv"), checkpoint_size_gb=5.0, transfer_gbps=2.5)
+    assert JobSpec.from_inputs(json.loads(json.dumps(spec.as_inputs()))) == spec
+    with pytest.raises(ValueError, match="--transfer-gbps"):
+        JobSpec(transfer_gbps=0.0)
+    with pytest.raises(ValueError, match="--checkpoint-size-gb"):
+        JobSpec(checkpoint_size_gb=-1.0)
+
+
+def test_the_one_zone_optimum_is_refused_in_several_zones():
+    args = ["-t", "spot_us_east.csv", "-t", "spot_us_west.csv", "-p", "optimal"]
+    out = CliRunner().invoke(app, ["simulate", *args, "--deadline-h", "30", "--json"])
+    assert out.exit_code != 0
+    assert "several zones" in out.output
