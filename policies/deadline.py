@@ -265,7 +265,7 @@ class DeadlinePolicy(PolicyBase):
                 wake = switch if wake is None or (switch or math.inf) < wake else wake
             return Decision(spot, 0, wake)
         ahead = spare - self.reserve_s(obs, plan)
-        move = self._move(obs, plan, budget, ahead) if len(obs.zones) > 1 else None
+        move = self._move(obs, plan, budget, (spare, ahead)) if len(obs.zones) > 1 else None
         if move is not None:
             return move
         if ahead <= TIME_EPS_S:  # behind the uniform pace: on-demand until spot returns
@@ -273,20 +273,23 @@ class DeadlinePolicy(PolicyBase):
         return Decision(0, 0, wake_after(ahead / (1.0 - self._pace(obs, plan))))
 
     def _move(
-        self, obs: Observation, plan: OnDemandPlan, budget: float, ahead: float
+        self, obs: Observation, plan: OnDemandPlan, budget: float, slack: tuple[float, float]
     ) -> Decision | None:
         """Another zone's spot, when this zone has none worth holding (None: stay).
 
-        Only while the policy would wait idle anyway (ahead of its pace by more than
-        the checkpoint's transfer): a move holds nothing while it lasts, so it is that
-        wait, and the deadline keeps the margin it had; the start there is a spot
-        start like any, paid from the budget (:meth:`_spot_alone`).  A zone dearer
-        than this one only once the wait runs short (less than ``release_lead_s``
-        beyond the transfer): before that, waiting here for cheaper spot costs
-        nothing.  The zone whose spot trains fastest wins; at a tie the cheaper, then the
-        one that has offered spot longest so far (:class:`._zones.ZoneUptime`).
+        ``slack`` is ``(spare, ahead)``: the slack beyond the margin, and beyond the
+        uniform pace's reserve too.  Only when the transfer fits in the spare slack: a
+        move holds nothing while it lasts, a wait like any, so the deadline keeps the
+        margin it had; the start there is a spot start like any, paid from the budget
+        (:meth:`_spot_alone`).  Behind the pace the alternative is on-demand nodes,
+        so spot elsewhere is worth the slack.  A zone dearer than this one only once
+        the wait runs short (ahead by less than ``release_lead_s`` beyond the
+        transfer): before that, waiting here for cheaper spot costs nothing.  The
+        zone whose spot trains fastest wins; at a tie the cheaper, then the one that
+        has offered spot longest so far (:class:`._zones.ZoneUptime`).
         """
-        if not self.config.failover or ahead <= obs.zone_move_s + TIME_EPS_S:
+        spare, ahead = slack
+        if not self.config.failover or spare <= obs.zone_move_s + TIME_EPS_S:
             return None
         short = ahead < obs.zone_move_s + self.release_lead_s(obs)
         uptime = self._uptime
