@@ -3,8 +3,8 @@
 Standard library only.  See :mod:`elasim.policies.base` for the shared types and
 :mod:`elasim.policies.registry` for finding policies by name, file, module or entry
 point.  Importing this package registers the built-in policies: ``fixed``, ``greedy``,
-``hysteresis``, ``price``, ``deadline``, ``uniform_progress``, ``goodput`` and
-``on_demand``, and the oracle
+``hysteresis``, ``price``, ``deadline``, ``uniform_progress``, ``goodput``,
+``failover`` (several zones) and ``on_demand``, and the oracle
 ``optimal`` (the offline optimum, which only the simulator can run: see
 :func:`~elasim.policies.registry.is_oracle`).
 """
@@ -25,11 +25,13 @@ from .base import (
     PauseComponents,
     Policy,
     PolicyBase,
+    ZoneView,
     clamp,
 )
 
 # The built-in policy modules register themselves on import (``@register``).
 from .deadline import DeadlinePolicy
+from .failover import FailoverPolicy
 from .fixed import FixedPolicy
 from .goodput import GoodputPolicy
 from .greedy import GreedyPolicy
@@ -61,6 +63,7 @@ __all__ = [
     "DeadlinePolicy",
     "Decision",
     "DecisionRecord",
+    "FailoverPolicy",
     "EventKind",
     "FixedPolicy",
     "GoodputPolicy",
@@ -77,6 +80,7 @@ __all__ = [
     "Plan",
     "Policy",
     "PolicyBase",
+    "ZoneView",
     "PolicyConfigError",
     "PolicyInfo",
     "PolicyLoadError",
