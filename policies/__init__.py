@@ -3,7 +3,7 @@
 Standard library only.  See :mod:`elasim.policies.base` for the shared types and
 :mod:`elasim.policies.registry` for finding policies by name, file, module or entry
 point.  Importing this package registers the built-in policies: ``fixed``, ``greedy``,
-``hysteresis``, ``price``, ``deadline``, ``uniform_progress``, ``goodput`` and
+``hysteresis``, ``price``, ``deadline``, ``uniform_progress``, ``receding``, ``goodput`` and
 ``on_demand``, and the oracle
 ``optimal`` (the offline optimum, which only the simulator can run: see
 :func:`~elasim.policies.registry.is_oracle`).
@@ -37,6 +37,7 @@ from .hysteresis import HysteresisPolicy
 from .ondemand import OnDemandPolicy
 from .optimal import OptimalPolicy, Plan
 from .price import PricePolicy
+from .receding import RecedingPolicy
 from .registry import (
     ENTRY_POINT_GROUP,
     OptionInfo,
@@ -81,6 +82,7 @@ __all__ = [
     "PolicyInfo",
     "PolicyLoadError",
     "PricePolicy",
+    "RecedingPolicy",
     "clamp",
     "deadline_feasible",
     "describe_policies",

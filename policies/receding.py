@@ -1,0 +1,344 @@
+"""``receding``: re-plan the offline optimum's price of work at every decision, online."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ._common import check_float, usable_spot, wake_after
+from ._ondemand import DEFAULT_OVERHEAD_FRACTION, DEFAULT_SAFETY_MARGIN_S, OnDemandPlan
+from .base import Decision, Observation
+from .deadline import DeadlinePolicy
+from .registry import register
+
+__all__ = ["AvailabilityHistory", "RecedingPolicy"]
+
+#: Bisection steps on the price of work (a relative width of 2**-40 of the bracket).
+_PRICE_STEPS = 40
+#: The price of work is sought up to this many times the plan's price of a sample: at
+#: that price the fastest configuration the plan's price allows wins.
+_LAM_RANGE = 1e3
+#: Seconds of spare at which the last safe moment has come (no wake-ups closer).
+_SPARE_EPS_S = 1.0
+
+
+class AvailabilityHistory:
+    """How long each spot availability (capped at ``max_nodes``) was seen, plus a prior.
+
+    Fed by every observation in order: the time since the previous one is counted
+    to the availability seen then.  The prior spreads ``prior_s`` seconds evenly over
+    ``0..max_nodes`` (nothing known: every level alike), so the first decisions do
+    not bet on the first few minutes seen.  Two fresh histories fed the same
+    observations agree (the policy stays pure).
+    """
+
+    def __init__(self, prior_s: float) -> None:
+        self.prior_s = prior_s
+        self.seconds: dict[int, float] = {}
+        self.last: tuple[float, int] | None = None
+        self.changes = 0
+        self.seen_s = 0.0
+
+    def observe(self, now_s: float, available: int) -> None:
+        """Count the time since the last observation to the availability seen then."""
+        if self.last is not None:
+            then, was = self.last
+            elapsed = now_s - then
+            if elapsed > 0.0:
+                self.seconds[was] = self.seconds.get(was, 0.0) + elapsed
+                self.seen_s += elapsed
+            if available != was:
+                self.changes += 1
+            if elapsed < 0.0:  # a clock that went back (a fresh run): keep the later time
+                now_s = then
+        self.last = (now_s, available)
+
+    def shares(self, max_nodes: int) -> list[tuple[int, float]]:
+        """``(available, share of time)`` for every level with any weight, summing to 1."""
+        prior = self.prior_s / (max_nodes + 1)
+        weights = {level: prior for level in range(max_nodes + 1)}
+        for level, seconds in self.seconds.items():
+            level = min(level, max_nodes)
+            weights[level] = weights.get(level, 0.0) + seconds
+        total = sum(weights.values())
+        if total <= 0.0:
+            return [(max_nodes, 1.0)]
+        return [(level, w / total) for level, w in sorted(weights.items()) if w > 0.0]
+
+    def dwell_s(self) -> float:
+        """Mean time between changes of availability seen so far (inf: none seen)."""
+        if self.changes == 0:
+            return math.inf
+        return self.seen_s / self.changes
+
+
+@register
+class RecedingPolicy(DeadlinePolicy):
+    """Receding-horizon planning: the offline optimum's rule, re-solved on what was seen.
+
+    **The optimum's structure.**  The offline optimum (:mod:`elasim.optimal`) solves
+    "cheapest schedule that does the work by the deadline" through its Lagrangian: for
+    a price ``lam`` of an effective sample, every segment holds the configuration
+    ``(spot, on-demand)`` that maximises ``lam x rate - cost`` given the spot there,
+    and ``lam`` is the least price at which the schedule's work reaches the target.
+    Two things follow, and ``deadline`` has neither: the right node count depends on
+    the price of work (with sub-linear scaling one on-demand node makes samples three
+    times cheaper than four: a job with slack buys one while spot is away, not the
+    on-demand plan's ``k0``), and on-demand work is bought when spot is away, not
+    only at the last safe moment.
+
+    **Online.**  The future availability is unknown, so at every decision the policy
+    re-solves the same program over a model of it fitted to what it has seen: the
+    share of time each availability level was seen (:class:`AvailabilityHistory`,
+    with a prior), taken as the future's (certainty equivalence).  ``lam`` is the
+    least price whose expected work over the time left (less the margin) covers the
+    remaining samples (a bisection over ``O(max_nodes**2)`` per step); the policy
+    acts on the first step: the best configuration at ``lam`` for the spot there now
+    (ties to the one doing more work: the plan's on-demand work is not put off).  As
+    spot stays away ``lam`` rises, so on-demand nodes come in the cheapest counts
+    first; as spot proves plentiful ``lam`` falls and they go.  A change of
+    configuration is made only when its gain at ``lam`` over the mean time between
+    changes of availability pays for its pause and boots.
+
+    **Guarantees** (``deadline``'s).  ``lam`` is capped at the on-demand plan's price
+    of a sample, so every configuration chosen makes samples no dearer than the plan,
+    and spot nodes are added only while the budget (``deadline``'s: the bet plus the
+    plan's price of the work done, less the money spent) covers their venture.  At
+    the last safe moment it commits to on-demand nodes as ``deadline`` does, counted
+    against the *fallback*: the fastest on-demand count whose extra cost over the plan
+    for the remaining samples the budget covers (``k0`` when it covers none).  A
+    faster fallback leaves spot more of the slack (at 16 nodes and a 1.1x deadline the
+    plan's 14 nodes leave none, 16 leave 40 minutes).  So it meets every deadline the
+    plan meets and pays at most the plan plus ``risk_fraction`` of it: the stated
+    bet, 5 % by default (``deadline``'s 0.5 % cannot pay the fallback's speed).
+
+    Time per decision: one bisection of ``_PRICE_STEPS`` steps over the levels seen,
+    each ``O(max_nodes)``: about a millisecond at 16 nodes.
+    """
+
+    name: ClassVar[str] = "receding"
+
+    @dataclass(frozen=True)
+    class Config(DeadlinePolicy.Config):
+        """Options of the ``receding`` policy.
+
+        Attributes:
+            safety_margin_s: seconds of slack, on top of one pause, that spot may not use.
+            overhead_fraction: share of running time assumed lost beyond the
+                periodic checkpoints, for time estimates.
+            risk_fraction: the most, as a share of the on-demand plan's cost, that
+                the policy bets on spot and on a faster fallback.
+            payback_factor: unused (changes pay back through ``lam``); kept from
+                ``deadline``'s options.
+            release_lead_s: unused; kept from ``deadline``'s options.
+            pace: unused; kept from ``deadline``'s options.
+            prior_h: hours of prior weight, spread evenly over the availability
+                levels, before anything is seen.
+            replan_h: the policy asks to be woken at least this often (hours), so
+                that ``lam`` follows the time passing without changes.
+        """
+
+        safety_margin_s: float = DEFAULT_SAFETY_MARGIN_S
+        overhead_fraction: float = DEFAULT_OVERHEAD_FRACTION
+        risk_fraction: float = 0.05
+        payback_factor: float = 4.0
+        release_lead_s: float | None = None
+        pace: bool = True
+        prior_h: float = 4.0
+        replan_h: float = 0.5
+
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            check_float("prior_h", self.prior_h)
+            check_float("replan_h", self.replan_h, strict=True)
+
+    config: Config
+
+    def __init__(self, config: Config | None = None) -> None:
+        super().__init__(config)
+        self.history = AvailabilityHistory(self.config.prior_h * 3600.0)
+
+    # -- the quantities --------------------------------------------------------------
+
+    def fallback_nodes(self, obs: Observation, plan: OnDemandPlan, budget_usd: float) -> int:
+        """The fastest on-demand count (``k0`` or more) whose extra cost the budget covers."""
+        price = obs.on_demand_price_per_hour / 3600.0
+        best, best_rate = plan.nodes, self._rate(obs, plan.nodes)
+        for nodes in range(plan.nodes + 1, obs.max_nodes + 1):
+            rate = self._rate(obs, nodes)
+            if rate <= best_rate:
+                continue
+            extra = (nodes * price / rate - plan.usd_per_sample) * obs.remaining_samples
+            if extra <= budget_usd:
+                best, best_rate = nodes, rate
+        return best
+
+    def spare_s(self, obs: Observation, fallback: int) -> float:
+        """Slack beyond the margin, counting a switch to the fallback even if held.
+
+        Counting the switch always keeps the spare from jumping when the fallback's
+        nodes are taken or released (which would flap between the two).
+        """
+        assert obs.deadline_s is not None
+        rate = self._rate(obs, fallback)
+        if rate <= 0.0:
+            return -math.inf
+        finish = obs.worst_pause_s + obs.remaining_samples / rate
+        return obs.deadline_s - obs.now_s - finish - self.margin_s(obs)
+
+    def best_config(
+        self, obs: Observation, lam: float, available: int, cap: float
+    ) -> tuple[int, int]:
+        """The ``(spot, on-demand)`` maximising ``lam x rate - cost`` with ``available`` spot.
+
+        Only configurations whose samples cost at most ``cap`` (the plan's price of
+        a sample) are weighed: then every sample done keeps the budget whole.  Spot
+        fills first (it is the cheaper market); ties go to more work.  The empty
+        configuration is worth zero.
+        """
+        spot_per_s = obs.spot_price_per_hour / 3600.0
+        od_per_s = obs.on_demand_price_per_hour / 3600.0
+        best, best_value = (0, 0), 0.0
+        for nodes in range(obs.min_nodes, obs.max_nodes + 1):
+            spot = min(available, nodes)
+            rate = self._rate(obs, nodes)
+            cost = spot * spot_per_s
+            if nodes > spot:
+                cost += (nodes - spot) * od_per_s
+            if cost > cap * rate * (1.0 + 1e-9):
+                continue
+            value = lam * rate - cost
+            if value >= best_value - 1e-15 * abs(best_value) and (
+                value > best_value or nodes > sum(best)
+            ):
+                best, best_value = (spot, nodes - spot), value
+        return best
+
+    def expected_rate(
+        self, obs: Observation, lam: float, shares: list[tuple[int, float]], cap: float
+    ) -> float:
+        """Expected samples per second at ``lam`` under the fitted availability."""
+        total = 0.0
+        for available, share in shares:
+            spot, on_demand = self.best_config(obs, lam, available, cap)
+            total += share * self._rate(obs, spot + on_demand)
+        return total
+
+    def price_of_work(self, obs: Observation, plan: OnDemandPlan) -> float:
+        """The least ``lam`` whose expected work covers what is left (up to ``_LAM_RANGE``)."""
+        assert obs.deadline_s is not None
+        cap = plan.usd_per_sample
+        high = cap * _LAM_RANGE
+        left_s = obs.deadline_s - obs.now_s - self.margin_s(obs) - obs.worst_pause_s
+        if left_s <= 0.0:
+            return high
+        need = obs.remaining_samples / left_s
+        shares = self.history.shares(obs.max_nodes)
+        if self.expected_rate(obs, high, shares, cap) < need:
+            return high
+        low = 0.0
+        for _ in range(_PRICE_STEPS):
+            mid = 0.5 * (low + high)
+            if self.expected_rate(obs, mid, shares, cap) >= need:
+                high = mid
+            else:
+                low = mid
+        return high
+
+    # -- the decision -----------------------------------------------------------------
+
+    def decide(self, obs: Observation) -> Decision:
+        """Fit the history, then the optimum's rule at the re-planned price of work."""
+        self.history.observe(obs.now_s, usable_spot(obs))
+        plan, early = self.preamble(obs)
+        if early is not None:
+            return early
+        assert plan is not None
+        budget = self.budget_usd(obs, plan)
+        fallback = self.fallback_nodes(obs, plan, budget)
+        spare = self.spare_s(obs, fallback)
+        if spare <= _SPARE_EPS_S:
+            spot = self._spot_at_last_moment(obs, fallback, spare, plan, budget)
+            if spot:
+                return Decision(spot, 0, wake_after(self.config.replan_h * 3600.0))
+            return self._commit(obs, plan, budget)
+        lam = self.price_of_work(obs, plan)
+        spot, on_demand = self._switch_or_hold(obs, lam, plan.usd_per_sample)
+        spot = self._afford_spot(obs, spot, on_demand, plan, budget)
+        if spot + on_demand < obs.min_nodes:
+            spot, on_demand = 0, 0
+        return Decision(spot, on_demand, self._wake_at(obs, spot + on_demand, fallback, spare))
+
+    def _spot_at_last_moment(
+        self, obs: Observation, fallback: int, spare: float, plan: OnDemandPlan, budget: float
+    ) -> int:
+        """Spot nodes that keep the fallback's pace past the last safe moment (0: none).
+
+        Spot as fast as the fallback's on-demand nodes does not use slack, and losing
+        it costs one failure (the pause, the rescale, a checkpoint interval rolled
+        back) before the on-demand nodes take over: taken while the margin left still
+        covers that, so the job goes back to spot when it returns after the last safe
+        moment (the optimum does), at most until one failure has spent the margin.
+        """
+        interval = min(obs.checkpoint_interval_s + obs.checkpoint_write_s, 86400.0)
+        failure_s = obs.rescale_cost_s + interval
+        if spare + self.margin_s(obs) - obs.worst_pause_s < failure_s:
+            return 0
+        need = self._rate(obs, fallback)
+        for spot in range(obs.min_nodes, usable_spot(obs) + 1):
+            if self._rate(obs, spot) >= need:
+                return self._afford_spot(obs, spot, 0, plan, budget)
+        return 0
+
+    def _switch_or_hold(self, obs: Observation, lam: float, cap: float) -> tuple[int, int]:
+        """The best configuration now, unless keeping the one held loses less than a switch."""
+        best = self.best_config(obs, lam, usable_spot(obs), cap)
+        held = (obs.spot_held, obs.on_demand_held)
+        if best == held or sum(held) < obs.min_nodes or obs.spot_held > usable_spot(obs):
+            return best
+
+        def value(config: tuple[int, int]) -> float:
+            rate = self._rate(obs, sum(config))
+            return lam * rate - self._cost_per_s(obs, config)
+
+        new = max(best[0] - held[0], 0) + max(best[1] - held[1], 0)
+        boot = obs.worst_pause_s * (
+            new * obs.on_demand_price_per_hour / 3600.0 if best[1] > held[1] else 0.0
+        )
+        boot += obs.worst_pause_s * max(best[0] - held[0], 0) * obs.spot_price_per_hour / 3600.0
+        switch_usd = lam * self._rate(obs, sum(best)) * obs.rescale_cost_s + boot
+        horizon = min(self.history.dwell_s(), obs.time_left_s or 0.0)
+        if (value(best) - value(held)) * max(horizon, 0.0) > switch_usd:
+            return best
+        return held
+
+    @staticmethod
+    def _cost_per_s(obs: Observation, config: tuple[int, int]) -> float:
+        """USD per second of holding ``config``."""
+        spot, on_demand = config
+        cost = spot * obs.spot_price_per_hour
+        if on_demand:
+            cost += on_demand * obs.on_demand_price_per_hour
+        return cost / 3600.0
+
+    def _afford_spot(
+        self, obs: Observation, spot: int, on_demand: int, plan: OnDemandPlan, budget: float
+    ) -> int:
+        """New spot nodes only while the budget covers their venture (``deadline``'s rule)."""
+        held = obs.spot_held
+        if spot <= held:
+            return spot
+        alone = on_demand == 0
+        venture = self.venture_usd(obs, spot + on_demand, spot - held, plan.usd_per_sample, alone)
+        if budget >= venture:
+            return spot
+        return min(held, spot) if budget >= 0.0 else 0
+
+    def _wake_at(self, obs: Observation, nodes: int, fallback: int, spare: float) -> float | None:
+        """When to look again: the last safe moment on ``nodes`` nodes, or ``replan_h``."""
+        wake = self.config.replan_h * 3600.0
+        fall = 1.0 - self._rate(obs, nodes) / self._rate(obs, fallback)
+        if fall > 0.0:
+            wake = min(wake, spare / fall)
+        return wake_after(wake)
