@@ -264,11 +264,29 @@ class RecedingPolicy(DeadlinePolicy):
                 return Decision(spot, 0, wake_after(self.config.replan_h * 3600.0))
             return self._commit(obs, plan, budget)
         lam = self.price_of_work(obs, plan)
-        spot, on_demand = self._switch_or_hold(obs, lam, plan.usd_per_sample)
+        available = usable_spot(obs) if self.spot_safe(obs, spare) else 0
+        spot, on_demand = self._switch_or_hold(obs, lam, plan.usd_per_sample, available)
         spot = self._afford_spot(obs, spot, on_demand, plan, budget)
         if spot + on_demand < obs.min_nodes:
             spot, on_demand = 0, 0
         return Decision(spot, on_demand, self._wake_at(obs, spot + on_demand, fallback, spare))
+
+    def failure_s(self, obs: Observation) -> float:
+        """Slack one loss of spot nodes can cost: a checkpoint interval rolled back, a rescale.
+
+        The restart on on-demand nodes is counted in the spare already.
+        """
+        interval = min(obs.checkpoint_interval_s + obs.checkpoint_write_s, 86400.0)
+        return obs.rescale_cost_s + interval
+
+    def spot_safe(self, obs: Observation, spare_s: float) -> bool:
+        """Whether the spare and the safety margin cover one loss of spot nodes.
+
+        Without this a loss near the last safe moment (a checkpoint interval of seven
+        minutes rolled back against the margin's five) makes the job late even on
+        every on-demand node.
+        """
+        return spare_s + self.config.safety_margin_s >= self.failure_s(obs)
 
     def _spot_at_last_moment(
         self, obs: Observation, fallback: int, spare: float, plan: OnDemandPlan, budget: float
@@ -281,9 +299,7 @@ class RecedingPolicy(DeadlinePolicy):
         covers that, so the job goes back to spot when it returns after the last safe
         moment (the optimum does), at most until one failure has spent the margin.
         """
-        interval = min(obs.checkpoint_interval_s + obs.checkpoint_write_s, 86400.0)
-        failure_s = obs.rescale_cost_s + interval
-        if spare + self.margin_s(obs) - obs.worst_pause_s < failure_s:
+        if not self.spot_safe(obs, spare):
             return 0
         need = self._rate(obs, fallback)
         for spot in range(obs.min_nodes, usable_spot(obs) + 1):
@@ -291,11 +307,13 @@ class RecedingPolicy(DeadlinePolicy):
                 return self._afford_spot(obs, spot, 0, plan, budget)
         return 0
 
-    def _switch_or_hold(self, obs: Observation, lam: float, cap: float) -> tuple[int, int]:
+    def _switch_or_hold(
+        self, obs: Observation, lam: float, cap: float, available: int
+    ) -> tuple[int, int]:
         """The best configuration now, unless keeping the one held loses less than a switch."""
-        best = self.best_config(obs, lam, usable_spot(obs), cap)
+        best = self.best_config(obs, lam, available, cap)
         held = (obs.spot_held, obs.on_demand_held)
-        if best == held or sum(held) < obs.min_nodes or obs.spot_held > usable_spot(obs):
+        if best == held or sum(held) < obs.min_nodes or obs.spot_held > available:
             return best
 
         def value(config: tuple[int, int]) -> float:
