@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from ._common import check_float, usable_spot, wake_after
 from ._ondemand import DEFAULT_OVERHEAD_FRACTION, DEFAULT_SAFETY_MARGIN_S, OnDemandPlan
@@ -14,8 +14,21 @@ from .registry import register
 
 __all__ = ["AvailabilityHistory", "RecedingPolicy"]
 
-#: Bisection steps on the price of work (a relative width of 2**-40 of the bracket).
-_PRICE_STEPS = 40
+
+class _Vertex(NamedTuple):
+    """A configuration on a frontier, and the price of work from which it is the best."""
+
+    from_lam: float
+    rate: float
+    cost: float
+    config: tuple[int, int]
+
+
+def _turns_up(a: tuple[float, ...], b: tuple[float, ...], c: tuple[float, ...]) -> bool:
+    """Whether ``b`` lies on or above the segment ``a``-``c`` (not on the lower hull)."""
+    return (b[1] - a[1]) * (c[0] - a[0]) >= (c[1] - a[1]) * (b[0] - a[0])
+
+
 #: The price of work is sought up to this many times the plan's price of a sample: at
 #: that price the fastest configuration the plan's price allows wins.
 _LAM_RANGE = 1e3
@@ -113,8 +126,8 @@ class RecedingPolicy(DeadlinePolicy):
     plan meets and pays at most the plan plus ``risk_fraction`` of it: the stated
     bet, 5 % by default (``deadline``'s 0.5 % cannot pay the fallback's speed).
 
-    Time per decision: one bisection of ``_PRICE_STEPS`` steps over the levels seen,
-    each ``O(max_nodes)``: about a millisecond at 16 nodes.
+    Time per decision: one frontier per availability level seen (``O(max_nodes)``
+    each) and a sweep of their steps: ``O(max_nodes**2)``.
     """
 
     name: ClassVar[str] = "receding"
@@ -187,63 +200,79 @@ class RecedingPolicy(DeadlinePolicy):
         finish = obs.worst_pause_s + obs.remaining_samples / rate
         return obs.deadline_s - obs.now_s - finish - self.margin_s(obs)
 
-    def best_config(
-        self, obs: Observation, lam: float, available: int, cap: float
-    ) -> tuple[int, int]:
-        """The ``(spot, on-demand)`` maximising ``lam x rate - cost`` with ``available`` spot.
+    def frontier(self, obs: Observation, available: int, cap: float) -> list[_Vertex]:
+        """The configurations worth holding at some price of work, with ``available`` spot.
 
-        Only configurations whose samples cost at most ``cap`` (the plan's price of
-        a sample) are weighed: then every sample done keeps the budget whole.  Spot
-        fills first (it is the cheaper market); ties go to more work.  The empty
-        configuration is worth zero.
+        Candidates: for each node count, spot first (the cheaper market), on-demand for
+        the rest, and only those whose samples cost at most ``cap`` (the plan's price
+        of a sample: then every sample done keeps the budget whole), plus holding
+        nothing.  At a price ``lam`` the best maximises ``lam x rate - cost``: a vertex
+        of the lower convex hull of ``(rate, cost)``, so the hull (``O(max_nodes)``)
+        answers every price.  Each vertex carries the price from which it is the best.
         """
         spot_per_s = obs.spot_price_per_hour / 3600.0
         od_per_s = obs.on_demand_price_per_hour / 3600.0
-        best, best_value = (0, 0), 0.0
+        points = [(0.0, 0.0, (0, 0))]
         for nodes in range(obs.min_nodes, obs.max_nodes + 1):
             spot = min(available, nodes)
             rate = self._rate(obs, nodes)
-            cost = spot * spot_per_s
-            if nodes > spot:
-                cost += (nodes - spot) * od_per_s
-            if cost > cap * rate * (1.0 + 1e-9):
-                continue
-            value = lam * rate - cost
-            if value >= best_value - 1e-15 * abs(best_value) and (
-                value > best_value or nodes > sum(best)
-            ):
-                best, best_value = (spot, nodes - spot), value
+            cost = spot * spot_per_s + ((nodes - spot) * od_per_s if nodes > spot else 0.0)
+            if rate > 0.0 and cost <= cap * rate * (1.0 + 1e-9):
+                points.append((rate, cost, (spot, nodes - spot)))
+        points.sort(key=lambda p: (p[0], p[1]))
+        hull: list[tuple[float, float, tuple[int, int]]] = []
+        for point in points:
+            if hull and hull[-1][0] == point[0]:
+                continue  # the same rate dearer
+            while len(hull) >= 2 and _turns_up(hull[-2], hull[-1], point):
+                hull.pop()
+            hull.append(point)
+        vertices = [_Vertex(-math.inf, *hull[0])]
+        for before, after in zip(hull, hull[1:], strict=False):
+            slope = (after[1] - before[1]) / (after[0] - before[0])
+            vertices.append(_Vertex(slope, *after))
+        return vertices
+
+    @staticmethod
+    def best_at(vertices: list[_Vertex], lam: float) -> _Vertex:
+        """The vertex that is best at ``lam`` (ties: more work)."""
+        best = vertices[0]
+        for vertex in vertices[1:]:
+            if vertex.from_lam > lam:
+                break
+            best = vertex
         return best
 
-    def expected_rate(
-        self, obs: Observation, lam: float, shares: list[tuple[int, float]], cap: float
+    def price_of_work(
+        self, obs: Observation, plan: OnDemandPlan, frontiers: dict[int, list[_Vertex]]
     ) -> float:
-        """Expected samples per second at ``lam`` under the fitted availability."""
-        total = 0.0
-        for available, share in shares:
-            spot, on_demand = self.best_config(obs, lam, available, cap)
-            total += share * self._rate(obs, spot + on_demand)
-        return total
+        """The least ``lam`` whose expected work covers what is left (``_LAM_RANGE`` x cap).
 
-    def price_of_work(self, obs: Observation, plan: OnDemandPlan) -> float:
-        """The least ``lam`` whose expected work covers what is left (up to ``_LAM_RANGE``)."""
+        The expected rate is a step function of ``lam`` (each level's frontier steps
+        at its vertices' prices), so its steps are swept in order: exact, and
+        ``O(levels x max_nodes)``.
+        """
         assert obs.deadline_s is not None
-        cap = plan.usd_per_sample
-        high = cap * _LAM_RANGE
+        high = plan.usd_per_sample * _LAM_RANGE
         left_s = obs.deadline_s - obs.now_s - self.margin_s(obs) - obs.worst_pause_s
         if left_s <= 0.0:
             return high
         need = obs.remaining_samples / left_s
-        shares = self.history.shares(obs.max_nodes)
-        if self.expected_rate(obs, high, shares, cap) < need:
-            return high
-        low = 0.0
-        for _ in range(_PRICE_STEPS):
-            mid = 0.5 * (low + high)
-            if self.expected_rate(obs, mid, shares, cap) >= need:
-                high = mid
-            else:
-                low = mid
+        steps: list[tuple[float, float]] = []
+        rate = 0.0
+        for level, share in self.history.shares(obs.max_nodes):
+            vertices = frontiers.setdefault(level, self.frontier(obs, level, plan.usd_per_sample))
+            first = self.best_at(vertices, 0.0)
+            rate += share * first.rate
+            for before, after in zip(vertices, vertices[1:], strict=False):
+                if after.from_lam > 0.0:
+                    steps.append((after.from_lam, share * (after.rate - before.rate)))
+        if rate >= need:
+            return 0.0
+        for lam, gain in sorted(steps):
+            rate += gain
+            if rate >= need * (1.0 - 1e-12):
+                return lam
         return high
 
     # -- the decision -----------------------------------------------------------------
@@ -263,9 +292,12 @@ class RecedingPolicy(DeadlinePolicy):
             if spot:
                 return Decision(spot, 0, wake_after(self.config.replan_h * 3600.0))
             return self._commit(obs, plan, budget)
-        lam = self.price_of_work(obs, plan)
+        frontiers: dict[int, list[_Vertex]] = {}
+        lam = self.price_of_work(obs, plan, frontiers)
         available = usable_spot(obs) if self.spot_safe(obs, spare) else 0
-        spot, on_demand = self._switch_or_hold(obs, lam, plan.usd_per_sample, available)
+        if available not in frontiers:
+            frontiers[available] = self.frontier(obs, available, plan.usd_per_sample)
+        spot, on_demand = self._switch_or_hold(obs, lam, frontiers[available])
         spot = self._afford_spot(obs, spot, on_demand, plan, budget)
         if spot + on_demand < obs.min_nodes:
             spot, on_demand = 0, 0
@@ -308,11 +340,12 @@ class RecedingPolicy(DeadlinePolicy):
         return 0
 
     def _switch_or_hold(
-        self, obs: Observation, lam: float, cap: float, available: int
+        self, obs: Observation, lam: float, frontier: list[_Vertex]
     ) -> tuple[int, int]:
         """The best configuration now, unless keeping the one held loses less than a switch."""
-        best = self.best_config(obs, lam, available, cap)
+        best = self.best_at(frontier, lam).config
         held = (obs.spot_held, obs.on_demand_held)
+        available = max(v.config[0] for v in frontier)
         if best == held or sum(held) < obs.min_nodes or obs.spot_held > available:
             return best
 
