@@ -25,13 +25,21 @@ class _Vertex(NamedTuple):
 
 
 def _turns_up(a: tuple[float, ...], b: tuple[float, ...], c: tuple[float, ...]) -> bool:
-    """Whether ``b`` lies on or above the segment ``a``-``c`` (not on the lower hull)."""
-    return (b[1] - a[1]) * (c[0] - a[0]) >= (c[1] - a[1]) * (b[0] - a[0])
+    """Whether ``b`` lies on or above the segment ``a``-``c`` (not on the lower hull).
+
+    Collinear within rounding counts as above: equal prices per sample (linear
+    scaling) make one step, not several a few ulps apart.
+    """
+    left = (b[1] - a[1]) * (c[0] - a[0])
+    right = (c[1] - a[1]) * (b[0] - a[0])
+    return left >= right - _REL_EPS * max(abs(left), abs(right))
 
 
 #: The price of work is sought up to this many times the plan's price of a sample: at
 #: that price the fastest configuration the plan's price allows wins.
 _LAM_RANGE = 1e3
+#: Relative rounding within which two prices of work (or two slopes) are equal.
+_REL_EPS = 1e-9
 #: Seconds of spare at which the last safe moment has come (no wake-ups closer).
 _SPARE_EPS_S = 1.0
 
@@ -235,10 +243,10 @@ class RecedingPolicy(DeadlinePolicy):
 
     @staticmethod
     def best_at(vertices: list[_Vertex], lam: float) -> _Vertex:
-        """The vertex that is best at ``lam`` (ties: more work)."""
+        """The vertex that is best at ``lam`` (ties, within rounding: more work)."""
         best = vertices[0]
         for vertex in vertices[1:]:
-            if vertex.from_lam > lam:
+            if vertex.from_lam > lam + _REL_EPS * abs(lam):
                 break
             best = vertex
         return best
