@@ -74,7 +74,8 @@ def test_buys_the_cheapest_on_demand_count_not_the_plans() -> None:
     # for 3e5 / 2 280 s = 132/s: one on-demand node, not k0's three.  The fallback is 4
     # nodes (3e5 x (1.667e-5 - 1.389e-5) = 0.83 USD, within the budget), spare
     # 6 000 - 3 600 - 60 - 1 500 - 60 = 780 s, spent at half a second per second.
-    policy = receding()
+    # (Without the pace: at 0.7 done the job is ahead of the line 3 600 / 6 000.)
+    policy = receding(pace=False)
     policy.decide(deadline_obs(deadline_s=6000.0, spot_available=4, **SUBLINEAR))
     later = deadline_obs(
         0.7, now_s=3600.0, deadline_s=6000.0, spot_held=4, spent_usd=4.0, **SUBLINEAR
@@ -83,6 +84,28 @@ def test_buys_the_cheapest_on_demand_count_not_the_plans() -> None:
     decision = policy.decide(later)
     assert (decision.spot_nodes, decision.on_demand_nodes) == (0, 1)
     assert decision.wake_after_s == pytest.approx(1560.0)
+
+
+def test_puts_off_on_demand_nodes_ahead_of_the_line() -> None:
+    # the same hour: the price of work is exactly one on-demand node's, whose tie is
+    # holding nothing; 0.7 done is ahead of the line (0.6), so the node is put off,
+    # and the policy looks again at the last safe moment (780 s at 1 s per second)
+    start = deadline_obs(deadline_s=6000.0, spot_available=4, **SUBLINEAR)
+    policy = receding()
+    policy.decide(start)
+    ahead = deadline_obs(
+        0.7, now_s=3600.0, deadline_s=6000.0, spot_held=4, spent_usd=4.0, **SUBLINEAR
+    )
+    decision = policy.decide(ahead)
+    assert decision.total_nodes == 0
+    assert decision.wake_after_s == pytest.approx(780.0)
+    # behind the line (0.55 done), the plan's on-demand work is bought now
+    policy = receding()
+    policy.decide(start)
+    behind = deadline_obs(
+        0.55, now_s=3600.0, deadline_s=6000.0, spot_held=4, spent_usd=4.0, **SUBLINEAR
+    )
+    assert policy.decide(behind).on_demand_nodes > 0
 
 
 def test_fallback_is_the_fastest_count_the_budget_covers() -> None:
