@@ -157,9 +157,10 @@ class RecedingPolicy(DeadlinePolicy):
                 periodic checkpoints, for time estimates.
             risk_fraction: the most, as a share of the on-demand plan's cost, that
                 the policy bets on spot and on a faster fallback.
-            payback_factor: unused (changes pay back through ``lam``); kept from
-                ``deadline``'s options.
-            release_lead_s: unused; kept from ``deadline``'s options.
+            payback_factor: on-demand nodes held are let go for a slower
+                configuration only with this many switch costs of spare.
+            release_lead_s: that spare in seconds; None means ``payback_factor``
+                times one switch (a start from nothing plus a rescale).
             pace: put off the on-demand nodes the plan would add at its price of
                 work while the job is ahead of the uniform progress line.
             prior_h: hours of prior weight, spread evenly over the availability
@@ -318,6 +319,13 @@ class RecedingPolicy(DeadlinePolicy):
         spot = self._afford_spot(obs, spot, on_demand, plan, budget)
         if spot + on_demand < obs.min_nodes:
             spot, on_demand = 0, 0
+        slower = self._rate(obs, spot + on_demand) < self._rate(obs, fallback)
+        if obs.on_demand_held and slower and spare < self.release_lead_s(obs):
+            # committed nodes go only with slack to pay for taking them again, so a
+            # spare that creeps back above zero on them does not flap (deadline's rule)
+            # (at least the fallback's count: its spare is the margin kept for errors)
+            on_demand = self._on_demand_needed(obs, max(obs.on_demand_held, fallback))
+            return Decision(self._top_up(obs, on_demand, budget), on_demand, None)
         return Decision(spot, on_demand, self._wake_at(obs, spot + on_demand, fallback, spare))
 
     def failure_s(self, obs: Observation) -> float:

@@ -125,6 +125,17 @@ def test_commits_at_the_last_safe_moment() -> None:
     assert receding().decide(deadline_obs(now_s=8620.0)) == Decision(0, 8, 1800.0)
 
 
+def test_keeps_on_demand_nodes_without_the_slack_to_take_them_again() -> None:
+    # 4 on-demand nodes held (the fallback), 0.7 done at 4 000 s: spare 6 000 - 4 000 -
+    # 60 - 3e5 / 200 - 60 = 380 s, below the release lead 4 x (60 + 60) = 480 s, so
+    # they stay (the plan alone would drop to one node and come back at 380 s)
+    held = deadline_obs(
+        0.7, now_s=4000.0, deadline_s=6000.0, on_demand_held=4, spent_usd=4.0, **SUBLINEAR
+    )
+    assert receding().decide(held) == Decision(0, 4, None)
+    assert receding(release_lead_s=0.0).decide(held).on_demand_nodes == 1
+
+
 def test_spot_past_the_last_safe_moment_only_while_the_margin_covers_a_loss() -> None:
     # half done, 1 USD spent: the budget 0.42 + 4.17 - 1 covers 8 spot nodes' venture
     # (0.73).  With a safety margin of 120 s the spare is 0 at 10 000 - 60 - 625 - 180
