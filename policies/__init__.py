@@ -3,7 +3,7 @@
 Standard library only.  See :mod:`elasim.policies.base` for the shared types and
 :mod:`elasim.policies.registry` for finding policies by name, file, module or entry
 point.  Importing this package registers the built-in policies: ``fixed``, ``greedy``,
-``hysteresis``, ``price``, ``deadline``, ``uniform_progress``, ``goodput``,
+``hysteresis``, ``price``, ``deadline``, ``uniform_progress``, ``receding``, ``goodput``,
 ``failover`` (several zones) and ``on_demand``, and the oracle
 ``optimal`` (the offline optimum, which only the simulator can run: see
 :func:`~elasim.policies.registry.is_oracle`).
@@ -39,6 +39,7 @@ from .hysteresis import HysteresisPolicy
 from .ondemand import OnDemandPolicy
 from .optimal import OptimalPolicy, Plan
 from .price import PricePolicy
+from .receding import RecedingPolicy
 from .registry import (
     ENTRY_POINT_GROUP,
     OptionInfo,
@@ -85,6 +86,7 @@ __all__ = [
     "PolicyInfo",
     "PolicyLoadError",
     "PricePolicy",
+    "RecedingPolicy",
     "clamp",
     "deadline_feasible",
     "describe_policies",

@@ -233,19 +233,31 @@ class DeadlinePolicy(PolicyBase):
         super().__init__(config)
         self._uptime = ZoneUptime()  # several zones only: how long each offered spot
 
+    def preamble(self, obs: Observation) -> tuple[OnDemandPlan | None, Decision | None]:
+        """``(plan, None)``, or ``(None, decision)`` in the cases with nothing to weigh.
+
+        No deadline or no on-demand nodes: every usable spot node; done: nothing; no
+        on-demand count makes it: the fastest count, flat out.
+        """
+        if obs.deadline_s is None:
+            return None, all_usable_spot(obs)
+        if obs.progress >= 1.0 or obs.remaining_samples <= 0.0:
+            return None, HOLD_NOTHING
+        if not math.isfinite(obs.on_demand_price_per_hour):
+            return None, all_usable_spot(obs)  # spot is all there is
+        plan = self.plan(obs)
+        if plan is None:
+            return None, flat_out(obs)
+        return plan, None
+
     def decide(self, obs: Observation) -> Decision:
         """Spot while there is slack and budget; on-demand from the last safe moment."""
         if len(obs.zones) > 1:
             self._uptime.update(obs)
-        if obs.deadline_s is None:
-            return all_usable_spot(obs)
-        if obs.progress >= 1.0 or obs.remaining_samples <= 0.0:
-            return HOLD_NOTHING
-        if not math.isfinite(obs.on_demand_price_per_hour):
-            return all_usable_spot(obs)  # spot is all there is
-        plan = self.plan(obs)
-        if plan is None:  # no on-demand count makes it: the fastest count, flat out
-            return flat_out(obs)
+        plan, early = self.preamble(obs)
+        if early is not None:
+            return early
+        assert plan is not None
         budget = self.budget_usd(obs, plan)
         if obs.on_demand_held > 0:
             return self._committed(obs, plan, budget)

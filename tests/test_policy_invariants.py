@@ -5,8 +5,10 @@ synthetic degenerate traces (labelled synthetic), at 1 to 16 nodes, with the dea
 at 1.5 times the job's fastest time:
 
 * ``deadline`` meets every deadline that an on-demand plan meets, and so do the
-  other deadline policies (:data:`DEADLINE_POLICIES`: ``uniform_progress``);
-* it costs at most the cheapest on-demand plan (plus its stated bet, ``risk_fraction``);
+  other deadline policies (:data:`DEADLINE_POLICIES`: ``uniform_progress``,
+  ``receding``);
+* it costs at most the cheapest on-demand plan (plus its stated bet, ``risk_fraction``),
+  and so does ``receding`` (plus its own stated bet);
 * ``optimal`` (the replayed offline optimum) is never beaten by a policy that met the
   deadline (up to the planner's stated tolerance, :data:`OPTIMAL_TOLERANCE`);
 * its rescales stay within ``2 x capacity changes + 4``: a change can cost two
@@ -47,7 +49,9 @@ BUNDLED = ("spot_us_east.csv", "spot_us_west.csv", "spot_p3_bamboo.csv")
 #: Policies checked against the optimum besides the deadline ones.
 OTHERS = (("greedy", {}), ("fixed", {"use_on_demand": "true"}), ("hysteresis", {}))
 #: Policies that promise the deadline whenever an on-demand plan meets it.
-DEADLINE_POLICIES = ("uniform_progress",)
+DEADLINE_POLICIES = ("uniform_progress", "receding")
+#: ... and of those, the ones that also promise the plan's cost plus a stated bet.
+BOUNDED_POLICIES = ("receding",)
 
 
 @lru_cache(maxsize=32)
@@ -123,6 +127,9 @@ def check_invariants(trace: CapacityTrace, nodes: int, offset_s: float) -> dict[
     for name in DEADLINE_POLICIES:
         runs[name] = simulate(config, trace=trace, policy=make_policy(name), job=spec)
         assert runs[name].deadline_met, f"{name} missed the deadline on {where}"
+        if name in BOUNDED_POLICIES:
+            bet = make_policy(name).config.risk_fraction
+            assert runs[name].cost_usd <= plan_usd * (1 + bet) + 0.01, (where, name, plan_usd)
     costs = {name: r.cost_usd for name, r in runs.items() if r.deadline_met}
     costs["on_demand"] = plan_usd
     cheapest = min(costs, key=costs.get)
