@@ -167,6 +167,9 @@ class RecedingPolicy(DeadlinePolicy):
                 levels, before anything is seen.
             replan_h: the policy asks to be woken at least this often (hours), so
                 that ``lam`` follows the time passing without changes.
+            failover: in several zones, move to another zone's spot when this one
+                has none and the transfer fits in the spare slack (``deadline``'s
+                rule, so the deadline keeps its margin).
         """
 
         safety_margin_s: float = DEFAULT_SAFETY_MARGIN_S
@@ -297,6 +300,8 @@ class RecedingPolicy(DeadlinePolicy):
     def decide(self, obs: Observation) -> Decision:
         """Fit the history, then the optimum's rule at the re-planned price of work."""
         self.history.observe(obs.now_s, usable_spot(obs))
+        if len(obs.zones) > 1:
+            self._uptime.update(obs)
         plan, early = self.preamble(obs)
         if early is not None:
             return early
@@ -312,6 +317,11 @@ class RecedingPolicy(DeadlinePolicy):
         frontiers: dict[int, list[_Vertex]] = {}
         lam = self.price_of_work(obs, plan, frontiers)
         available = usable_spot(obs) if self.spot_safe(obs, spare) else 0
+        if not available and not obs.on_demand_held and len(obs.zones) > 1:
+            ahead = spare - self.reserve_s(obs, plan)
+            move = self._move(obs, plan, budget, (spare, ahead))
+            if move is not None:  # no spot here: another zone's, as deadline moves
+                return move
         if available not in frontiers:
             frontiers[available] = self.frontier(obs, available, plan.usd_per_sample)
         lam = self._put_off(obs, lam, frontiers[available])

@@ -210,7 +210,7 @@ def test_tolerance_is_stated_and_small() -> None:
 # -- several zones ---------------------------------------------------------------------
 
 #: Policies checked in several zones: the deadline-aware ones must meet the deadline.
-ZONE_POLICIES = ("deadline", "uniform_progress", "failover", "greedy")
+ZONE_POLICIES = ("deadline", "receding", "uniform_progress", "failover", "greedy")
 
 
 def random_zone(rng: np.random.Generator, nodes: int, name: str) -> CapacityTrace:
@@ -258,8 +258,8 @@ def test_invariants_in_several_zones(seed: int, nodes: int, count: int) -> None:
         result = simulate(spec, trace=zones, policy=make_policy(name), job=spec_job)
         if name in ("deadline", *DEADLINE_POLICIES):
             assert result.deadline_met, f"{name} missed the deadline ({where})"
-        if name == "deadline":
-            bet = DeadlinePolicy.Config().risk_fraction
+        if name in ("deadline", "receding"):
+            bet = make_policy(name).config.risk_fraction
             assert result.cost_usd <= plan_usd[0] * (1 + bet) + 0.01, where
         if result.deadline_met:
             assert result.cost_usd >= floor, f"{name} below the zones' optimum ({where})"
