@@ -44,7 +44,7 @@ BUNDLED = ("spot_us_east.csv", "spot_us_west.csv", "spot_p3_bamboo.csv")
 SPOT_PRICE, ON_DEMAND_PRICE = 0.918, 3.06
 #: The bundled us_east / us_west traces are these, with prices spliced in.
 BUNDLED_FROM = {"aws-08-27-2023/us-east-2b_v100_1", "aws-08-27-2023/us-west-2a_v100_1"}
-POLICIES = ("greedy", "deadline", "uniform_progress")
+POLICIES = ("greedy", "deadline", "uniform_progress", "receding")
 NODES = (1, 4, 16)
 FACTORS = (1.1, 1.5, 2.0)
 JOB = "resnet50_v100"

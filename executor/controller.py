@@ -320,8 +320,12 @@ class Controller:
         measured: dict[int, tuple[float, float | None]] = getattr(actuator, "measured", {})
         scale = self.config.time_scale
         real = [measured.get(id(e), (e.time_s / scale, None)) for e in loop.events]
+        summary = summarize(loop, end)
+        zones = getattr(loop, "zone_details", None)
+        if zones is not None:  # a job in several zones: its moves
+            summary["zones"] = zones()
         return ControllerResult(
-            summary=summarize(loop, end),
+            summary=summary,
             completion_time_s=loop.done_s,
             end_time_s=end,
             wall_time_s=self.clock.now() - self._t0,

@@ -138,6 +138,7 @@ def _summary(
     target: float | None,
 ) -> dict[str, Any]:
     shared = dict(ctl.summary)
+    zones = shared.pop("zones", None)  # a job in several zones: beside the executor's own
     shared["raw_samples"] = float(sum(r.samples for r in steps))  # including redone steps
     pauses = [e.pause_s for e in ctl.events if e.kind in RESCALE_KINDS][1:]
     accuracy = dict(ctl.progress.metrics).get("accuracy")
@@ -158,6 +159,8 @@ def _summary(
     )
     out = summary.as_dict()
     out["executor"] = _executor_details(config, trace_name, job_name)
+    if zones is not None:
+        out["executor"].update(zones)
     out["inputs"] = config.spec.as_inputs()
     return out
 
@@ -254,12 +257,34 @@ def _check_run(config: RunConfig, trace: Any) -> None:
             raise ValueError("--backend nccl needs CUDA, and this machine has none; use gloo")
 
 
+def _load_trace(spec: Any) -> Any:
+    """The spec's capacity trace, or its zones (a zone set, replayed zone by zone)."""
+    from elasim.traces import load_capacity_trace
+    from elasim.traces.zones import load_zones
+
+    if spec.zone_traces:
+        return load_zones(spec.zone_traces)
+    return load_capacity_trace(str(spec.trace))
+
+
 def _resolved(config: RunConfig, trace: Any) -> RunConfig:
-    """The start offset checked, or drawn from the seed, as the simulator does it."""
+    """The start offset checked, or drawn from the seed, as the simulator does it.
+
+    In several zones the offset lies within the shortest zone's trace, and a move's
+    checkpoint size must be stated: real workers' checkpoints are the job's own, and
+    the move's transfer is replayed as a pause of that size over ``--transfer-gbps``
+    (trace seconds, like every pause of the replay), between the stop of every worker
+    and their restart from the checkpoint in the new zone.
+    """
     from elasim.traces.model import start_offset_of
 
     spec = config.spec
-    offset = start_offset_of(trace, spec.start_offset_s, spec.seed)
+    zones = getattr(trace, "kind", None) == "zones"
+    offset = start_offset_of(trace.shortest() if zones else trace, spec.start_offset_s, spec.seed)
+    if zones and spec.checkpoint_size_gb is None:
+        raise ValueError(
+            "--checkpoint-size-gb: a run in several zones needs the size a move transfers"
+        )
     return replace(config, spec=spec.replace(start_offset_s=offset))
 
 
@@ -295,11 +320,9 @@ def run_trace(
         ScriptFailed: with ``config.script``, a process of the script exited non-zero
             on its own (an :class:`ExecutorError`).
     """
-    from elasim.traces import load_capacity_trace
-
     if resume is not None:
         config = resume.segment_config()
-    trace = load_capacity_trace(str(config.spec.trace))
+    trace = _load_trace(config.spec)
     _check_run(config, trace)
     config = _resolved(config, trace)
     if journal_dir is not None and resume is None and config.script is None:

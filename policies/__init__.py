@@ -3,8 +3,8 @@
 Standard library only.  See :mod:`elasim.policies.base` for the shared types and
 :mod:`elasim.policies.registry` for finding policies by name, file, module or entry
 point.  Importing this package registers the built-in policies: ``fixed``, ``greedy``,
-``hysteresis``, ``price``, ``deadline``, ``uniform_progress``, ``goodput`` and
-``on_demand``, and the oracle
+``hysteresis``, ``price``, ``deadline``, ``uniform_progress``, ``receding``, ``goodput``,
+``failover`` (several zones) and ``on_demand``, and the oracle
 ``optimal`` (the offline optimum, which only the simulator can run: see
 :func:`~elasim.policies.registry.is_oracle`).
 """
@@ -25,11 +25,13 @@ from .base import (
     PauseComponents,
     Policy,
     PolicyBase,
+    ZoneView,
     clamp,
 )
 
 # The built-in policy modules register themselves on import (``@register``).
 from .deadline import DeadlinePolicy
+from .failover import FailoverPolicy
 from .fixed import FixedPolicy
 from .goodput import GoodputPolicy
 from .greedy import GreedyPolicy
@@ -37,6 +39,7 @@ from .hysteresis import HysteresisPolicy
 from .ondemand import OnDemandPolicy
 from .optimal import OptimalPolicy, Plan
 from .price import PricePolicy
+from .receding import RecedingPolicy
 from .registry import (
     ENTRY_POINT_GROUP,
     OptionInfo,
@@ -61,6 +64,7 @@ __all__ = [
     "DeadlinePolicy",
     "Decision",
     "DecisionRecord",
+    "FailoverPolicy",
     "EventKind",
     "FixedPolicy",
     "GoodputPolicy",
@@ -77,10 +81,12 @@ __all__ = [
     "Plan",
     "Policy",
     "PolicyBase",
+    "ZoneView",
     "PolicyConfigError",
     "PolicyInfo",
     "PolicyLoadError",
     "PricePolicy",
+    "RecedingPolicy",
     "clamp",
     "deadline_feasible",
     "describe_policies",

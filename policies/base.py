@@ -32,6 +32,7 @@ __all__ = [
     "PauseComponents",
     "Policy",
     "PolicyBase",
+    "ZoneView",
     "clamp",
 ]
 
@@ -178,6 +179,22 @@ class ObservedEvent:
 
 @quick_init
 @dataclass(frozen=True)
+class ZoneView:
+    """One zone as a policy sees it in :attr:`Observation.zones`.
+
+    Attributes:
+        name: the zone's name (its trace's name, or the trace's ``zone`` column).
+        spot_available: spot nodes obtainable there now, capped at ``max_nodes``.
+        spot_price_per_hour: spot price there now, USD per node-hour.
+    """
+
+    name: str
+    spot_available: int
+    spot_price_per_hour: float
+
+
+@quick_init
+@dataclass(frozen=True)
 class Observation:
     """An immutable snapshot of the world, built by the driver before each decision.
 
@@ -216,6 +233,15 @@ class Observation:
         checkpoint_write_s: what one checkpoint write takes (estimated or measured).
             With the interval it gives :attr:`training_share`, which a policy that
             plans to the minute (``deadline``) must not leave out.
+        zones: every zone the job may run in, in the run's order; empty for a run in
+            one zone.  The job runs in one zone at a time (as SkyPilot's managed jobs
+            do): ``spot_available`` and ``spot_price_per_hour`` are always the current
+            zone's, so a policy that knows nothing of zones reads the zone it is in.
+        zone: index of the current zone in ``zones`` (during a move: the zone the
+            job is moving to).
+        zone_move_s: what moving the checkpoint to another zone takes (its size over
+            the transfer bandwidth); a move pauses this long with no nodes, and then
+            starts from nothing (``resume_cost_s``) in the new zone.
     """
 
     now_s: float
@@ -237,6 +263,9 @@ class Observation:
     spent_usd: float = 0.0
     checkpoint_interval_s: float = math.inf
     checkpoint_write_s: float = 0.0
+    zones: tuple[ZoneView, ...] = ()
+    zone: int = 0
+    zone_move_s: float = 0.0
 
     def __post_init__(self) -> None:
         # every check in one chained test first (one observation per decision), the
@@ -256,6 +285,8 @@ class Observation:
             and 0.0 <= self.spent_usd < inf
             and self.checkpoint_interval_s > 0
             and 0.0 <= self.checkpoint_write_s < inf
+            and (not self.zones or 0 <= self.zone < len(self.zones))
+            and 0.0 <= self.zone_move_s < inf
         ):
             return
         self._check_one_by_one()
@@ -291,6 +322,10 @@ class Observation:
             raise ValueError("checkpoint_interval_s must be > 0 (inf: no checkpoints)")
         if not (math.isfinite(self.checkpoint_write_s) and self.checkpoint_write_s >= 0):
             raise ValueError("checkpoint_write_s must be a finite number >= 0")
+        if self.zones and not 0 <= self.zone < len(self.zones):
+            raise ValueError(f"zone must index zones (0 to {len(self.zones) - 1}): {self.zone}")
+        if not (math.isfinite(self.zone_move_s) and self.zone_move_s >= 0):
+            raise ValueError("zone_move_s must be a finite number >= 0")
 
     @property
     def nodes_held(self) -> int:
@@ -334,11 +369,16 @@ class Decision:
         on_demand_nodes: on-demand nodes to hold (always obtainable, at a higher price).
         wake_after_s: ask again after this many seconds even if nothing changes;
             None means "only when something changes" (capacity, price, an event).
+        zone: the zone to hold the nodes in (an index into
+            :attr:`Observation.zones`); None: the current one.  Another zone is a
+            move: every node is released, the checkpoint moves for
+            ``zone_move_s`` with no nodes held, and the job starts again there.
     """
 
     spot_nodes: int
     on_demand_nodes: int = 0
     wake_after_s: float | None = None
+    zone: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.spot_nodes, int) or not isinstance(self.on_demand_nodes, int):
@@ -349,6 +389,17 @@ class Decision:
             math.isfinite(self.wake_after_s) and self.wake_after_s > 0
         ):
             raise ValueError("wake_after_s must be a finite number > 0 or None")
+        if self.zone is not None and (not isinstance(self.zone, int) or self.zone < 0):
+            raise ValueError(f"zone must be an index >= 0 or None, got {self.zone!r}")
+
+    def __repr__(self) -> str:
+        # without a zone, the repr from before zones existed: decision logs pinned by
+        # their repr (tests/test_pinned_results.py) stay byte for byte
+        zone = "" if self.zone is None else f", zone={self.zone!r}"
+        return (
+            f"Decision(spot_nodes={self.spot_nodes!r}, on_demand_nodes="
+            f"{self.on_demand_nodes!r}, wake_after_s={self.wake_after_s!r}{zone})"
+        )
 
     @property
     def total_nodes(self) -> int:
@@ -361,15 +412,28 @@ def clamp(decision: Decision, obs: Observation) -> Decision:
 
     Spot nodes are capped at what is available and at ``max_nodes``; on-demand nodes
     fill at most the rest up to ``max_nodes``.  A total below ``min_nodes`` cannot run,
-    so it is turned into "hold nothing" rather than paying for idle nodes.
+    so it is turned into "hold nothing" rather than paying for idle nodes.  A zone
+    caps spot nodes at that zone's availability; the current zone, or one the run
+    does not have, is None (stay).
     """
-    spot = min(decision.spot_nodes, obs.spot_available, obs.max_nodes)
+    zone = decision.zone
+    available = obs.spot_available
+    if zone is not None:
+        if zone == obs.zone or zone >= len(obs.zones):
+            zone = None
+        else:
+            available = obs.zones[zone].spot_available
+    spot = min(decision.spot_nodes, available, obs.max_nodes)
     on_demand = min(decision.on_demand_nodes, obs.max_nodes - spot)
     if spot + on_demand < obs.min_nodes:
         spot, on_demand = 0, 0
-    if spot == decision.spot_nodes and on_demand == decision.on_demand_nodes:
+    if (
+        spot == decision.spot_nodes
+        and on_demand == decision.on_demand_nodes
+        and zone == decision.zone
+    ):
         return decision
-    return Decision(spot, on_demand, decision.wake_after_s)
+    return Decision(spot, on_demand, decision.wake_after_s, zone)
 
 
 @runtime_checkable

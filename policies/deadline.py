@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from ._common import (
@@ -26,6 +26,7 @@ from ._ondemand import (
     job_samples,
     training_rate,
 )
+from ._zones import ZoneUptime
 from .base import Decision, Observation, PolicyBase
 from .registry import register
 
@@ -76,8 +77,10 @@ class DeadlinePolicy(PolicyBase):
     Without a deadline it behaves like ``greedy``; without on-demand nodes it holds
     every usable spot node; when no on-demand count can meet the deadline it runs
     as fast as it can (every usable spot node and on-demand nodes up to
-    ``max_nodes``).  Stateless: everything follows from the observation (spend,
-    progress, nodes held), so a restarted controller picks up where it left off.
+    ``max_nodes``).  Stateless in one zone: everything follows from the observation
+    (spend, progress, nodes held), so a restarted controller picks up where it left
+    off.  In several zones it may move (``failover``) and remembers how long each
+    zone has offered spot, its only state.
     """
 
     name: ClassVar[str] = "deadline"
@@ -103,6 +106,9 @@ class DeadlinePolicy(PolicyBase):
                 run on-demand once the job is behind that pace, and give the nodes
                 back when spot returns; off, wait for spot until the last safe
                 moment (Can't Be Late's Greedy).
+            failover: in several zones, move to another zone's spot when this one
+                has none worth holding and the move fits in the time the policy
+                would otherwise wait idle (see :meth:`DeadlinePolicy._move`).
         """
 
         safety_margin_s: float = DEFAULT_SAFETY_MARGIN_S
@@ -111,6 +117,7 @@ class DeadlinePolicy(PolicyBase):
         payback_factor: float = 4.0
         release_lead_s: float | None = None
         pace: bool = True
+        failover: bool = True
 
         def __post_init__(self) -> None:
             check_float("safety_margin_s", self.safety_margin_s)
@@ -121,6 +128,7 @@ class DeadlinePolicy(PolicyBase):
             check_float("payback_factor", self.payback_factor)
             check_float("release_lead_s", self.release_lead_s, optional=True)
             check_bool("pace", self.pace)
+            check_bool("failover", self.failover)
 
     config: Config
 
@@ -221,17 +229,35 @@ class DeadlinePolicy(PolicyBase):
 
     # -- the decision -----------------------------------------------------------------
 
+    def __init__(self, config: Config | None = None) -> None:
+        super().__init__(config)
+        self._uptime = ZoneUptime()  # several zones only: how long each offered spot
+
+    def preamble(self, obs: Observation) -> tuple[OnDemandPlan | None, Decision | None]:
+        """``(plan, None)``, or ``(None, decision)`` in the cases with nothing to weigh.
+
+        No deadline or no on-demand nodes: every usable spot node; done: nothing; no
+        on-demand count makes it: the fastest count, flat out.
+        """
+        if obs.deadline_s is None:
+            return None, all_usable_spot(obs)
+        if obs.progress >= 1.0 or obs.remaining_samples <= 0.0:
+            return None, HOLD_NOTHING
+        if not math.isfinite(obs.on_demand_price_per_hour):
+            return None, all_usable_spot(obs)  # spot is all there is
+        plan = self.plan(obs)
+        if plan is None:
+            return None, flat_out(obs)
+        return plan, None
+
     def decide(self, obs: Observation) -> Decision:
         """Spot while there is slack and budget; on-demand from the last safe moment."""
-        if obs.deadline_s is None:
-            return all_usable_spot(obs)
-        if obs.progress >= 1.0 or obs.remaining_samples <= 0.0:
-            return HOLD_NOTHING
-        if not math.isfinite(obs.on_demand_price_per_hour):
-            return all_usable_spot(obs)  # spot is all there is
-        plan = self.plan(obs)
-        if plan is None:  # no on-demand count makes it: the fastest count, flat out
-            return flat_out(obs)
+        if len(obs.zones) > 1:
+            self._uptime.update(obs)
+        plan, early = self.preamble(obs)
+        if early is not None:
+            return early
+        assert plan is not None
         budget = self.budget_usd(obs, plan)
         if obs.on_demand_held > 0:
             return self._committed(obs, plan, budget)
@@ -251,9 +277,51 @@ class DeadlinePolicy(PolicyBase):
                 wake = switch if wake is None or (switch or math.inf) < wake else wake
             return Decision(spot, 0, wake)
         ahead = spare - self.reserve_s(obs, plan)
+        move = self._move(obs, plan, budget, (spare, ahead)) if len(obs.zones) > 1 else None
+        if move is not None:
+            return move
         if ahead <= TIME_EPS_S:  # behind the uniform pace: on-demand until spot returns
             return self._commit(obs, plan, budget)
         return Decision(0, 0, wake_after(ahead / (1.0 - self._pace(obs, plan))))
+
+    def _move(
+        self, obs: Observation, plan: OnDemandPlan, budget: float, slack: tuple[float, float]
+    ) -> Decision | None:
+        """Another zone's spot, when this zone has none worth holding (None: stay).
+
+        ``slack`` is ``(spare, ahead)``: the slack beyond the margin, and beyond the
+        uniform pace's reserve too.  Only when the transfer fits in the spare slack: a
+        move holds nothing while it lasts, a wait like any, so the deadline keeps the
+        margin it had; the start there is a spot start like any, paid from the budget
+        (:meth:`_spot_alone`).  Behind the pace the alternative is on-demand nodes,
+        so spot elsewhere is worth the slack.  A zone dearer than this one only once
+        the wait runs short (ahead by less than ``release_lead_s`` beyond the
+        transfer): before that, waiting here for cheaper spot costs nothing.  The
+        zone whose spot trains fastest wins; at a tie the cheaper, then the one that
+        has offered spot longest so far (:class:`._zones.ZoneUptime`).
+        """
+        spare, ahead = slack
+        if not self.config.failover or spare <= obs.zone_move_s + TIME_EPS_S:
+            return None
+        short = ahead < obs.zone_move_s + self.release_lead_s(obs)
+        uptime = self._uptime
+        best, key = None, (0.0, -math.inf, -math.inf)
+        for index, zone in enumerate(obs.zones):
+            dearer = zone.spot_price_per_hour > obs.spot_price_per_hour
+            if index == obs.zone or (dearer and not short):
+                continue
+            there = replace(
+                obs,
+                spot_available=min(zone.spot_available, obs.max_nodes),
+                spot_price_per_hour=zone.spot_price_per_hour,
+                spot_held=0,
+                zone=index,
+            )
+            nodes = self._spot_alone(there, plan, budget)
+            candidate = (self._rate(obs, nodes), -zone.spot_price_per_hour, uptime.of(index))
+            if nodes and candidate > key:
+                best, key = Decision(nodes, 0, None, index), candidate
+        return best
 
     def spot_nodes(self, obs: Observation, plan: OnDemandPlan) -> int:
         """Spot nodes to run on alone: build slack when behind the pace, save when ahead.

@@ -23,7 +23,12 @@ PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 #: at full size in CI would take minutes.  Keep ``SEEDS >= 2`` in policy_comparison:
 #: its claim checks compare medians over start offsets and switch off below 2.
 SMALL_PARAMETERS: dict[str, dict[str, object]] = {
-    "policy_comparison.ipynb": {"SEEDS": 3, "WORKERS": 1},
+    "policy_comparison.ipynb": {
+        "SEEDS": 3,
+        "WORKERS": 1,
+        "SCALE_SEEDS": 2,
+        "SCALE_FACTORS": [1.1, 2.0],
+    },
     "checkpoint_interval.ipynb": {
         "SEEDS": 2,
         "SYNTHETIC_FAILURES": 300,

@@ -120,6 +120,7 @@ _RUN_DIR_OPTION = typer.Option(
         max_nodes_help="Most worker slots the job may use (default 4).",
         rescale=None,
         passthrough=("rescale", "job", "job_sets", "checkpoint_interval_s"),
+        zones=True,
     )
 )
 def run_command(

@@ -62,6 +62,11 @@ _SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
     ("optimal_usd", "offline optimum (USD)"),
     ("cost_vs_greedy", "cost / plain greedy"),
     ("cost_vs_optimal", "cost / offline optimum"),
+    ("zones_lower_bound_usd", "zones' optimum, lower bound (USD)"),
+    ("zones_upper_bound_usd", "zones' optimum, upper bound (USD)"),
+    ("best_zone", "best single zone"),
+    ("best_zone_optimal_usd", "its offline optimum (USD)"),
+    ("cost_vs_zones_bound", "cost / zones' lower bound"),
     ("greedy_usd", "plain greedy (USD)"),
     ("greedy_met", "plain greedy met deadline"),
     ("loop_turns", "job-loop turns"),
@@ -135,7 +140,7 @@ def _training_job(
     return training
 
 
-@with_spec(SpecFlags(exclude=("job_options",), trace_required=True))
+@with_spec(SpecFlags(exclude=("job_options",), trace_required=True, zones=True))
 def simulate(
     spec: JobSpec,
     cluster_gpus: int | None = typer.Option(
@@ -302,10 +307,32 @@ def _yardstick_columns(
     from elasim.yardstick import compute_yardstick
 
     result = own[1]
+    if getattr(trace, "kind", None) == "zones":
+        return _zone_columns(trace, job, spec, result)
     reference = _run_guarded(compute_yardstick, trace, job, spec, config, own=own)
     if reference is None:
         return {}
     return reference.columns(result.cost_usd, result.deadline_met)
+
+
+def _zone_columns(zones: Any, job: Any, spec: JobSpec, result: Any) -> dict[str, Any]:
+    """With a deadline, where the zones' optimum lies (:mod:`elasim.optimal.zones`)."""
+    from elasim.traces.model import on_demand_price_of
+
+    price = on_demand_price_of(zones, spec.on_demand_price_per_hour)
+    if spec.deadline_s is None or not math.isfinite(price):
+        return {}
+    from elasim.optimal.zones import zone_bounds
+
+    bounds = _run_guarded(zone_bounds, zones, job, spec)
+    lower = bounds.lower_bound_usd
+    return {
+        "zones_lower_bound_usd": lower,
+        "zones_upper_bound_usd": bounds.upper_bound_usd,
+        "best_zone": bounds.best_zone,
+        "best_zone_optimal_usd": bounds.zone_usd.get(bounds.best_zone or "", None),
+        "cost_vs_zones_bound": result.cost_usd / lower if lower else None,
+    }
 
 
 def _write_simulation(

@@ -44,6 +44,8 @@ class SpecFlags:
         passthrough: flags whose raw values the command gets too, as ``flags`` (a
             command that must tell a flag given from its default, such as ``run
             --script``, which refuses the flags of elasim's own job).
+        zones: ``--trace`` may repeat (a job in several zones) and the move's
+            ``--checkpoint-size-gb`` and ``--transfer-gbps`` are declared.
     """
 
     exclude: tuple[str, ...] = ()
@@ -54,6 +56,7 @@ class SpecFlags:
     start_offset: str | None = "0"
     rescale: str | None = "inplace"
     passthrough: tuple[str, ...] = ()
+    zones: bool = False
 
 
 def _opt(default: Any, *names: str, text: str = "", hidden: bool = False) -> Any:
@@ -62,11 +65,14 @@ def _opt(default: Any, *names: str, text: str = "", hidden: bool = False) -> Any
 
 def _what_runs(flags: SpecFlags) -> dict[str, tuple[Any, Any, str]]:
     """The trace, the policy and its options, the training job and its options."""
-    trace_default = ... if flags.trace_required else flags.trace
+    trace_default = ... if flags.trace_required else [flags.trace] if flags.trace else None
+    trace_help = "Bundled trace name or CSV path."
+    if flags.zones:
+        trace_help += " Repeat it for a job in several zones, one trace each."
     return {
         "trace": (
-            str | None,
-            _opt(trace_default, "--trace", "-t", text="Bundled trace name or CSV path."),
+            list[str] | None,
+            _opt(trace_default, "--trace", "-t", text=trace_help),
             "trace",
         ),
         "policy": (
@@ -167,9 +173,36 @@ def _where_and_price(flags: SpecFlags) -> dict[str, tuple[Any, Any, str]]:
     }
 
 
+def _moves(flags: SpecFlags) -> dict[str, tuple[Any, Any, str]]:
+    """What a move between zones transfers, and how fast (commands with zones only)."""
+    if not flags.zones:
+        return {}
+    return {
+        "checkpoint_size_gb": (
+            float | None,
+            _opt(
+                None,
+                "--checkpoint-size-gb",
+                text="Checkpoint a zone move transfers, GB (default: the job's).",
+            ),
+            "checkpoint_size_gb",
+        ),
+        "transfer_gbps": (
+            float,
+            _opt(10.0, "--transfer-gbps", text="Bandwidth of a zone move, Gbit/s."),
+            "transfer_gbps",
+        ),
+    }
+
+
 def _options(flags: SpecFlags) -> dict[str, tuple[Any, Any, str]]:
     """``name -> (type, typer option, spec field)`` of every flag (hidden aliases too)."""
-    return {**_what_runs(flags), **_how_it_runs(flags), **_where_and_price(flags)}
+    return {
+        **_what_runs(flags),
+        **_how_it_runs(flags),
+        **_where_and_price(flags),
+        **_moves(flags),
+    }
 
 
 def parse_job_options(raw: list[str] | None) -> dict[str, Any]:
@@ -210,8 +243,14 @@ def _spec(values: Mapping[str, Any], flags: SpecFlags) -> JobSpec:
     if deadline_h is not None and not (math.isfinite(deadline_h) and deadline_h > 0):
         raise UsageError(f"--deadline-h must be > 0 hours, got {deadline_h:g}")
     offset = _start_offset(values, flags.start_offset)
+    traces = list(get("trace") or [])
+    if len(traces) > 1 and not flags.zones:
+        raise UsageError("--trace is given once here (a job in several zones: elasim simulate)")
     return JobSpec(
-        trace=get("trace"),
+        trace=traces[0] if traces else None,
+        zone_traces=tuple(traces) if len(traces) > 1 else (),
+        checkpoint_size_gb=get("checkpoint_size_gb"),
+        transfer_gbps=get("transfer_gbps") or 10.0,
         policy=get("policy"),
         policy_options=parse_sets(get("sets")),
         job=get("job"),

@@ -18,6 +18,7 @@ between them, run it unchanged.
 * :mod:`.durability`: what survives a loss of nodes (the fluid job holds its parts).
 * :mod:`.loop`: :class:`JobLoop`, observe -> decide -> apply.
 * :mod:`.summary`: :class:`RunSummary`, the one summary schema.
+* :mod:`.zones`: a job in several zones (:class:`ZonedJobLoop`, :class:`ZoneReplay`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from .rules import (
 )
 from .spec import SPEC_FLAGS, JobSpec, SpecMismatchError
 from .summary import RunSummary, summarize
+from .zones import ZonedJobLoop, ZoneReplay, zone_move_s
 
 __all__ = [
     "CHECKPOINT_AUTO",
@@ -77,4 +79,7 @@ __all__ = [
     "pause_for",
     "summarize",
     "young_daly_interval_s",
+    "ZonedJobLoop",
+    "ZoneReplay",
+    "zone_move_s",
 ]

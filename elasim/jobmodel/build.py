@@ -26,6 +26,7 @@ from .loop import JobLoop
 from .options import JobRules
 from .replay import CapacityReplay
 from .spec import JobSpec
+from .zones import ZonedJobLoop, ZoneReplay, zone_move_s
 
 __all__ = ["build_job_loop", "job_rules"]
 
@@ -79,6 +80,9 @@ def build_job_loop(
         trace: the capacity trace (anything with ``time_s``, ``available``,
             ``price_per_hour`` and ``duration_s``); its replay starts at the spec's
             offset, gives the spec's notice, and reports no more than ``max_nodes``.
+            A zone set (``kind == "zones"``, its ``traces``) is replayed so, zone by
+            zone, under a :class:`~.zones.ZonedJobLoop` whose moves take the spec's
+            checkpoint size over its transfer bandwidth.
         policy: the scaling policy.
         make_actuator: builds the environment's side of the job from the rules.
         on_demand_price_per_hour: the price that applies (``inf``: none offered).
@@ -95,16 +99,19 @@ def build_job_loop(
         horizon_s=horizon_s,
         trace_scale=trace_scale,
     )
+    shown = {"record_timeline": record_timeline, "timeline_every_s": timeline_every_s}
     if capacity is None:
         if spec.start_offset_s is None:
             raise ValueError("resolve the spec's start offset first")
-        capacity = CapacityReplay.from_trace(
-            trace,
-            start_offset_s=spec.start_offset_s,
-            notice_s=spec.notice_s,
-            cap_nodes=rules.max_nodes,
-            default_price_per_hour=spec.spot_price_per_hour or 0.0,
-        )
+        replayed = {
+            "start_offset_s": spec.start_offset_s,
+            "notice_s": spec.notice_s,
+            "cap_nodes": rules.max_nodes,
+            "default_price_per_hour": spec.spot_price_per_hour or 0.0,
+        }
+        if getattr(trace, "kind", None) == "zones":
+            return _zoned_loop(spec, trace, policy, make_actuator(rules), rules, replayed, **shown)
+        capacity = CapacityReplay.from_trace(trace, **replayed)
     return JobLoop(
         policy,
         make_actuator(rules),
@@ -113,3 +120,20 @@ def build_job_loop(
         record_timeline=record_timeline,
         timeline_every_s=timeline_every_s,
     )
+
+
+def _zoned_loop(
+    spec: JobSpec,
+    zones: Any,
+    policy: Policy,
+    actuator: Actuator,
+    rules: JobRules,
+    replayed: dict[str, Any],
+    **kwargs: Any,
+) -> ZonedJobLoop:
+    """The loop of a job in several zones (:mod:`.zones`), each zone replayed alike."""
+    if spec.checkpoint_size_gb is None:
+        raise ValueError("resolve the spec's checkpoint size first (checkpoint_size_gb)")
+    replay = ZoneReplay.from_traces(zones.traces, **replayed)
+    move_s = zone_move_s(spec.checkpoint_size_gb, spec.transfer_gbps)
+    return ZonedJobLoop(policy, actuator, rules, replay=replay, move_s=move_s, **kwargs)

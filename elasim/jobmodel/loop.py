@@ -491,7 +491,9 @@ class JobLoop:
             raise _policy_error(policy, None, detail)
         decision = clamp(raw, obs)
         if not self.rules.allow_on_demand and decision.on_demand_nodes:
-            decision = clamp(Decision(decision.spot_nodes, 0, decision.wake_after_s), obs)
+            decision = clamp(
+                Decision(decision.spot_nodes, 0, decision.wake_after_s, decision.zone), obs
+            )
         self.decisions.append(
             DecisionRecord(
                 obs.now_s, obs.spot_available, obs.spot_held, obs.on_demand_held, decision

@@ -33,6 +33,7 @@ __all__ = ["SPEC_FLAGS", "JobSpec", "SpecMismatchError"]
 #: The command-line flag of each field (errors name the flag a user typed).
 SPEC_FLAGS: dict[str, str] = {
     "trace": "--trace",
+    "zone_traces": "--trace",
     "policy": "--policy",
     "policy_options": "--set",
     "job": "--job",
@@ -48,6 +49,8 @@ SPEC_FLAGS: dict[str, str] = {
     "on_demand_price_per_hour": "--on-demand-price-per-hour",
     "spot_price_per_hour": "--spot-price-per-hour",
     "seed": "--seed",
+    "checkpoint_size_gb": "--checkpoint-size-gb",
+    "transfer_gbps": "--transfer-gbps",
 }
 
 #: Keys of summaries written before the spec, and the field each one is.
@@ -105,6 +108,11 @@ class JobSpec:
         on_demand_price_per_hour: overrides the trace's on-demand price.
         spot_price_per_hour: prices a trace without a price column.
         seed: seeds everything random (the start offset, the policy, the model).
+        zone_traces: with several zones, every zone's trace in order (``trace`` is
+            the first); empty: one zone (:mod:`~elasim.jobmodel.zones`).
+        checkpoint_size_gb: what a move between zones transfers (None: the job's
+            checkpoint size).
+        transfer_gbps: the bandwidth of that transfer, gigabits per second.
     """
 
     trace: str | None = None
@@ -123,10 +131,14 @@ class JobSpec:
     on_demand_price_per_hour: float | None = None
     spot_price_per_hour: float | None = None
     seed: int = 0
+    zone_traces: tuple[str, ...] = ()
+    checkpoint_size_gb: float | None = None
+    transfer_gbps: float = 10.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy_options", _frozen(self.policy_options))
         object.__setattr__(self, "job_options", _frozen(self.job_options))
+        object.__setattr__(self, "zone_traces", tuple(str(t) for t in self.zone_traces or ()))
         try:
             rescale = RescaleMode(self.rescale)
         except ValueError:
@@ -157,7 +169,9 @@ class JobSpec:
         number("start_offset_s", zero=True)
         number("on_demand_price_per_hour", zero=True)
         number("spot_price_per_hour", zero=True)
-        for name in ("notice_s", "start_offset_s", "deadline_s"):
+        number("checkpoint_size_gb", zero=True)
+        number("transfer_gbps", zero=False, none=False)
+        for name in ("notice_s", "start_offset_s", "deadline_s", "transfer_gbps"):
             value = getattr(self, name)
             if value is not None and math.isinf(value):
                 raise self._error(name, "must be finite")
@@ -187,6 +201,8 @@ class JobSpec:
             value = getattr(self, f.name)
             if f.name in ("policy_options", "job_options"):
                 value = dict(value)
+            elif f.name == "zone_traces":
+                value = list(value)
             elif f.name == "rescale":
                 value = value.value
             elif f.name == "checkpoint_interval_s":

@@ -26,6 +26,7 @@ from elasim.jobmodel import (
     JobLoop,
     JobRules,
     JobSpec,
+    ZonedJobLoop,
     build_job_loop,
     pause_for,
     summarize,
@@ -39,6 +40,7 @@ from elasim.traces.model import (
     scale_trace,
     start_offset_of,
 )
+from elasim.traces.zones import ZoneSet
 
 from .capacity import ClusterCapacity
 from .config import SimConfig, SimResult, Timeline
@@ -107,7 +109,9 @@ def _simulator_details(
     checkpoint_cost_s: float,
 ) -> dict[str, Any]:
     """What only a simulation states beside its spec (``summary.json``'s ``simulator``)."""
-    if isinstance(trace, CapacityTrace):
+    if isinstance(trace, ZoneSet):
+        priced = trace.priced or spec.spot_price_per_hour is not None
+    elif isinstance(trace, CapacityTrace):
         priced = trace.price_per_hour is not None or spec.spot_price_per_hour is not None
     else:
         priced = config.cluster_price_per_hour > 0
@@ -145,13 +149,13 @@ def resolve(
     """
     from elasim.job import load_job
     from elasim.policies import make_policy
-    from elasim.traces import load_trace
+    from elasim.traces.zones import load_zones
 
     config = config or SimConfig()
     if trace is None:
         if spec.trace is None:
             raise ValueError("a simulation needs a trace (--trace)")
-        trace = load_trace(spec.trace)
+        trace = load_zones(spec.zone_traces or [spec.trace])
     if policy is None:
         if spec.policy is None:
             raise ValueError("a simulation needs a policy (--policy)")
@@ -165,9 +169,25 @@ def resolve(
         job=spec.job or job.name,
         min_nodes=job.nodes.min,
         max_nodes=job.nodes.max,
-        start_offset_s=start_offset_of(trace, spec.start_offset_s, spec.seed),
+        start_offset_s=start_offset_of(
+            trace.shortest() if isinstance(trace, ZoneSet) else trace,
+            spec.start_offset_s,
+            spec.seed,
+        ),
     )
+    if isinstance(trace, ZoneSet):
+        spec = _resolve_zones(spec, trace, job)
     return spec, trace, policy, job
+
+
+def _resolve_zones(spec: JobSpec, zones: ZoneSet, job: TrainingJob) -> JobSpec:
+    """A spec in several zones: the checkpoint a move transfers (the job's by default)."""
+    size_gb = spec.checkpoint_size_gb
+    if size_gb is None:
+        size_gb = job.checkpoint.size_bytes / 1e9
+    if not spec.zone_traces:  # one file with a zone column (or zones given as objects)
+        return spec.replace(checkpoint_size_gb=size_gb)
+    return spec.replace(trace=spec.zone_traces[0], checkpoint_size_gb=size_gb)
 
 
 def _compressed(
@@ -250,9 +270,7 @@ def simulate(
     spec, trace = _compressed(spec, trace, config.time_scale)
     oracle_report = None
     if is_oracle(policy) and getattr(policy, "plan", None) is None:
-        from elasim.optimal import prepare_oracle  # the offline planner: only for an oracle
-
-        policy, oracle_report = prepare_oracle(policy, trace, job, spec)
+        policy, oracle_report = _planned(policy, trace, job, spec)
     cluster, od_price = capacity_for(trace, spec, config, job.nodes.gpus_per_node)
     made: list[FluidJob] = []
 
@@ -277,9 +295,23 @@ def simulate(
         details["skipped_background_jobs"] = cluster.skipped_jobs
     if oracle_report is not None:
         details["oracle_plan"] = oracle_report.as_dict()
+    if isinstance(loop, ZonedJobLoop):
+        details.update(loop.zone_details())
     result = _result_of(loop, end_s, recorded, details)
     log.debug("simulated %s in %.3f s", recorded.trace, time.perf_counter() - start)
     return result
+
+
+def _planned(policy: Policy, trace: Any, job: TrainingJob, spec: JobSpec) -> tuple[Policy, Any]:
+    """An oracle with its plan (the offline planner, imported only for an oracle)."""
+    if isinstance(trace, ZoneSet):
+        raise ValueError(
+            "-p optimal plans one zone; the optimum of several zones is bounded by "
+            "elasim.optimal.zones (elasim simulate reports it with --yardstick)"
+        )
+    from elasim.optimal import prepare_oracle
+
+    return prepare_oracle(policy, trace, job, spec)
 
 
 def _result_of(loop: JobLoop, end_s: float, spec: JobSpec, details: dict[str, Any]) -> SimResult:

@@ -1,0 +1,157 @@
+"""Hand-computed expectations for ``receding``.
+
+The job of ``test_policies_builtin``'s deadline tests: 1e6 samples at 100/s per node
+(up to 8), deadline 10 000 s, 60 s per pause, a free checkpoint every 60 s, on-demand
+3 USD/h, spot 1 USD/h; the cheapest on-demand plan is k0 = 2 nodes (5 060 s, 8.43
+USD), a sample on it costs 3 / 3600 / 100 USD.  Without the safety margin the spare
+is ``10 000 - now - 60 (pause) - remaining / rate(fallback) - 60 (margin: one pause)``
+and the price of work must make ``remaining / (10 000 - now - 120)`` samples/s.
+The prior (4 h) spreads 1 600 s over each of the nine levels 0..8.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_policies_builtin import deadline_obs
+
+from elasim.policies import Decision, RecedingPolicy
+
+SPOT_STEP = 1.0 / 3600.0 / 100.0  # USD per sample on spot: from here spot is worth it
+OD_STEP = 3.0 / 3600.0 / 100.0  # ... and on-demand nodes
+#: Sub-linear scaling on up to 4 nodes: one on-demand node makes the cheapest samples.
+SUBLINEAR = {"max_nodes": 4, "throughput_samples_per_s": (0.0, 100.0, 150.0, 180.0, 200.0)}
+
+
+def receding(**config: Any) -> RecedingPolicy:
+    """Without the safety margin, to keep the arithmetic simple."""
+    config.setdefault("safety_margin_s", 0.0)
+    return RecedingPolicy(RecedingPolicy.Config(**config))
+
+
+def test_frontier_is_spot_then_on_demand_with_their_prices_of_work() -> None:
+    # linear scaling: every spot count costs the same per sample, and every on-demand
+    # one: two steps, the spot nodes at the spot price, all of the rest at on-demand's
+    obs = deadline_obs()
+    vertices = receding().frontier(obs, 3, receding().plan(obs).usd_per_sample)
+    assert [v.config for v in vertices] == [(0, 0), (3, 0), (3, 5)]
+    assert [v.from_lam for v in vertices[1:]] == [pytest.approx(SPOT_STEP), pytest.approx(OD_STEP)]
+
+
+def test_waits_without_spot_at_the_prior_and_looks_again() -> None:
+    # the prior's mean availability (4 nodes, 400/s) covers 1e6 / 9 880 s at the spot
+    # price, so no on-demand work yet; the fallback is 8 nodes (linear scaling: no
+    # extra cost), spare 10 000 - 60 - 1 250 - 60 = 8 630 s; look again in half an hour
+    policy = receding()
+    obs = deadline_obs()
+    assert policy.price_of_work(obs, policy.plan(obs), {}) == pytest.approx(SPOT_STEP)
+    assert policy.decide(deadline_obs()) == Decision(0, 0, 1800.0)
+    assert receding().decide(deadline_obs(spot_available=3)) == Decision(3, 0, 1800.0)
+
+
+def test_buys_on_demand_once_spot_has_stayed_away() -> None:
+    # 6 000 s seen without spot: levels 0: 7 600 s, 1..8: 1 600 s each; the expected
+    # spot rate 100 x 1 600 x 36 / 20 400 = 282/s still covers 1e6 / 3 880 s = 258/s
+    policy = receding()
+    policy.decide(deadline_obs())
+    assert policy.decide(deadline_obs(now_s=6000.0)).total_nodes == 0
+    # 7 000 s: 269/s against 1e6 / 2 880 s = 347/s: the price rises to on-demand's,
+    # at which every on-demand count ties (linear): the most work
+    policy = receding()
+    policy.decide(deadline_obs())
+    assert policy.decide(deadline_obs(now_s=7000.0)) == Decision(0, 8, 1800.0)
+    # a fresh policy has seen nothing: the prior alone still waits (its state is
+    # what it observed)
+    assert receding().decide(deadline_obs(now_s=7000.0)).total_nodes == 0
+
+
+def test_buys_the_cheapest_on_demand_count_not_the_plans() -> None:
+    # 4 nodes, deadline 6 000 s: k0 = 3 (5 616 s, 14.04 USD; 4 nodes 16.87).  An hour
+    # on 4 spot nodes (7.2e5 samples; call it 0.7 done, 4 USD spent), then spot goes:
+    # shares 0.16 at 0..3, 0.36 at 4; at one on-demand node's price (3 / 3600 / 100)
+    # the expected rate is 0.16 x (100 + 100 + 150 + 150) + 0.36 x 150 = 134/s, enough
+    # for 3e5 / 2 280 s = 132/s: one on-demand node, not k0's three.  The fallback is 4
+    # nodes (3e5 x (1.667e-5 - 1.389e-5) = 0.83 USD, within the budget), spare
+    # 6 000 - 3 600 - 60 - 1 500 - 60 = 780 s, spent at half a second per second.
+    # (Without the pace: at 0.7 done the job is ahead of the line 3 600 / 6 000.)
+    policy = receding(pace=False)
+    policy.decide(deadline_obs(deadline_s=6000.0, spot_available=4, **SUBLINEAR))
+    later = deadline_obs(
+        0.7, now_s=3600.0, deadline_s=6000.0, spot_held=4, spent_usd=4.0, **SUBLINEAR
+    )
+    assert policy.plan(later).nodes == 3
+    decision = policy.decide(later)
+    assert (decision.spot_nodes, decision.on_demand_nodes) == (0, 1)
+    assert decision.wake_after_s == pytest.approx(1560.0)
+
+
+def test_puts_off_on_demand_nodes_ahead_of_the_line() -> None:
+    # the same hour: the price of work is exactly one on-demand node's, whose tie is
+    # holding nothing; 0.7 done is ahead of the line (0.6), so the node is put off,
+    # and the policy looks again at the last safe moment (780 s at 1 s per second)
+    start = deadline_obs(deadline_s=6000.0, spot_available=4, **SUBLINEAR)
+    policy = receding()
+    policy.decide(start)
+    ahead = deadline_obs(
+        0.7, now_s=3600.0, deadline_s=6000.0, spot_held=4, spent_usd=4.0, **SUBLINEAR
+    )
+    decision = policy.decide(ahead)
+    assert decision.total_nodes == 0
+    assert decision.wake_after_s == pytest.approx(780.0)
+    # behind the line (0.55 done), the plan's on-demand work is bought now
+    policy = receding()
+    policy.decide(start)
+    behind = deadline_obs(
+        0.55, now_s=3600.0, deadline_s=6000.0, spot_held=4, spent_usd=4.0, **SUBLINEAR
+    )
+    assert policy.decide(behind).on_demand_nodes > 0
+
+
+def test_fallback_is_the_fastest_count_the_budget_covers() -> None:
+    obs = deadline_obs(deadline_s=6000.0, **SUBLINEAR)
+    policy = receding()
+    plan = policy.plan(obs)
+    # 1e6 x (4 x 3 / 3600 / 200 - 3 x 3 / 3600 / 180) = 2.78 USD over the plan
+    assert policy.fallback_nodes(obs, plan, 2.7) == 3
+    assert policy.fallback_nodes(obs, plan, 2.8) == 4
+
+
+def test_commits_at_the_last_safe_moment() -> None:
+    # linear: the fallback is 8 nodes, whose spare is 0 at 8 630 s: on-demand to the end
+    assert receding().decide(deadline_obs(now_s=8630.0)) == Decision(0, 8, None)
+    # 10 s before, the price of work has bought them already (1e6 / 1 260 s = 794/s
+    # needs on-demand nodes at every level), looking again in half an hour
+    assert receding().decide(deadline_obs(now_s=8620.0)) == Decision(0, 8, 1800.0)
+
+
+def test_keeps_on_demand_nodes_without_the_slack_to_take_them_again() -> None:
+    # 4 on-demand nodes held (the fallback), 0.7 done at 4 000 s: spare 6 000 - 4 000 -
+    # 60 - 3e5 / 200 - 60 = 380 s, below the release lead 4 x (60 + 60) = 480 s, so
+    # they stay (the plan alone would drop to one node and come back at 380 s)
+    held = deadline_obs(
+        0.7, now_s=4000.0, deadline_s=6000.0, on_demand_held=4, spent_usd=4.0, **SUBLINEAR
+    )
+    assert receding().decide(held) == Decision(0, 4, None)
+    assert receding(release_lead_s=0.0).decide(held).on_demand_nodes == 1
+
+
+def test_spot_past_the_last_safe_moment_only_while_the_margin_covers_a_loss() -> None:
+    # half done, 1 USD spent: the budget 0.42 + 4.17 - 1 covers 8 spot nodes' venture
+    # (0.73).  With a safety margin of 120 s the spare is 0 at 10 000 - 60 - 625 - 180
+    # = 9 135 s; 8 spot nodes keep the fallback's pace, and a loss costs 60 s
+    # (rescale) + 60 s (an interval rolled back), which the margin covers: spot
+    late = {"progress": 0.5, "spent_usd": 1.0, "spot_available": 8}
+    obs = deadline_obs(now_s=9135.0, **late)
+    assert receding(safety_margin_s=120.0).decide(obs) == Decision(8, 0, 1800.0)
+    # without the margin the spare is 0 at 9 255 s and nothing covers a loss
+    assert receding().decide(deadline_obs(now_s=9255.0, **late)) == Decision(0, 8, None)
+
+
+def test_history_counts_time_at_the_level_seen_before() -> None:
+    policy = receding(prior_h=0.0)
+    policy.history.observe(0.0, 2)
+    policy.history.observe(100.0, 0)
+    policy.history.observe(400.0, 0)
+    assert policy.history.shares(4) == [(0, 0.75), (2, 0.25)]
+    assert policy.history.dwell_s() == 400.0
