@@ -6,12 +6,11 @@ decision log.  Two things differ from ``elasim cluster simulate``, as for one jo
 
 * the **clock** is real time times ``time_scale`` (:class:`~.controller.TraceClock`,
   :func:`~.controller.drive`, shared with ``elasim run``);
-* each **job** is the model's own :class:`~elasim.cluster.job.ClusterJob` (its
-  placement, peak allocation, restarts, books and view, kept once), trained by a
-  real elastic worker group, :class:`WorkerTraining`: its placement becomes a quota
-  of slots and a target worker count for an executor group (:class:`~.pooled.PooledJob`,
-  in place by default), and its progress, epochs, pauses and completion are what
-  the workers report, not what the model predicts.
+* each **job** is the model's own :class:`~elasim.cluster.job.ClusterJob` (placement,
+  peak allocation, restarts, books and view, kept once), trained by a real elastic
+  worker group, :class:`WorkerTraining`: its placement becomes a quota of slots and a
+  worker count for a :class:`~.pooled.PooledJob`, and its progress, epochs, pauses
+  and completion are what the workers report, not what the model predicts.
 
 A node of the cluster is one launcher: this host's ``--slots`` (node 0) and each
 agent's slots, or, with ``--launcher ray``, each Ray node (``elasim run``'s Ray
@@ -20,8 +19,8 @@ Every node must have the same number of slots (the cluster's ``gpus_per_node``).
 
 A capacity trace (``--capacity``) is replayed by the loop itself on the run's clock,
 as the simulator replays it: a drop preempts the jobs on the nodes it takes (their
-workers are SIGKILLed, without notice) and the pool offers those nodes' slots to
-nobody until a rise gives them back (:meth:`~.slots.SlotPool.follow`).
+workers SIGKILLed; with ``--notice-s`` a job warned in time leaves gracefully first)
+and the pool offers those slots to nobody until a rise (:meth:`~.slots.SlotPool.follow`).
 
 A policy's batch size is applied at the job's next re-formation: the group's global
 batch becomes the model's choice for the new placement (the policy's batch, or the
@@ -238,6 +237,8 @@ class ClusterRunConfig:
         checkpoint_interval_s: every job's periodic checkpoints, workload seconds of
             training (None: Young/Daly ``auto``; ``inf``: off, the default), by the
             cluster model's schedule; each is written by the job's rank 0.
+        notice_s: each drop of ``capacity`` is announced this long before (0: none); a
+            job warned in time leaves gracefully, by the single job's rule.
     """
 
     workload: str
@@ -264,6 +265,7 @@ class ClusterRunConfig:
     ray_resources: Mapping[str, float] = field(default_factory=dict)
     speed_model: str = "oracle"
     checkpoint_interval_s: float | None = CHECKPOINT_OFF
+    notice_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.rescale, RescaleMode):
@@ -370,10 +372,8 @@ def lose_hosts(loop: Any, pool: SlotPool) -> None:
 
     The loop preempts the jobs placed there (their workers on the other nodes are
     stopped too, as a simulated preemption takes the job's whole allocation) and its
-    policy sees the nodes left.  The loop's capacity counts usable nodes ``0 .. n-1``,
-    so a lost node takes the nodes numbered after it out too (with two hosts, and the
-    controller's as node 0, exactly the lost one), for good: a host that comes back
-    is not used again in this run.
+    policy sees the nodes left.  The loop counts usable nodes ``0 .. n-1``, so a lost
+    node takes those numbered after it out too, for good (with two hosts, exactly it).
     """
     lost = pool.first_lost()
     if lost is None or lost >= loop.lost_from:
@@ -410,6 +410,7 @@ def _setup(config: ClusterRunConfig, pause_job: Any, *, num_nodes: int, gpus_per
         capacity=config.capacity,
         speed_model=config.speed_model,
         checkpoint_interval_s=config.checkpoint_interval_s,
+        notice_s=config.notice_s,
     )
 
 

@@ -346,3 +346,14 @@ def test_a_lost_host_is_a_capacity_drop_the_loop_hears_of(tmp_path):
     for job in loop.jobs:  # each reaches its target progress (gain-weighted steps)
         done = job.training.actuator.group.progress().progress
         assert job.done and done == pytest.approx(job.training.target_progress), job.name
+
+
+def test_cluster_run_takes_its_notice_to_the_loop():
+    """``cluster run --notice-s`` reaches the loop, which warns as the simulator's does."""
+    from elasim.executor.cluster import _setup
+
+    config = ClusterRunConfig(
+        workload="pollux-workload-1", notice_s=90.0, capacity="spot_us_east.csv"
+    )
+    setup = _setup(config, "resnet50_v100", num_nodes=2, gpus_per_node=4)
+    assert setup.notice_s == 90.0 and setup.capacity == "spot_us_east.csv"

@@ -71,6 +71,10 @@ def test_bad_cluster_run_input_is_one_line_and_exit_2(tmp_path):
             ["--workload", str(WORKLOAD), "--applications", str(APPS), "--capacity", "no.csv"],
             "no.csv",
         ),
+        (
+            ["--workload", str(WORKLOAD), "--applications", str(APPS), "--notice-s", "-1"],
+            "--notice-s",
+        ),
     ]
     for args, expected in cases:
         proc = subprocess.run(

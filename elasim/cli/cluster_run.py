@@ -25,6 +25,7 @@ from .cluster_options import (
     checkpoint_interval_option,
     cluster_policy_option,
     job_set_option,
+    notice_option,
     pause_job_option,
     rescale_mode,
     rescale_option,
@@ -89,7 +90,8 @@ def _config(flags: dict[str, Any]) -> Any:
         launcher=flags["launcher"],
         ray_address=flags["address"],
         ray_resources=parse_ray_resources(flags["ray_resources"]),
-        checkpoint_interval_s=check_checkpoints(0.0, flags["checkpoint_interval_s"]),
+        checkpoint_interval_s=check_checkpoints(flags["notice_s"], flags["checkpoint_interval_s"]),
+        notice_s=flags["notice_s"],
     )
 
 
@@ -158,6 +160,7 @@ def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float], str | 
         capacity=config.capacity,
         speed_model=config.speed_model,
         checkpoint_interval_s=config.checkpoint_interval_s,
+        notice_s=config.notice_s,
     )
     rows = compare_jobs(run.result.jobs, sim.jobs)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -260,6 +263,7 @@ def run_command(
     address: str | None = address_option(),
     ray_resources: list[str] | None = ray_resources_option(),
     checkpoint_interval_s: str = checkpoint_interval_option(),
+    notice_s: float = notice_option(),
     compare: bool = typer.Option(
         False, "--compare", help="Also simulate it with the measured profiles; per-job JCTs."
     ),

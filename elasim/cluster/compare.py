@@ -128,6 +128,7 @@ def simulate_like(
     capacity: str | None = None,
     speed_model: str = "oracle",
     checkpoint_interval_s: float | None = math.inf,
+    notice_s: float = 0.0,
 ) -> Any:
     """``elasim cluster simulate`` of what a cluster run ran: same workload, policy, shape.
 
@@ -155,6 +156,7 @@ def simulate_like(
         capacity=capacity,
         speed_model=speed_model,
         checkpoint_interval_s=checkpoint_interval_s,
+        notice_s=notice_s,
     )
     return simulate_cluster(setup, record_timeline=False)
 
