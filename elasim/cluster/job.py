@@ -50,12 +50,10 @@ _RUNNING = JobState.RUNNING
 def _replaced(view: ClusterJobView, changes: dict[str, Any]) -> ClusterJobView:
     """``dataclasses.replace(view, **changes)``, without the dataclass's ``__init__``.
 
-    Why: a running job's view changes at every decision, and the generated
-    ``__init__`` of a frozen dataclass sets its 16 fields one ``object.__setattr__``
-    at a time (about 2 us, against 0.3 us to copy the fields): on the full Philly
-    trace at 1,024 GPUs that is 7 million views.  The copy has the fields of
-    ``view`` and ``changes`` and nothing else (the view has no ``__post_init__``);
-    ``tests/test_cluster_scale.py`` checks it equals the constructor's.
+    Why: a running job's view changes at every decision (7 million views on the full
+    Philly trace at 1,024 GPUs), and a frozen dataclass's ``__init__`` sets its 16
+    fields one ``object.__setattr__`` at a time (2 us, against 0.3 us for the copy,
+    which a test checks equals the constructor's: the view has no ``__post_init__``).
     """
     new = object.__new__(ClusterJobView)
     fields = new.__dict__
@@ -141,8 +139,11 @@ class Training(Protocol):
     def next_due_s(self, job: ClusterJob) -> float:
         """When the job next changes on its own (inf: not before a poll)."""
 
-    def advance(self, job: ClusterJob, t: float) -> None:
-        """Train up to ``t``: progress, epochs, pause ends and completion."""
+    def advance(self, job: ClusterJob, t: float) -> float | None:
+        """Train up to ``t``: progress, epochs, pause ends and completion.
+
+        Returns its next :meth:`next_due_s` where it worked that out, else None.
+        """
 
     def regroup(self, job: ClusterJob, placement: Placement, now_s: float) -> list[EventRecord]:
         """Re-form the job's group on ``placement`` (not empty), before the job moves.
@@ -337,7 +338,9 @@ class ClusterJob:
         """:meth:`occupy`, booked as training (at the batch choice's rate) or rescaling."""
         if dt <= 0:
             return
-        self.occupy(dt)
+        self.attained_gpu_s += dt * self.gpus  # occupy(dt), inline: at every epoch
+        if self.gpus:
+            self.held_s += dt
         if running:
             self.books.running_s += dt
             if self.choice is not None:
@@ -465,7 +468,7 @@ class ModelTraining:
             return job.last_s + max(boundary - job.progress, 0.0) / job.choice.goodput
         return math.inf
 
-    def advance(self, job: ClusterJob, t: float) -> None:
+    def advance(self, job: ClusterJob, t: float) -> float | None:
         """Integrate up to ``t``: pause ends, epochs and completion, each at its time.
 
         Less than ``_EPS`` before ``t`` there is no time left to integrate, but an
@@ -479,8 +482,10 @@ class ModelTraining:
         sm = self.sm
         while job.finish_s is None:
             state = sm.state
-            if job.last_s >= t - _EPS and self.next_due_s(job) > t + _EPS:
-                return  # nothing left to integrate and no event due
+            if job.last_s >= t - _EPS:
+                due = self.next_due_s(job)
+                if due > t + _EPS:
+                    return due  # nothing left to integrate and no event due
             if state is _RESCALING:
                 end = max(min(self.pause_end_s, t), job.last_s)
                 job.hold(end - job.last_s, running=False)
@@ -492,7 +497,7 @@ class ModelTraining:
             if state is not _RUNNING or job.choice is None:
                 job.books.idle_s += t - job.last_s
                 job.last_s = t
-                return
+                return None
             boundary = job.app.epoch_progress[job.epoch + 1]
             rate = job.choice.goodput
             need_s = max(boundary - job.progress, 0.0) / rate
@@ -500,7 +505,7 @@ class ModelTraining:
                 self._train(job, t - job.last_s)
                 job.progress += rate * (t - job.last_s)
                 job.last_s = t
-                return
+                return None
             self._train(job, need_s)
             job.last_s += need_s
             job.progress = boundary
@@ -508,8 +513,9 @@ class ModelTraining:
             if job.epoch >= job.app.max_epochs:
                 self.sm.to(JobState.DONE)
                 job.finish(job.last_s)
-                return
+                return None
             job.configure()
+        return None
 
     def _train(self, job: ClusterJob, dt: float) -> None:
         if dt > 0:
