@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 
 import pytest
 from hypothesis import given
@@ -186,3 +187,55 @@ def test_an_overfull_node_is_named_by_its_lowest_index() -> None:
     loop.policy = Overfull()
     with pytest.raises(ValueError, match="policy 'overfull'.*node 2 given 6 GPUs; it has 4"):
         loop.run_to_end()
+
+
+def _heap_counts(jobs, total, gain, caps, start):
+    """The greedy as it was before its climb fast path: one GPU at a time by heap."""
+    import heapq
+
+    counts = {job.name: 0 for job in jobs}
+    counts.update(start)
+    left = total - sum(counts.values())
+    heap = [
+        (-gain(j, counts[j.name]), i, counts[j.name])
+        for i, j in enumerate(jobs)
+        if counts[j.name] < caps[j.name]
+    ]
+    heapq.heapify(heap)
+    while left > 0 and heap:
+        neg, i, n = heapq.heappop(heap)
+        if -neg <= 0:
+            break
+        counts[jobs[i].name] = n + 1
+        left -= 1
+        if n + 1 < caps[jobs[i].name]:
+            heapq.heappush(heap, (-gain(jobs[i], n + 1), i, n + 1))
+    return counts
+
+
+@given(
+    st.lists(st.lists(st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0, 9.0]), max_size=8), max_size=6),
+    st.integers(0, 50),
+)
+def test_greedy_counts_equal_the_heaps_whether_or_not_the_gpus_suffice(
+    tables: list[list[float]], total: int
+) -> None:
+    """The climb fast path (GPUs for every job's wish) answers as the heap does.
+
+    ``tables[j][n]`` is job ``j``'s gain from ``n`` GPUs (-1: NaN), its length its cap.
+    """
+    from elasim.policies.cluster._greedy import greedy_counts
+
+    jobs = [_view(i) for i in range(len(tables))]
+    gains = {
+        job.name: [math.nan if g == -1.0 else g for g in t]
+        for job, t in zip(jobs, tables, strict=True)
+    }
+    caps = {name: len(table) for name, table in gains.items()}
+    start = {job.name: 1 for job in jobs[:total] if caps[job.name]}
+
+    def gain(job: ClusterJobView, n: int) -> float:
+        return gains[job.name][n]
+
+    expected = _heap_counts(jobs, total, gain, caps, start)
+    assert greedy_counts(jobs, total, gain, caps, start) == expected

@@ -368,8 +368,10 @@ class ClusterLoop:
             self._unqueue(job.name, due)
         return math.inf
 
-    def _push(self, job: ClusterJob) -> None:
-        due = job.training.next_due_s(job)
+    def _push(self, job: ClusterJob, due: float | None = None) -> None:
+        """Queue the job's next event (``due``: its :meth:`next_due_s`, when known)."""
+        if due is None:
+            due = job.training.next_due_s(job)
         queued = self._queued
         if due < math.inf and due != queued.get(job.name):
             queued[job.name] = due
@@ -396,9 +398,9 @@ class ClusterLoop:
             if not top_checked and _stale(job, due):
                 continue
             top_checked = False
-            job.training.advance(job, max(due, job.last_s))
+            nxt = job.training.advance(job, max(due, job.last_s))
             if job.finish_s is None:
-                self._push(job)
+                self._push(job, nxt)
             else:
                 self._complete(job)
 

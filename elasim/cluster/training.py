@@ -92,8 +92,10 @@ class ModelTraining:
             return due
         return math.inf
 
-    def advance(self, job: ClusterJob, t: float) -> None:
+    def advance(self, job: ClusterJob, t: float) -> float | None:
         """Integrate up to ``t``: pause ends, epochs, checkpoints and completion, each at its time.
+
+        Returns the next :meth:`next_due_s` where it worked that out (else None).
 
         Less than ``_EPS`` before ``t`` there is no time left to integrate, but an
         event due by then (a pause end, an epoch boundary a rounding error away) is
@@ -106,8 +108,10 @@ class ModelTraining:
         sm = self.sm
         while job.finish_s is None:
             state = sm.state
-            if job.last_s >= t - _EPS and self.next_due_s(job) > t + _EPS:
-                return  # nothing left to integrate and no event due
+            if job.last_s >= t - _EPS:
+                due = self.next_due_s(job)
+                if due > t + _EPS:
+                    return due  # nothing left to integrate and no event due: when one is
             if state is _RESCALING or state is _CHECKPOINTING:
                 self._hold_pause(job, t, state)
                 continue

@@ -41,6 +41,9 @@ def greedy_counts(
     counts = {job.name: 0 for job in jobs}
     counts.update(start or {})
     left = total - sum(counts.values())
+    room = sum(caps.get(job.name, total) - counts[job.name] for job in jobs)
+    if 0 < left and room <= left and _climb_alone(jobs, left, gain, caps, total, counts):
+        return counts
     heap: list[tuple[float, int, int]] = []
     for i, job in enumerate(jobs):
         n = counts[job.name]
@@ -57,3 +60,43 @@ def greedy_counts(
         if n + 1 < caps.get(job.name, total):
             heapq.heappush(heap, (-gain(job, n + 1), i, n + 1))
     return counts
+
+
+def _climb_alone(
+    jobs: Sequence[ClusterJobView],
+    left: int,
+    gain: Callable[[ClusterJobView, int], float],
+    caps: dict[str, int],
+    total: int,
+    counts: dict[str, int],
+) -> bool:
+    """The greedy's answer when the GPUs outlast every job's wish; False if they do not.
+
+    Why: a 1,024-GPU cluster is mostly not full, and then the heap's order does not
+    matter.  Each job climbs alone, one GPU at a time, until its cap or a gain <= 0;
+    if those climbs together take at most ``left`` GPUs, the heap would have granted
+    every one of them (it pops gains largest first and stops at the first <= 0) and
+    nothing more, so the counts are the same.  ``gain`` is asked the same ``n`` in
+    the same order per job as the heap asks.  The caller climbs only when the caps
+    fit in ``left`` (a climb that outgrew ``left`` would ask gains the heap never
+    asks).  A NaN gain (the heap's order is then not a maximum's) gives up, leaving
+    ``counts`` untouched, and the heap decides.
+    """
+    wanted: dict[str, int] = {}
+    for job in jobs:
+        name = job.name
+        n = counts[name]
+        cap = caps.get(name, total)
+        while n < cap:
+            g = gain(job, n)
+            if g != g:  # NaN
+                return False
+            if g <= 0:
+                break
+            n += 1
+            left -= 1
+            if left < 0:
+                return False
+        wanted[name] = n
+    counts.update(wanted)
+    return True

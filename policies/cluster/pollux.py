@@ -17,21 +17,33 @@ __all__ = ["PolluxPolicy", "speedup_fn"]
 ADAPTIVE = 0
 #: Speedups below this count as none (``s ** p`` with ``p < 0`` would overflow).
 _TINY = 1e-9
+#: Most speedup tables a ``pollux`` policy keeps (see :func:`speedup_fn`).
+_TABLES_MAX = 4096
 
 
-def speedup_fn(obs: ClusterObservation, job: ClusterJobView, fair: int, delay_s: float):
+def speedup_fn(
+    obs: ClusterObservation,
+    job: ClusterJobView,
+    fair: int,
+    delay_s: float,
+    tables: dict | None = None,
+):
     """Pollux's speedup of a job: goodput over its goodput at a fair share of the cluster.
 
     A count other than the current one is discounted by the restart factor
     ``max(age - restarts * delay, 0) / (age + delay)``: a job that has spent a large
     part of its life restarting is moved less.
+
+    ``tables`` (optional) keeps the undiscounted speedups by ``(speed, fair, GPUs per
+    node)`` across calls and decisions.  Why: a speed model answers for one epoch and
+    its answers do not change, and ``pollux`` re-optimises every minute, asking the
+    same few speedups of every job (most of its decision time on the Philly trace);
+    the division is the same, so the speedups are bit for bit those computed afresh.
     """
     gpn = obs.gpus_per_node
     speed = job.speed
-    cache: dict[int, float] = {}
-    base = 0.0
-    if speed is not None:
-        base = speed.goodput(shape_nodes(fair, gpn), fair)
+    cache = _table(tables, speed, fair, gpn)
+    base = cache.get(0, 0.0)
     age = max(obs.now_s - job.arrival_s, 0.0)
     factor = max(age - job.restarts * delay_s, 0.0) / (age + delay_s) if delay_s > 0 else 1.0
     held = job.gpus
@@ -45,6 +57,25 @@ def speedup_fn(obs: ClusterObservation, job: ClusterJobView, fair: int, delay_s:
         return hit if n == held else hit * factor
 
     return speedup
+
+
+def _table(tables: dict | None, speed: object, fair: int, gpn: int) -> dict[int, float]:
+    """The speedups of ``speed`` at ``fair`` by GPUs (key 0: the base goodput)."""
+    try:
+        key = (speed, fair, gpn)
+        cache = None if tables is None else tables.get(key)
+    except TypeError:  # an unhashable speed model: no table kept
+        key, cache, tables = None, None, None
+    if cache is None:
+        base = 0.0
+        if speed is not None:
+            base = speed.goodput(shape_nodes(fair, gpn), fair)  # type: ignore[attr-defined]
+        cache = {0: base}
+        if tables is not None:
+            if len(tables) >= _TABLES_MAX:
+                tables.clear()  # a bound on memory: the tables are only a cache
+            tables[key] = cache
+    return cache
 
 
 @register_cluster
@@ -107,7 +138,8 @@ class PolluxPolicy(ClusterPolicyBase):
         fair = max(math.ceil(total / len(obs.jobs)), 1)
         delay = self.config.restart_delay_s or obs.rescale_cost_s
         jobs = sorted(obs.jobs, key=lambda j: (j.attained_gpu_s, j.arrival_s, j.name))
-        speedups = {j.name: speedup_fn(obs, j, fair, delay) for j in jobs}
+        tables = self.__dict__.setdefault("_speedup_tables", {})
+        speedups = {j.name: speedup_fn(obs, j, fair, delay, tables) for j in jobs}
         p = self.config.p
 
         last: dict[str, tuple[int, float]] = {}  # the greedy asks n, then n + 1, ...
