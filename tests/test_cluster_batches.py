@@ -91,7 +91,7 @@ def test_a_job_without_a_policy_batch_trains_at_the_models_batch_for_its_request
 
 @pytest.mark.parametrize("shell", ["sim", "fakes"])
 def test_a_bad_batch_size_is_one_line_naming_the_policy_and_the_run_goes_on(shell, caplog):
-    """BadBatches asks -5, 10**6 and 2.5 for the first job: each is logged once."""
+    """BadBatches asks -5, 10**6, 2.5 and 0 for the first job: each is logged once."""
     caplog.set_level(logging.WARNING, logger="elasim.cluster.validate")
     if shell == "sim":
         loop = build_loop(
@@ -103,13 +103,13 @@ def test_a_bad_batch_size_is_one_line_naming_the_policy_and_the_run_goes_on(shel
         loop, _ = _on_fakes(PLUGIN)
     assert loop.finished and all(job.done for job in loop.jobs)
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 3, lines
-    for bad, line in zip(("-5", "1000000", "2.5"), lines, strict=True):
+    assert len(lines) == 4, lines
+    for bad, line in zip(("-5", "1000000", "2.5", "0"), lines, strict=True):
         assert "bad_batches" in line and f"is {bad};" in line and "keeps 256" in line
     # the job kept its last good batch (256) through the bad ones
     first = loop.jobs[0].name
     asked = [dict(r.decision.batch_sizes).get(first) for r in loop.decisions]
-    assert asked[:4] == [256, 256, 256, 256], asked
+    assert asked[:5] == [256, 256, 256, 256, 256], asked
 
 
 def test_the_fit_recovers_its_parameters_and_holds_the_blind_ones_at_the_prior():

@@ -87,21 +87,23 @@ def _good_batches(
 ) -> ClusterDecision:
     """``raw`` with each bad batch size replaced by the job's last good one.
 
-    Bad: not an int, negative, or above the job's largest validated batch (0 is
-    :data:`~elasim.cluster.job.ADAPTIVE`).  Each is logged once, in one line naming the
+    Bad: not an int, negative, zero from a policy that does not declare
+    ``adaptive_batches`` (for those 0 is :data:`~elasim.cluster.job.ADAPTIVE`), or above
+    the job's largest validated batch.  Each is logged once, in one line naming the
     policy.  Why not an error, as a bad placement is: a batch is a hint the job can
     go without, while a bad placement leaves nothing sensible to apply.
     """
     batches, changed = [], False
+    low = 0 if getattr(policy, "adaptive_batches", False) else 1
     for name, batch in raw.batch_sizes:
         job = jobs[name]
         ok = isinstance(batch, int) and not isinstance(batch, bool)
-        if not (ok and 0 <= batch <= job.app.max_batch):
+        if not (ok and low <= batch <= job.app.max_batch):
             if (name, batch) not in warned:
                 warned.add((name, batch))
                 detail = (
-                    f"batch size of {name!r} is {batch!r}; must be an int in 0.."
-                    f"{job.app.max_batch} (0: adaptive); it keeps {job.batch_target}"
+                    f"batch size of {name!r} is {batch!r}; must be an int in {low}.."
+                    f"{job.app.max_batch}; it keeps {job.batch_target}"
                 )
                 log.warning("%s", _policy_error(policy, None, detail))  # type: ignore[arg-type]
             batch, changed = job.batch_target, True

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from typing import Protocol, overload, runtime_checkable
+from typing import ClassVar, Protocol, overload, runtime_checkable
 
 from ..base import ConfiguredPolicy
 
@@ -301,7 +301,15 @@ class ClusterPolicy(Protocol):
 
 
 class ClusterPolicyBase(ConfiguredPolicy):
-    """Convenience base class of cluster policies: a validated ``Config``, ``name``."""
+    """Convenience base class of cluster policies: a validated ``Config``, ``name``.
+
+    ``adaptive_batches``: True for a policy that may set a job's batch to 0 (adaptive:
+    the job trains with its best batch for its placement, AdaptDL's co-adaptation).
+    For any other policy, a plugin's included, a batch of 0 is a bad batch (one log
+    line, the job keeps its last good one), as are negative ones.
+    """
+
+    adaptive_batches: ClassVar[bool] = False
 
     def decide(self, obs: ClusterObservation) -> ClusterDecision:  # pragma: no cover
         """Return the allocation from now on."""

@@ -93,6 +93,7 @@ class PolluxPolicy(ClusterPolicyBase):
     """
 
     name: ClassVar[str] = "pollux"
+    adaptive_batches: ClassVar[bool] = True
 
     @dataclass(frozen=True)
     class Config:

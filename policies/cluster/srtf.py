@@ -34,6 +34,7 @@ class SrtfPolicy(ClusterPolicyBase):
     """
 
     name: ClassVar[str] = "srtf"
+    adaptive_batches: ClassVar[bool] = True
 
     @dataclass(frozen=True)
     class Config:

@@ -23,10 +23,11 @@ class EveryoneOne:
 
 
 class BadBatches:
-    """Everyone one GPU; the first job's batch is 256, then three bad ones, then 256.
+    """Everyone one GPU; the first job's batch is 256, then four bad ones, then 256.
 
-    Decisions 2..4 ask for -5, 10**6 (above any validated batch) and 2.5: each must be
-    one log line naming the policy, and the job must keep 256 meanwhile.
+    Decisions 2..5 ask for -5, 10**6 (above any validated batch), 2.5 and 0 (adaptive
+    is for policies that declare ``adaptive_batches``): each must be one log line
+    naming the policy, and the job must keep 256 meanwhile.
     """
 
     name = "bad_batches"
@@ -43,7 +44,7 @@ class BadBatches:
                 break
             free[node] -= 1
             alloc[job.name] = ((node, 1),)
-        bad = (256, -5, 10**6, 2.5)
+        bad = (256, -5, 10**6, 2.5, 0)
         batch = bad[self.asked] if self.asked < len(bad) else 256
         self.asked += 1
         batches = {obs.jobs[0].name: batch} if obs.jobs else {}
