@@ -19,8 +19,17 @@ ADAPTIVE = 0
 _TINY = 1e-9
 
 
-def speedup_fn(obs: ClusterObservation, job: ClusterJobView, fair: int, delay_s: float):
+def speedup_fn(
+    obs: ClusterObservation,
+    job: ClusterJobView,
+    fair: int,
+    delay_s: float,
+    batch_size: int | None = None,
+):
     """Pollux's speedup of a job: goodput over its goodput at a fair share of the cluster.
+
+    ``batch_size`` None: at the best batch of each allocation (co-adaptation); otherwise
+    at that global batch, for a job that keeps its batch.
 
     A count other than the current one is discounted by the restart factor
     ``max(age - restarts * delay, 0) / (age + delay)``: a job that has spent a large
@@ -31,7 +40,7 @@ def speedup_fn(obs: ClusterObservation, job: ClusterJobView, fair: int, delay_s:
     cache: dict[int, float] = {}
     base = 0.0
     if speed is not None:
-        base = speed.goodput(shape_nodes(fair, gpn), fair)
+        base = speed.goodput(shape_nodes(fair, gpn), fair, batch_size)
     age = max(obs.now_s - job.arrival_s, 0.0)
     factor = max(age - job.restarts * delay_s, 0.0) / (age + delay_s) if delay_s > 0 else 1.0
     held = job.gpus
@@ -41,7 +50,7 @@ def speedup_fn(obs: ClusterObservation, job: ClusterJobView, fair: int, delay_s:
             return 0.0
         hit = cache.get(n)
         if hit is None:
-            hit = cache[n] = speed.goodput(shape_nodes(n, gpn), n) / base
+            hit = cache[n] = speed.goodput(shape_nodes(n, gpn), n, batch_size) / base
         return hit if n == held else hit * factor
 
     return speedup
@@ -58,7 +67,9 @@ class PolluxPolicy(ClusterPolicyBase):
     greedy marginal optimiser: one GPU per job in order of attained service while they
     last, then each GPU to the job whose term of the p-mean it raises most.  Every job
     trains with the batch of highest goodput for its allocation (AdaptDL's
-    co-adaptation), re-chosen at every epoch.
+    co-adaptation), re-chosen at every epoch; ``adapt_batch=false`` is the ablation
+    without it (Pollux's "fixed batch" baseline): every job keeps its requested batch
+    and the optimiser weighs goodput at that batch.
     """
 
     name: ClassVar[str] = "pollux"
@@ -73,6 +84,8 @@ class PolluxPolicy(ClusterPolicyBase):
             explore_factor: most GPUs as a multiple of the most a job has held (0: off).
             max_gpus: most GPUs per job (0: the cluster; Pollux's simulator: 64).
             restart_delay_s: the restart penalty's delay (0: the observed rescale cost).
+            adapt_batch: co-adapt every job's batch (False: each keeps its requested
+                batch, to measure what co-adaptation is worth).
         """
 
         p: float = -1.0
@@ -80,6 +93,7 @@ class PolluxPolicy(ClusterPolicyBase):
         explore_factor: float = 2.0
         max_gpus: int = 64
         restart_delay_s: float = 30.0
+        adapt_batch: bool = True
 
         def __post_init__(self) -> None:
             if self.p == 0 or not math.isfinite(self.p):
@@ -107,7 +121,11 @@ class PolluxPolicy(ClusterPolicyBase):
         fair = max(math.ceil(total / len(obs.jobs)), 1)
         delay = self.config.restart_delay_s or obs.rescale_cost_s
         jobs = sorted(obs.jobs, key=lambda j: (j.attained_gpu_s, j.arrival_s, j.name))
-        speedups = {j.name: speedup_fn(obs, j, fair, delay) for j in jobs}
+        adapt = self.config.adapt_batch
+        speedups = {
+            j.name: speedup_fn(obs, j, fair, delay, None if adapt else j.requested_batch_size)
+            for j in jobs
+        }
         p = self.config.p
 
         last: dict[str, tuple[int, float]] = {}  # the greedy asks n, then n + 1, ...
@@ -137,5 +155,6 @@ class PolluxPolicy(ClusterPolicyBase):
         start = {j.name: 1 for j in jobs[:total]}
         counts = greedy_counts(jobs, total, gain, self.caps(obs), start)
         allocations = place(obs.jobs, counts, obs.usable_nodes, obs.gpus_per_node)
-        batches = {name: ADAPTIVE for name in allocations}
+        # a job missing from the batches trains with its requested batch
+        batches = {name: ADAPTIVE for name in allocations} if adapt else {}
         return ClusterDecision.of(allocations, batches, self.config.interval_s)
