@@ -89,14 +89,16 @@ def simulate_like(
     pause_job: str,
     applications: str | None,
     capacity: str | None = None,
+    keeps_batch: bool = True,
 ) -> Any:
     """Simulate what a cluster run ran: same workload, policy, shape, profiles and capacity.
 
     The pause model is the measured one (:func:`measured_pause_job`), as the run's
-    loop used it, and every job keeps its batch (``keeps_batch``), as a real one
-    does.  The loop is driven on its own plain clock
-    (:meth:`~elasim.cluster.ClusterLoop.run_to_end`), so the executor's CLI needs no
-    SimPy.  Returns the :class:`~elasim.cluster.ClusterResult`.
+    loop used it, and every job keeps its requested batch (``keeps_batch``, the
+    default of ``--compare``); ``keeps_batch=False`` lets the policy choose batches, as
+    real jobs now take them (``benchmarks/bench_coadapt.py``).  The loop is driven on
+    its own plain clock (:meth:`~elasim.cluster.ClusterLoop.run_to_end`), so the
+    executor's CLI needs no SimPy.  Returns the :class:`~elasim.cluster.ClusterResult`.
     """
     from elasim.cluster import ClusterSetup, build_loop
     from elasim.traces.workloads import load_workload
@@ -118,7 +120,7 @@ def simulate_like(
     rows, period = capacity_rows(capacity)
     loop = build_loop(
         setup,
-        job_factory=functools.partial(model_job, keeps_batch=True),
+        job_factory=functools.partial(model_job, keeps_batch=keeps_batch),
         capacity=rows,
         capacity_period_s=period,
     )
