@@ -262,3 +262,47 @@ def test_place_honours_counts_and_keeps_unchanged_jobs(obs: ClusterObservation, 
             assert placed[job.name] == job.placement
     with pytest.raises(ValueError):
         place(obs.jobs, {"x": total + 1}, obs.usable_nodes, obs.gpus_per_node)
+
+
+class BatchRecordingSpeed(FakeSpeed):
+    """:class:`FakeSpeed` that notes the batch every goodput was asked at."""
+
+    def __init__(self) -> None:
+        super().__init__(1.0, 0.1, 0.0)
+        self.asked: set[int | None] = set()
+
+    def goodput(self, nodes: int, gpus: int, batch_size: int | None = None) -> float:
+        self.asked.add(batch_size)
+        return super().goodput(nodes, gpus, batch_size)
+
+
+@pytest.mark.parametrize("adapt", [True, False])
+def test_pollux_adapts_batches_unless_told_to_keep_them(adapt: bool) -> None:
+    """``adapt_batch=false``: no batch sent (each job keeps its request), goodput at it."""
+    speeds = [BatchRecordingSpeed() for _ in range(3)]
+    jobs = tuple(
+        ClusterJobView(
+            f"j{i}", "cifar10", 0.0, 1, 96 + i, 64, (), 96 + i, 0.0, 0.0, 0.0, 10.0, 0, 0, 8, s
+        )
+        for i, s in enumerate(speeds)
+    )
+    obs = ClusterObservation(100.0, 2, 4, jobs)
+    options = {} if adapt else {"adapt_batch": "false"}
+    decision = make_policy("pollux", kind=CLUSTER_KIND, options=options).decide(obs)
+    check(decision, obs)
+    assert len(decision.allocations) == 3
+    if adapt:
+        assert decision.batch_map() == {f"j{i}": 0 for i in range(3)}
+        assert all(s.asked == {None} for s in speeds)
+    else:
+        assert decision.batch_sizes == ()
+        assert [s.asked for s in speeds] == [{96}, {97}, {98}]
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(obs=observations())
+def test_pollux_fixed_batch_keeps_the_contract(obs: ClusterObservation) -> None:
+    policy = make_policy("pollux", kind=CLUSTER_KIND, options={"adapt_batch": "false"})
+    decision = policy.decide(obs)
+    check(decision, obs)
+    assert decision.batch_sizes == ()

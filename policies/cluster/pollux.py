@@ -27,22 +27,26 @@ def speedup_fn(
     fair: int,
     delay_s: float,
     tables: dict | None = None,
+    batch_size: int | None = None,
 ):
     """Pollux's speedup of a job: goodput over its goodput at a fair share of the cluster.
+
+    ``batch_size`` None: at the best batch of each allocation (co-adaptation); otherwise
+    at that global batch, for a job that keeps its batch.
 
     A count other than the current one is discounted by the restart factor
     ``max(age - restarts * delay, 0) / (age + delay)``: a job that has spent a large
     part of its life restarting is moved less.
 
     ``tables`` (optional) keeps the undiscounted speedups by ``(speed, fair, GPUs per
-    node)`` across calls and decisions.  Why: a speed model answers for one epoch and
+    node, batch)`` across calls and decisions.  Why: a speed model answers for one epoch and
     its answers do not change, and ``pollux`` re-optimises every minute, asking the
     same few speedups of every job (most of its decision time on the Philly trace);
     the division is the same, so the speedups are bit for bit those computed afresh.
     """
     gpn = obs.gpus_per_node
     speed = job.speed
-    cache = _table(tables, speed, fair, gpn)
+    cache = _table(tables, speed, fair, gpn, batch_size)
     base = cache.get(0, 0.0)
     age = max(obs.now_s - job.arrival_s, 0.0)
     factor = max(age - job.restarts * delay_s, 0.0) / (age + delay_s) if delay_s > 0 else 1.0
@@ -53,23 +57,25 @@ def speedup_fn(
             return 0.0
         hit = cache.get(n)
         if hit is None:
-            hit = cache[n] = speed.goodput(shape_nodes(n, gpn), n) / base
+            hit = cache[n] = speed.goodput(shape_nodes(n, gpn), n, batch_size) / base
         return hit if n == held else hit * factor
 
     return speedup
 
 
-def _table(tables: dict | None, speed: object, fair: int, gpn: int) -> dict[int, float]:
+def _table(
+    tables: dict | None, speed: object, fair: int, gpn: int, batch_size: int | None
+) -> dict[int, float]:
     """The speedups of ``speed`` at ``fair`` by GPUs (key 0: the base goodput)."""
     try:
-        key = (speed, fair, gpn)
+        key = (speed, fair, gpn, batch_size)
         cache = None if tables is None else tables.get(key)
     except TypeError:  # an unhashable speed model: no table kept
         key, cache, tables = None, None, None
     if cache is None:
         base = 0.0
         if speed is not None:
-            base = speed.goodput(shape_nodes(fair, gpn), fair)  # type: ignore[attr-defined]
+            base = speed.goodput(shape_nodes(fair, gpn), fair, batch_size)  # type: ignore[attr-defined]
         cache = {0: base}
         if tables is not None:
             if len(tables) >= _TABLES_MAX:
@@ -89,7 +95,9 @@ class PolluxPolicy(ClusterPolicyBase):
     greedy marginal optimiser: one GPU per job in order of attained service while they
     last, then each GPU to the job whose term of the p-mean it raises most.  Every job
     trains with the batch of highest goodput for its allocation (AdaptDL's
-    co-adaptation), re-chosen at every epoch.
+    co-adaptation), re-chosen at every epoch; ``adapt_batch=false`` is the ablation
+    without it (Pollux's "fixed batch" baseline): every job keeps its requested batch
+    and the optimiser weighs goodput at that batch.
     """
 
     name: ClassVar[str] = "pollux"
@@ -105,6 +113,8 @@ class PolluxPolicy(ClusterPolicyBase):
             explore_factor: most GPUs as a multiple of the most a job has held (0: off).
             max_gpus: most GPUs per job (0: the cluster; Pollux's simulator: 64).
             restart_delay_s: the restart penalty's delay (0: the observed rescale cost).
+            adapt_batch: co-adapt every job's batch (False: each keeps its requested
+                batch, to measure what co-adaptation is worth).
         """
 
         p: float = -1.0
@@ -112,6 +122,7 @@ class PolluxPolicy(ClusterPolicyBase):
         explore_factor: float = 2.0
         max_gpus: int = 64
         restart_delay_s: float = 30.0
+        adapt_batch: bool = True
 
         def __post_init__(self) -> None:
             if self.p == 0 or not math.isfinite(self.p):
@@ -140,7 +151,13 @@ class PolluxPolicy(ClusterPolicyBase):
         delay = self.config.restart_delay_s or obs.rescale_cost_s
         jobs = sorted(obs.jobs, key=lambda j: (j.attained_gpu_s, j.arrival_s, j.name))
         tables = self.__dict__.setdefault("_speedup_tables", {})
-        speedups = {j.name: speedup_fn(obs, j, fair, delay, tables) for j in jobs}
+        adapt = self.config.adapt_batch
+        speedups = {
+            j.name: speedup_fn(
+                obs, j, fair, delay, tables, None if adapt else j.requested_batch_size
+            )
+            for j in jobs
+        }
         p = self.config.p
 
         last: dict[str, tuple[int, float]] = {}  # the greedy asks n, then n + 1, ...
@@ -170,5 +187,6 @@ class PolluxPolicy(ClusterPolicyBase):
         start = {j.name: 1 for j in jobs[:total]}
         counts = greedy_counts(jobs, total, gain, self.caps(obs), start)
         allocations = place(obs.jobs, counts, obs.usable_nodes, obs.gpus_per_node)
-        batches = {name: ADAPTIVE for name in allocations}
+        # a job missing from the batches trains with its requested batch
+        batches = {name: ADAPTIVE for name in allocations} if adapt else {}
         return ClusterDecision.of(allocations, batches, self.config.interval_s)
