@@ -176,16 +176,26 @@ class ModelTraining:
             return self._until_ready(job, t, rate, max(boot[0] - job.last_s, 0.0))
         if ckpt_in_s >= need_s:
             return None
-        ckpt_in_s = max(ckpt_in_s, 0.0)
-        if job.last_s + ckpt_in_s > t + _EPS:
+        if not self._train_for(job, t, rate, max(ckpt_in_s, 0.0)):
+            return False
+        self._write(job)
+        return True
+
+    def _train_for(self, job: ClusterJob, t: float, rate: float, span_s: float) -> bool:
+        """Train ``span_s`` at ``rate``, or only up to ``t`` if it comes first.
+
+        Returns True when the span was done (``job.last_s`` at its end), False when
+        ``t`` came first (``job.last_s`` is ``t``).  The write and the newcomers' join
+        each end such a span (:meth:`_interrupt`).
+        """
+        if job.last_s + span_s > t + _EPS:
             self._train(job, t - job.last_s)
             job.progress += rate * (t - job.last_s)
             job.last_s = t
             return False
-        self._train(job, ckpt_in_s)
-        job.progress += rate * ckpt_in_s
-        job.last_s += ckpt_in_s
-        self._write(job)
+        self._train(job, span_s)
+        job.progress += rate * span_s
+        job.last_s += span_s
         return True
 
     def _boot_rate(self, job: ClusterJob) -> float:
@@ -194,14 +204,8 @@ class ModelTraining:
 
     def _until_ready(self, job: ClusterJob, t: float, rate: float, wait_s: float) -> bool:
         """The old group trains until the newcomers are ready, then the group re-forms."""
-        if job.last_s + wait_s > t + _EPS:
-            self._train(job, t - job.last_s)
-            job.progress += rate * (t - job.last_s)
-            job.last_s = t
+        if not self._train_for(job, t, rate, wait_s):
             return False
-        self._train(job, wait_s)
-        job.progress += rate * wait_s
-        job.last_s += wait_s
         pause = self._boot[2]  # type: ignore[index]
         self._boot = None
         self.sm.to(JobState.RESCALING)
