@@ -19,8 +19,8 @@ three configurations:
 ``--repeats`` real runs of each (``elasim.executor.cluster.run_cluster``, the code
 behind ``elasim cluster run``), interleaved so that the machine's drift falls on all
 three alike, each printed with its average JCT and the load average; then the
-simulation of each (``elasim.cluster.compare.simulate_like``, what ``cluster run
---compare`` simulates, with the measured pauses, but letting the policy choose
+simulation of each (``simulate_cluster`` of its setup with ``measured_setup``, what
+``cluster run --compare`` simulates, with the measured pauses, but letting the policy choose
 batches as the real jobs do); then the medians and their ratios to ``pollux``.
 
 The published ordering (Pollux, OSDI'21): pollux < pollux fixed-batch < tiresias in
@@ -56,16 +56,29 @@ SAMPLE_DELAY_S = 0.002
 SLOTS = 4
 
 
-def _config(name: str) -> Any:
-    """The real run of one configuration (the docs' example, 4 slots, 2 ms per sample)."""
-    from elasim.executor.cluster import ClusterRunConfig
+def _setup(name: str) -> Any:
+    """What one configuration runs: the docs' example on one node of 4 slots, in place."""
+    from elasim.cluster import ClusterSetup
+    from elasim.jobmodel import RescaleMode
 
     policy, options = CONFIGS[name]
-    return ClusterRunConfig(
+    return ClusterSetup(
         workload=str(WORKLOAD),
         policy=policy,
-        options=options,
+        options=dict(options),
+        num_nodes=1,
+        gpus_per_node=SLOTS,
+        rescale=RescaleMode.INPLACE,
         applications=str(APPS),
+    )
+
+
+def _config(name: str) -> Any:
+    """The real run of one configuration (2 ms per sample)."""
+    from elasim.executor.cluster import ClusterRunConfig
+
+    return ClusterRunConfig(
+        _setup(name),
         slots=SLOTS,
         sample_delay_real_s=SAMPLE_DELAY_S,
         job_options={"train_size": 4096},
@@ -76,20 +89,10 @@ def _config(name: str) -> Any:
 
 def simulate(name: str) -> float:
     """Average JCT (s) of one configuration simulated as its real run is set up."""
-    from elasim.cluster.compare import simulate_like
-    from elasim.jobmodel import RescaleMode
+    from elasim.cluster.compare import measured_setup
+    from elasim.sim.cluster import simulate_cluster
 
-    policy, options = CONFIGS[name]
-    result = simulate_like(
-        workload=str(WORKLOAD),
-        policy=policy,
-        options=dict(options),
-        num_nodes=1,
-        gpus_per_node=SLOTS,
-        rescale=RescaleMode.INPLACE,
-        pause_job="resnet50_v100",
-        applications=str(APPS),
-    )
+    result = simulate_cluster(measured_setup(_setup(name)), record_timeline=False)
     return float(result.summary.avg_jct_s)
 
 

@@ -41,9 +41,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from elasim.cluster import ClusterSetup
 from elasim.cluster.job import ClusterJob
 from elasim.cluster.speed import SpeedFit, StepSample
-from elasim.jobmodel import CHECKPOINT_OFF, RescaleMode
 from elasim.noise_scale import two_batch_estimates
 from elasim.policies import EventRecord, JobState
 from elasim.policies.cluster import Placement, placement_gpus
@@ -202,14 +202,24 @@ class WorkerTraining:
 class ClusterRunConfig:
     """Everything ``elasim cluster run`` needs (frozen: a run is reproducible from it).
 
+    What runs is ``setup``, the very :class:`~elasim.cluster.ClusterSetup` that
+    ``elasim cluster simulate`` takes; the other fields say only how real workers
+    run it.  Why: the settings of a run are written once, so that ``--compare``
+    simulates exactly what ran and a setting added to the simulator reaches real
+    workers without a second list to keep in step.
+
     Attributes:
-        workload: bundled workload name or CSV path.
-        policy: cluster policy name or ``file.py:Class``.
-        options: the policy's ``--set`` options.
-        applications: folder of application profiles (measured for ``job``).
+        setup: the workload, policy, options, rescale mode, pause preset,
+            applications (the profiles measured for ``job``), capacity trace (replayed
+            by the loop on the run's clock; a drop preempts the jobs on the lost
+            nodes and takes their slots from the pool), notices, checkpoint interval
+            (each checkpoint written by the job's rank 0) and speed model.  Its
+            ``num_nodes`` and ``gpus_per_node`` are not read: the run's shape is what
+            it finds (one node per launcher: this host's ``slots``, each agent, each
+            Ray node), and its ``pause_job`` is completed by the applications'
+            measured ``pauses.json`` (:func:`elasim.cluster.compare.measured_setup`).
         slots: worker slots on this host (node 0); 0 with agents only.
         time_scale: workload seconds per real second.
-        rescale: ``inplace`` (default) or ``restart``.
         job: import spec of the executor job every workload job runs.
         job_options: keyword arguments of the job factory.
         sample_delay_real_s: emulated accelerator time per local sample (0: none).
@@ -219,35 +229,17 @@ class ClusterRunConfig:
         bind_host: address of the stores and of the agent listener.
         agent_port: listen for ``elasim agent`` here (None: no agents).
         expect_agents: wait for this many agents before starting.
-        speed_model: ``oracle`` or ``fitted`` (what the policy knows of each job's
-            speed: :mod:`elasim.cluster.speed`; fitted to the workers' step records).
-        pause_job: job preset of the pause model the loop's estimate uses; the
-            measured ``pauses.json`` of the applications replace its figures where
-            they have the transition (:func:`elasim.cluster.compare.measured_pause_job`).
         log_dir: worker stderr logs (None: discarded).
-        capacity: a capacity trace of usable nodes over workload time (None: every
-            node, always), replayed by the loop on the run's clock as the simulator
-            replays it; a drop preempts the jobs on the lost nodes and takes their
-            slots from the pool, a rise gives them back.
         launcher: ``local`` (this host's slots, and agents) or ``ray`` (one node of
             the cluster per Ray node, each worker a Ray actor on it).
         ray_address: the Ray cluster for ``ray`` (None: a private local instance of
             one node).
         ray_resources: the Ray resources each worker's actor holds (empty: CPU=1).
-        checkpoint_interval_s: every job's periodic checkpoints, workload seconds of
-            training (None: Young/Daly ``auto``; ``inf``: off, the default), by the
-            cluster model's schedule; each is written by the job's rank 0.
-        notice_s: each drop of ``capacity`` is announced this long before (0: none); a
-            job warned in time leaves gracefully, by the single job's rule.
     """
 
-    workload: str
-    policy: str = "fifo"
-    options: Mapping[str, str] = field(default_factory=dict)
-    applications: str | None = None
+    setup: ClusterSetup
     slots: int = 4
     time_scale: float = 1.0
-    rescale: RescaleMode = RescaleMode.INPLACE
     job: str = DEFAULT_CLUSTER_JOB
     job_options: Mapping[str, Any] = field(default_factory=dict)
     sample_delay_real_s: float = 0.0
@@ -257,19 +249,12 @@ class ClusterRunConfig:
     bind_host: str = "127.0.0.1"
     agent_port: int | None = None
     expect_agents: int = 0
-    pause_job: str = "resnet50_v100"
     log_dir: str | None = None
-    capacity: str | None = None
     launcher: str = "local"
     ray_address: str | None = None
     ray_resources: Mapping[str, float] = field(default_factory=dict)
-    speed_model: str = "oracle"
-    checkpoint_interval_s: float | None = CHECKPOINT_OFF
-    notice_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rescale, RescaleMode):
-            object.__setattr__(self, "rescale", RescaleMode(self.rescale))
         if self.slots < 0 or (self.slots == 0 and self.agent_port is None):
             raise ValueError(f"--slots must be >= 1 (or 0 with agents), got {self.slots}")
         if not (math.isfinite(self.time_scale) and self.time_scale > 0):
@@ -307,8 +292,10 @@ class ClusterRunResult:
         batches: per job, ``(trace s, global batch, gain)`` of each re-formation
             that changed them (the first start included), as its workers reported
             training at that batch.
-        num_nodes: nodes of the cluster (one per launcher).
-        gpus_per_node: slots per node.
+        setup: what the loop ran: the config's setup on the cluster found (one node
+            per launcher, its slots per node) with the measured pause model, so that
+            ``elasim.sim.cluster.simulate_cluster(run.setup)`` is the simulation of
+            this very run (``--compare``).
     """
 
     result: Any
@@ -317,9 +304,8 @@ class ClusterRunResult:
     wall_time_s: float
     gave_up: bool
     steps: dict[str, int]
+    setup: ClusterSetup
     batches: dict[str, tuple[tuple[float, int, float], ...]] = field(default_factory=dict)
-    num_nodes: int = 1
-    gpus_per_node: int = 1
 
 
 def _launchers(config: ClusterRunConfig) -> tuple[list[Any], Any]:
@@ -394,27 +380,7 @@ def _check_batch(spec: Any, app: Any) -> None:
         )
 
 
-def _setup(config: ClusterRunConfig, pause_job: Any, *, num_nodes: int, gpus_per_node: int) -> Any:
-    """The loop's :class:`~elasim.cluster.ClusterSetup` of a run on this cluster shape."""
-    from elasim.cluster import ClusterSetup
-
-    return ClusterSetup(
-        workload=config.workload,
-        policy=config.policy,
-        options=dict(config.options),
-        num_nodes=num_nodes,
-        gpus_per_node=gpus_per_node,
-        rescale=config.rescale,
-        pause_job=pause_job,
-        applications=config.applications,
-        capacity=config.capacity,
-        speed_model=config.speed_model,
-        checkpoint_interval_s=config.checkpoint_interval_s,
-        notice_s=config.notice_s,
-    )
-
-
-def _check(config: ClusterRunConfig, pause_job: Any) -> None:
+def _check(config: ClusterRunConfig, setup: ClusterSetup) -> None:
     """Everything that can be checked before any process starts (one-line errors).
 
     The workload, its applications and the policy are loaded exactly as the run will
@@ -423,8 +389,8 @@ def _check(config: ClusterRunConfig, pause_job: Any) -> None:
     """
     from elasim.cluster import build_loop
 
-    setup = _setup(config, pause_job, num_nodes=1, gpus_per_node=max(config.slots, 1))
-    for job in build_loop(setup, record_timeline=False).jobs:
+    one_node = dataclasses.replace(setup, num_nodes=1, gpus_per_node=max(config.slots, 1))
+    for job in build_loop(one_node, record_timeline=False).jobs:
         _check_batch(job.spec, job.app)
 
 
@@ -479,7 +445,7 @@ def pooled_groups(
 
     def make(name: str, worker: WorkerSettings, cfg: ControllerConfig) -> PooledJob:
         return PooledJob(
-            name, pool, worker, cfg, origin, mode=config.rescale, bind_host=config.bind_host
+            name, pool, worker, cfg, origin, mode=config.setup.rescale, bind_host=config.bind_host
         )
 
     return make
@@ -518,7 +484,7 @@ def run_cluster(
     clock: Clock | None = None,
     on_turn: Callable[[Any], None] | None = None,
 ) -> ClusterRunResult:
-    """Run ``config.workload`` under ``config.policy`` on real workers.
+    """Run ``config.setup`` (its workload under its policy) on real workers.
 
     Raises:
         elasim.traces.TraceError: a bad workload or application profile.
@@ -526,18 +492,17 @@ def run_cluster(
         ExecutorError: workers could not be kept running.
     """
     from elasim.cluster import build_loop
-    from elasim.cluster.compare import measured_pause_job
+    from elasim.cluster.compare import measured_setup
     from elasim.traces import capacity_rows
-    from elasim.traces.workloads import load_workload
 
     clock = clock or RealClock()
-    names = sorted({job.application for job in load_workload(config.workload)})
-    pause_job = measured_pause_job(config.pause_job, config.applications, names)
-    rows, period = capacity_rows(config.capacity)  # a bad trace: before any process starts
-    _check(config, pause_job)
+    measured = measured_setup(config.setup)
+    rows, period = capacity_rows(measured.capacity)  # a bad trace: before any process starts
+    _check(config, measured)
     launchers, server = _launchers(config)
     pool = SlotPool(launchers)
-    setup = _setup(config, pause_job, num_nodes=len(launchers), gpus_per_node=launchers[0].slots)
+    shape = {"num_nodes": len(launchers), "gpus_per_node": launchers[0].slots}
+    setup = dataclasses.replace(measured, **shape)
     loop = None
     origin = [clock.now()]
     try:
@@ -574,7 +539,7 @@ def _after_turn(loop: Any, pool: SlotPool, on_turn: Callable[[Any], None] | None
         on_turn(loop)
 
 
-def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:
+def _cluster_result(loop: Any, setup: ClusterSetup, wall: float) -> ClusterRunResult:
     """What a driven cluster loop leaves: results, decisions, events, steps and batches.
 
     Why apart from :func:`run_cluster`: that function owns the workers and must
@@ -593,7 +558,6 @@ def _cluster_result(loop: Any, setup: Any, wall: float) -> ClusterRunResult:
         wall_time_s=wall,
         gave_up=not loop.finished,
         steps={job.name: job.training.steps for job in jobs},
+        setup=setup,
         batches={job.name: tuple(job.training.batches) for job in jobs},
-        num_nodes=setup.num_nodes,
-        gpus_per_node=setup.gpus_per_node,
     )

@@ -25,6 +25,7 @@ from elasim.cluster.speed import SpeedFit, StepSample, ThroughputParams, fit_thr
 from elasim.executor.cluster import ClusterRunConfig, drive_cluster, job_factory
 from elasim.executor.controller import FakeClock
 from elasim.executor.fakes import FakePooledJob, FakeWorkerGroup
+from elasim.jobmodel import RescaleMode
 from elasim.sim.cluster import run_cluster_loop
 
 APPS = "tests/data/cluster_apps_2ms_batches"
@@ -34,13 +35,11 @@ PLUGIN = "tests/data/plugin_cluster_policy.py:BadBatches"
 
 def _on_fakes(policy: str, *, workload: str = EXAMPLE, speed_model: str = "oracle"):
     """The jobs ``cluster run`` builds, on fake worker groups (steps of 0.25 s / workers)."""
-    config = ClusterRunConfig(
-        workload=workload, policy=policy, applications=APPS, slots=4, speed_model=speed_model
-    )
     setup = ClusterSetup(
         workload=workload, policy=policy, num_nodes=1, gpus_per_node=4, applications=APPS,
-        rescale=config.rescale, speed_model=speed_model,
+        rescale=RescaleMode.INPLACE, speed_model=speed_model,
     )  # fmt: skip
+    config = ClusterRunConfig(setup, slots=4)
     clock, made = FakeClock(), {}
 
     def make(name, worker, cfg):

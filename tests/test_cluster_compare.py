@@ -9,7 +9,7 @@ import math
 import pytest
 
 from elasim.cluster import ClusterSetup, build_loop
-from elasim.cluster.compare import compare_jobs, jct_errors, measured_pause_job, simulate_like
+from elasim.cluster.compare import compare_jobs, jct_errors, measured_pause_job, measured_setup
 from elasim.cluster.results import JobResult
 from elasim.job import load_job
 from elasim.jobmodel import RescaleMode
@@ -57,66 +57,49 @@ def test_measured_pauses_replace_the_preset_where_measured(tmp_path):
         measured_pause_job("resnet50_v100", tmp_path, ["app"])
 
 
-def test_the_comparisons_simulation_is_the_simulators():
-    """``simulate_like`` (a plain clock, no SimPy) gives the SimPy driver's rows."""
-    kwargs = dict(
-        workload="examples/cluster_small.csv",
-        policy="fifo",
-        options={},
-        num_nodes=1,
-        gpus_per_node=4,
-        rescale=RescaleMode.INPLACE,
-        pause_job="resnet50_v100",
-        applications=APPS,
-    )
-    plain = simulate_like(**kwargs)
-    setup = ClusterSetup(
-        workload="examples/cluster_small.csv",
-        policy="fifo",
-        num_nodes=1,
-        gpus_per_node=4,
-        rescale=RescaleMode.INPLACE,
-        pause_job=measured_pause_job("resnet50_v100", APPS, ["synth-160", "synth-40"]),
-        applications=APPS,
-    )
-    loop = build_loop(setup)
-    run_cluster_loop(loop)
-    assert [r.jct_s for r in plain.jobs] == pytest.approx([r.jct_s for r in loop.result().jobs])
-    assert all(r.jct_s is not None and math.isfinite(r.jct_s) for r in plain.jobs)
+def _example(policy: str = "fifo", applications: str = APPS) -> ClusterSetup:
+    """The README's example on one node of 4 slots, re-formed in place."""
+    return ClusterSetup(
+        workload="examples/cluster_small.csv", policy=policy, num_nodes=1, gpus_per_node=4,
+        rescale=RescaleMode.INPLACE, applications=applications,
+    )  # fmt: skip
 
 
-def test_the_comparison_is_cluster_simulate_itself():
-    """No model of its own (issue 22): ``cluster simulate``'s rows, bit for bit.
+def test_the_measured_setup_takes_each_transitions_measured_pause():
+    """``measured_setup`` is the setup with the applications' pause table, nothing else."""
+    setup = _example()
+    pause_job = measured_pause_job("resnet50_v100", APPS, ["synth-160", "synth-40"])
+    by_hand = build_loop(dataclasses.replace(setup, pause_job=pause_job))
+    run_cluster_loop(by_hand)
+    plain = build_loop(setup)  # the preset's figures: slower changes
+    run_cluster_loop(plain)
+    measured = build_loop(measured_setup(setup))
+    run_cluster_loop(measured)
+    rows = [dataclasses.astuple(r) for r in measured.result().jobs]
+    assert rows == [dataclasses.astuple(r) for r in by_hand.result().jobs]
+    assert rows != [dataclasses.astuple(r) for r in plain.result().jobs]
+    assert all(r.jct_s is not None and math.isfinite(r.jct_s) for r in measured.result().jobs)
 
-    The batch-choosing policies too: with a calibrated profile (one validated batch)
-    their adaptive batch is the job's own, as on real workers.
+
+def test_the_comparison_is_cluster_simulate_of_what_the_loop_ran():
+    """No model of its own (issue 22): ``--compare`` simulates the run's own setup.
+
+    A "run" whose rows are ``cluster simulate``'s rows of its setup compares with no
+    error at all, for the batch-choosing policies too; any other simulation (another
+    pause model, shape or policy) would not.
     """
+    from types import SimpleNamespace
+
+    from elasim.cli.cluster_run import _compare
     from elasim.sim.cluster import simulate_cluster
 
-    kwargs = dict(
-        workload="examples/cluster_small.csv",
-        options={},
-        num_nodes=1,
-        gpus_per_node=4,
-        rescale=RescaleMode.INPLACE,
-        pause_job="resnet50_v100",
-        applications=APPS,
-    )
     for policy in ("pollux", "srtf", "fifo"):
-        result = simulate_like(policy=policy, **kwargs)
-        setup = ClusterSetup(
-            workload="examples/cluster_small.csv",
-            policy=policy,
-            num_nodes=1,
-            gpus_per_node=4,
-            rescale=RescaleMode.INPLACE,
-            pause_job=measured_pause_job("resnet50_v100", APPS, ["synth-160", "synth-40"]),
-            applications=APPS,
-        )
-        alone = simulate_cluster(setup, record_timeline=False)
-        assert [dataclasses.astuple(r) for r in result.jobs] == [
-            dataclasses.astuple(r) for r in alone.jobs
-        ], policy
+        setup = measured_setup(_example(policy))
+        run = SimpleNamespace(setup=setup, result=simulate_cluster(setup, record_timeline=False))
+        rows, errors, warning = _compare(run)
+        assert len(rows) == 4 and warning is None, policy
+        assert all(r.error == 0.0 for r in rows), (policy, rows)
+        assert errors["avg_jct_error"] == 0.0, (policy, errors)
 
 
 def test_the_comparison_trains_at_the_policys_batches_as_real_jobs_do():
@@ -129,14 +112,11 @@ def test_the_comparison_trains_at_the_policys_batches_as_real_jobs_do():
     """
     from test_cluster_batches import _on_fakes
 
-    apps = "tests/data/cluster_apps_2ms_batches"
-    kwargs = dict(
-        workload="examples/cluster_small.csv", policy="pollux", num_nodes=1, gpus_per_node=4,
-        rescale=RescaleMode.INPLACE, applications=apps,
-    )  # fmt: skip
-    result = simulate_like(options={}, pause_job="resnet50_v100", **kwargs)
-    pause_job = measured_pause_job("resnet50_v100", apps, ["synth-160", "synth-40"])
-    loop = build_loop(ClusterSetup(pause_job=pause_job, **kwargs))
+    from elasim.sim.cluster import simulate_cluster
+
+    setup = measured_setup(_example("pollux", "tests/data/cluster_apps_2ms_batches"))
+    result = simulate_cluster(setup, record_timeline=False)
+    loop = build_loop(setup)
     run_cluster_loop(loop)
     assert [dataclasses.astuple(r) for r in result.jobs] == [
         dataclasses.astuple(r) for r in loop.result().jobs

@@ -27,9 +27,12 @@ from elasim.cluster import ClusterSetup, build_loop
 from elasim.executor.cluster import ClusterRunConfig, drive_cluster, job_factory
 from elasim.executor.controller import FakeClock
 from elasim.executor.fakes import FakePooledJob, FakeWorkerGroup
+from elasim.jobmodel import RescaleMode
 from elasim.policies.registry import CLUSTER_KIND, describe_policies
 from elasim.sim.cluster import run_cluster_loop
 from elasim.traces import capacity_rows
+
+INPLACE = RescaleMode.INPLACE  # what `elasim cluster run` re-forms by, by default
 
 POLICIES = sorted(info.name for info in describe_policies(CLUSTER_KIND))
 PLUGIN = "tests/data/plugin_cluster_policy.py:EveryoneOne"
@@ -156,14 +159,11 @@ def _run_on_fakes(tmp_path, rows, policy, slots, *, apps=APPS, options=None, ste
     workload = tmp_path / "w.csv"
     workload.write_text("name,time,application,num_replicas,batch_size\n" + "\n".join(rows))
     options = dict(options or {})
-    config = ClusterRunConfig(
-        workload=str(workload), policy=policy, options=options, applications=str(apps),
-        slots=slots,
-    )  # fmt: skip
     setup = ClusterSetup(
         workload=str(workload), policy=policy, options=options, num_nodes=1,
-        gpus_per_node=slots, applications=str(apps), rescale=config.rescale,
+        gpus_per_node=slots, applications=str(apps), rescale=INPLACE,
     )  # fmt: skip
+    config = ClusterRunConfig(setup, slots=slots)
     clock, made = FakeClock(), {}
     groups = _fake_groups(clock, step_s, made)  # 0.07: about the applications' one-worker step
     loop = build_loop(setup, job_factory=job_factory(config, groups, slots))
@@ -282,14 +282,11 @@ def test_cluster_run_asks_its_workers_for_periodic_checkpoints(tmp_path):
     rows = ["a,0,synth-160,1,128"]
     workload = tmp_path / "w.csv"
     workload.write_text("name,time,application,num_replicas,batch_size\n" + "\n".join(rows))
-    config = ClusterRunConfig(
-        workload=str(workload), policy="fifo", applications=APPS, slots=1,
-        checkpoint_interval_s=2.0,
-    )  # fmt: skip
     setup = ClusterSetup(
         workload=str(workload), policy="fifo", num_nodes=1, gpus_per_node=1,
-        applications=APPS, rescale=config.rescale, checkpoint_interval_s=2.0,
+        applications=APPS, rescale=INPLACE, checkpoint_interval_s=2.0,
     )  # fmt: skip
+    config = ClusterRunConfig(setup, slots=1)
     clock, made = FakeClock(), {}
     loop = build_loop(setup, job_factory=job_factory(config, _fake_groups(clock, 0.07, made), 1))
     drive_cluster(loop, clock, time_scale=1.0, max_wall_real_s=1e6)
@@ -323,11 +320,11 @@ def test_a_lost_host_is_a_capacity_drop_the_loop_hears_of(tmp_path):
     workload = tmp_path / "w.csv"
     rows = ["a,0,synth-160,2,128", "b,0,synth-160,2,128", "c,1,synth-40,2,128"]
     workload.write_text("name,time,application,num_replicas,batch_size\n" + "\n".join(rows))
-    config = ClusterRunConfig(workload=str(workload), applications=APPS, slots=2)
     setup = ClusterSetup(
         workload=str(workload), policy="fifo", num_nodes=2, gpus_per_node=2,
-        applications=APPS, rescale=config.rescale,
+        applications=APPS, rescale=INPLACE,
     )  # fmt: skip
+    config = ClusterRunConfig(setup, slots=2)
     clock, made = FakeClock(), {}
     loop = build_loop(setup, job_factory=job_factory(config, _fake_groups(clock, 0.07, made), 4))
     nodes = [_Node("here", 2), _Node("there", 2)]
@@ -348,12 +345,18 @@ def test_a_lost_host_is_a_capacity_drop_the_loop_hears_of(tmp_path):
         assert job.done and done == pytest.approx(job.training.target_progress), job.name
 
 
-def test_cluster_run_takes_its_notice_to_the_loop():
-    """``cluster run --notice-s`` reaches the loop, which warns as the simulator's does."""
-    from elasim.executor.cluster import _setup
+def test_cluster_run_runs_the_setup_it_is_given_with_the_measured_pauses():
+    """The loop's setup is the config's (notice, capacity...), its pause model measured."""
+    import dataclasses
 
-    config = ClusterRunConfig(
-        workload="pollux-workload-1", notice_s=90.0, capacity="spot_us_east.csv"
-    )
-    setup = _setup(config, "resnet50_v100", num_nodes=2, gpus_per_node=4)
-    assert setup.notice_s == 90.0 and setup.capacity == "spot_us_east.csv"
+    from elasim.cluster.compare import measured_setup
+
+    setup = ClusterSetup(
+        workload="examples/cluster_small.csv", policy="fifo", notice_s=90.0,
+        capacity="spot_us_east.csv", applications=APPS, rescale=INPLACE,
+    )  # fmt: skip
+    measured = measured_setup(ClusterRunConfig(setup).setup)
+    assert dataclasses.replace(measured, pause_job=setup.pause_job) == setup
+    assert measured.pause_job != setup.pause_job  # the preset, completed by pauses.json
+    preset = dataclasses.replace(setup, applications=None)
+    assert measured_setup(preset) == preset

@@ -18,7 +18,9 @@ import pytest
 
 pytest.importorskip("torch")
 
+from elasim.cluster import ClusterSetup  # noqa: E402
 from elasim.executor.cluster import ClusterRunConfig, run_cluster  # noqa: E402
+from elasim.jobmodel import RescaleMode  # noqa: E402
 
 pytestmark = [pytest.mark.executor, pytest.mark.slow]
 
@@ -27,12 +29,16 @@ APPS = DATA / "cluster_apps"
 WORKLOAD = DATA / "cluster_small.csv"
 
 
+def _setup(**changes) -> ClusterSetup:
+    """The small workload under fifo on the test profiles, re-formed in place."""
+    base = {"applications": str(APPS), "rescale": RescaleMode.INPLACE, "num_nodes": 1}
+    return ClusterSetup(str(WORKLOAD), "fifo", **{**base, **changes})
+
+
 @pytest.mark.timeout(150)
 def test_a_small_workload_finishes_on_four_slots_each_job_at_its_target():
     config = ClusterRunConfig(
-        workload=str(WORKLOAD),
-        policy="fifo",
-        applications=str(APPS),
+        _setup(),
         slots=4,
         sample_delay_real_s=0.0005,
         job_options={"train_size": 4096},
@@ -141,15 +147,12 @@ def test_a_capacity_drop_preempts_real_workers_and_a_rise_gives_the_slots_back(t
     trace = tmp_path / "gone.csv"
     trace.write_text("# duration_s: 100000\ntime_s,available\n0,1\n2,0\n5,1\n")
     config = ClusterRunConfig(
-        workload=str(WORKLOAD),
-        policy="fifo",
-        applications=str(APPS),
+        _setup(capacity=str(trace)),
         slots=4,
         sample_delay_real_s=0.0005,
         job_options={"train_size": 4096},
         collective_timeout_real_s=5.0,
         max_wall_real_s=150.0,
-        capacity=str(trace),
     )
     run = run_cluster(config)
     assert not run.gave_up

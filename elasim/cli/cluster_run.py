@@ -64,16 +64,29 @@ def _check_applications(applications: Path | None, compare: bool) -> None:
 
 def _config(flags: dict[str, Any]) -> Any:
     """The run's settings from the checked flags (a bad setting: ValueError, one line)."""
+    from elasim.cluster import ClusterSetup
     from elasim.executor.cluster import ClusterRunConfig
 
-    return ClusterRunConfig(
+    applications = flags["applications"]
+    slots = alias(flags["gpus_per_node"], flags["slots"], "--gpus-per-node", "--slots", 4)
+    setup = ClusterSetup(
         workload=flags["workload"],
         policy=flags["policy"],
         options=parse_sets(flags["sets"]),
-        applications=None if flags["applications"] is None else str(flags["applications"]),
-        slots=alias(flags["gpus_per_node"], flags["slots"], "--gpus-per-node", "--slots", 4),
-        time_scale=flags["time_scale"],
+        num_nodes=1,
+        gpus_per_node=max(slots, 1),
         rescale=rescale_mode(flags["rescale"]),
+        pause_job=flags["pause_job"],
+        applications=None if applications is None else str(applications),
+        capacity=flags["capacity"],
+        notice_s=flags["notice_s"],
+        checkpoint_interval_s=check_checkpoints(flags["notice_s"], flags["checkpoint_interval_s"]),
+        speed_model=flags["speed_model"],
+    )
+    return ClusterRunConfig(
+        setup=setup,
+        slots=slots,
+        time_scale=flags["time_scale"],
         job=flags["job"],
         job_options=parse_job_options(flags["job_sets"]),
         sample_delay_real_s=flags["sample_delay_s"],
@@ -83,15 +96,10 @@ def _config(flags: dict[str, Any]) -> Any:
         bind_host=flags["bind"],
         agent_port=flags["agent_port"],
         expect_agents=flags["agents"],
-        pause_job=flags["pause_job"],
-        speed_model=flags["speed_model"],
         log_dir=None if flags["log_dir"] is None else str(flags["log_dir"]),
-        capacity=flags["capacity"],
         launcher=flags["launcher"],
         ray_address=flags["address"],
         ray_resources=parse_ray_resources(flags["ray_resources"]),
-        checkpoint_interval_s=check_checkpoints(flags["notice_s"], flags["checkpoint_interval_s"]),
-        notice_s=flags["notice_s"],
     )
 
 
@@ -114,13 +122,13 @@ def _run(flags: dict[str, Any]) -> None:
     config = _config(flags)
     with contextlib.redirect_stdout(sys.stderr):  # a Ray driver prints the cluster's errors
         run = run_cluster(config)
-    payload = {"workload": config.workload, "policy": config.policy}
+    payload = {"workload": config.setup.workload, "policy": config.setup.policy}
     payload.update(run.result.summary.as_dict())
     payload["gave_up"] = run.gave_up
     payload["steps"] = run.steps
     rows = None
     if compare:
-        rows, errors, warning = _compare(config, run)
+        rows, errors, warning = _compare(run)
         payload["compare"] = errors
         payload["compare_warning"] = warning
     if out is not None:
@@ -138,7 +146,7 @@ def _run(flags: dict[str, Any]) -> None:
         )
 
 
-def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float], str | None]:
+def _compare(run: Any) -> tuple[list[Any], dict[str, float], str | None]:
     """``cluster simulate`` of the same workload with the measured profiles; per-job JCTs.
 
     Also the one line that says the errors exceed the bounds and why (None: within);
@@ -146,22 +154,10 @@ def _compare(config: Any, run: Any) -> tuple[list[Any], dict[str, float], str | 
     """
     import os
 
-    from elasim.cluster.compare import compare_jobs, explain_gap, jct_errors, simulate_like
+    from elasim.cluster.compare import compare_jobs, explain_gap, jct_errors
+    from elasim.sim.cluster import simulate_cluster
 
-    sim = simulate_like(
-        workload=config.workload,
-        policy=config.policy,
-        options=dict(config.options),
-        num_nodes=run.num_nodes,
-        gpus_per_node=run.gpus_per_node,
-        rescale=config.rescale,
-        pause_job=config.pause_job,
-        applications=config.applications,
-        capacity=config.capacity,
-        speed_model=config.speed_model,
-        checkpoint_interval_s=config.checkpoint_interval_s,
-        notice_s=config.notice_s,
-    )
+    sim = simulate_cluster(run.setup, record_timeline=False)  # what the loop ran
     rows = compare_jobs(run.result.jobs, sim.jobs)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     warning = explain_gap(rows, run.result.jobs, sim.jobs, load_avg=load, cores=os.cpu_count())

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .setup import ClusterSetup
+
 __all__ = [
     "MAX_AVG_JCT_ERROR",
     "MAX_MEDIAN_JOB_ERROR",
@@ -35,7 +37,7 @@ __all__ = [
     "explain_gap",
     "jct_errors",
     "measured_pause_job",
-    "simulate_like",
+    "measured_setup",
 ]
 
 #: measured pause components per transition, in an application profile folder
@@ -115,50 +117,26 @@ def _change_kind(before: int, after: int) -> int:
     return 1 if after > before else 2 if after < before else 3
 
 
-def simulate_like(
-    *,
-    workload: str,
-    policy: str,
-    options: dict[str, str],
-    num_nodes: int,
-    gpus_per_node: int,
-    rescale: Any,
-    pause_job: str,
-    applications: str | None,
-    capacity: str | None = None,
-    speed_model: str = "oracle",
-    checkpoint_interval_s: float | None = math.inf,
-    notice_s: float = 0.0,
-) -> Any:
-    """``elasim cluster simulate`` of what a cluster run ran: same workload, policy, shape.
+def measured_setup(setup: ClusterSetup) -> ClusterSetup:
+    """``setup`` with its pause model completed by what calibration measured.
 
-    The very simulation ``cluster simulate`` runs (:func:`elasim.sim.cluster.simulate_cluster`),
-    with the run's profiles and the measured pause model (:func:`measured_pause_job`),
-    as the run's loop used it, and the run's capacity trace, speed model and
-    checkpoint interval; no model of its own.  Every job takes the policy's batch at
-    each re-formation, as real workers do, so a policy that sizes batches (pollux)
-    is compared like with like.  Returns the :class:`~elasim.cluster.ClusterResult`.
+    A cluster run's loop runs this setup (on the shape it finds), and so does the
+    simulation that ``--compare`` sets beside it: the pause preset's figures are
+    replaced, transition by transition, by the applications' ``pauses.json``
+    (:func:`measured_pause_job`).  Without applications the setup is returned as
+    it is.
+
+    Raises:
+        TraceError: a bad workload.
+        ValueError: a ``pauses.json`` that cannot be read (one line, naming it).
     """
-    from elasim.cluster import ClusterSetup
-    from elasim.sim.cluster import simulate_cluster
     from elasim.traces.workloads import load_workload
 
-    names = sorted({job.application for job in load_workload(workload)})
-    setup = ClusterSetup(
-        workload=workload,
-        policy=policy,
-        options=options,
-        num_nodes=num_nodes,
-        gpus_per_node=gpus_per_node,
-        rescale=rescale,
-        pause_job=measured_pause_job(pause_job, applications, names),
-        applications=applications,
-        capacity=capacity,
-        speed_model=speed_model,
-        checkpoint_interval_s=checkpoint_interval_s,
-        notice_s=notice_s,
-    )
-    return simulate_cluster(setup, record_timeline=False)
+    if setup.applications is None:
+        return setup
+    names = sorted({job.application for job in load_workload(setup.workload)})
+    pause_job = measured_pause_job(setup.pause_job, setup.applications, names)
+    return dataclasses.replace(setup, pause_job=pause_job)
 
 
 @dataclass(frozen=True)
