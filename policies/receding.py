@@ -140,7 +140,11 @@ class RecedingPolicy(DeadlinePolicy):
     spot stays away ``lam`` rises, so on-demand nodes come in the cheapest counts
     first; as spot proves plentiful ``lam`` falls and they go.  A change of
     configuration is made only when its gain at ``lam`` over the mean time between
-    changes of availability pays for its pause and boots.
+    changes of availability pays for its pause and boots.  On-demand nodes that only
+    tie at ``lam`` are put off while the job is ahead of the uniform progress line, or,
+    with no spot, while the spare covers ``outage_cover`` expected waits for spot (the
+    mean outage seen so far, with a prior one): the past underrates spot after a
+    window that opened with an outage.
 
     **Guarantees** (``deadline``'s).  ``lam`` is capped at the on-demand plan's price
     of a sample, so every configuration chosen makes samples no dearer than the plan,
