@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar, NamedTuple
 
 from ._common import check_float, usable_spot, wake_after
@@ -13,7 +13,7 @@ from ._ondemand import (
     OnDemandPlan,
     job_samples,
 )
-from .base import Decision, Observation
+from .base import Decision, Observation, PolicyBase
 from .deadline import DeadlinePolicy
 from .registry import register
 
@@ -115,7 +115,7 @@ class AvailabilityHistory:
 
 
 @register
-class RecedingPolicy(DeadlinePolicy):
+class RecedingPolicy(PolicyBase):
     """Receding-horizon planning: the offline optimum's rule, re-solved on what was seen.
 
     **The optimum's structure.**  The offline optimum (:mod:`elasim.optimal`) solves
@@ -165,7 +165,7 @@ class RecedingPolicy(DeadlinePolicy):
     name: ClassVar[str] = "receding"
 
     @dataclass(frozen=True)
-    class Config(DeadlinePolicy.Config):
+    class Config:
         """Options of the ``receding`` policy.
 
         Attributes:
@@ -199,22 +199,31 @@ class RecedingPolicy(DeadlinePolicy):
         payback_factor: float = 4.0
         release_lead_s: float | None = None
         pace: bool = True
+        failover: bool = True
         prior_h: float = 4.0
         outage_h: float = 1.0
         outage_cover: float = 2.0
         replan_h: float = 0.5
 
         def __post_init__(self) -> None:
-            super().__post_init__()
+            self.deadline_config()  # checks the options ``deadline`` shares
             check_float("prior_h", self.prior_h)
             check_float("outage_h", self.outage_h)
             check_float("outage_cover", self.outage_cover)
             check_float("replan_h", self.replan_h, strict=True)
 
+        def deadline_config(self) -> DeadlinePolicy.Config:
+            """The options ``deadline`` shares, for the ``deadline`` policy held inside."""
+            shared = {f.name for f in fields(DeadlinePolicy.Config)}
+            return DeadlinePolicy.Config(**{k: getattr(self, k) for k in shared})
+
     config: Config
 
     def __init__(self, config: Config | None = None) -> None:
         super().__init__(config)
+        #: ``deadline``'s quantities (the plan, the budget, rates, the margin) and its
+        #: moves (commit, top up, another zone), on the options the two share
+        self.deadline = DeadlinePolicy(self.config.deadline_config())
         self.history = AvailabilityHistory(self.config.prior_h * 3600.0)
 
     # -- the quantities --------------------------------------------------------------
@@ -222,9 +231,9 @@ class RecedingPolicy(DeadlinePolicy):
     def fallback_nodes(self, obs: Observation, plan: OnDemandPlan, budget_usd: float) -> int:
         """The fastest on-demand count (``k0`` or more) whose extra cost the budget covers."""
         price = obs.on_demand_price_per_hour / 3600.0
-        best, best_rate = plan.nodes, self._rate(obs, plan.nodes)
+        best, best_rate = plan.nodes, self.deadline.rate(obs, plan.nodes)
         for nodes in range(plan.nodes + 1, obs.max_nodes + 1):
-            rate = self._rate(obs, nodes)
+            rate = self.deadline.rate(obs, nodes)
             if rate <= best_rate:
                 continue
             extra = (nodes * price / rate - plan.usd_per_sample) * obs.remaining_samples
@@ -239,11 +248,11 @@ class RecedingPolicy(DeadlinePolicy):
         nodes are taken or released (which would flap between the two).
         """
         assert obs.deadline_s is not None
-        rate = self._rate(obs, fallback)
+        rate = self.deadline.rate(obs, fallback)
         if rate <= 0.0:
             return -math.inf
         finish = obs.worst_pause_s + obs.remaining_samples / rate
-        return obs.deadline_s - obs.now_s - finish - self.margin_s(obs)
+        return obs.deadline_s - obs.now_s - finish - self.deadline.margin_s(obs)
 
     def frontier(self, obs: Observation, available: int, cap: float) -> list[_Vertex]:
         """The configurations worth holding at some price of work, with ``available`` spot.
@@ -260,7 +269,7 @@ class RecedingPolicy(DeadlinePolicy):
         points = [(0.0, 0.0, (0, 0))]
         for nodes in range(obs.min_nodes, obs.max_nodes + 1):
             spot = min(available, nodes)
-            rate = self._rate(obs, nodes)
+            rate = self.deadline.rate(obs, nodes)
             cost = spot * spot_per_s + ((nodes - spot) * od_per_s if nodes > spot else 0.0)
             if rate > 0.0 and cost <= cap * rate * (1.0 + 1e-9):
                 points.append((rate, cost, (spot, nodes - spot)))
@@ -299,7 +308,7 @@ class RecedingPolicy(DeadlinePolicy):
         """
         assert obs.deadline_s is not None
         high = plan.usd_per_sample * _LAM_RANGE
-        left_s = obs.deadline_s - obs.now_s - self.margin_s(obs) - obs.worst_pause_s
+        left_s = obs.deadline_s - obs.now_s - self.deadline.margin_s(obs) - obs.worst_pause_s
         if left_s <= 0.0:
             return high
         need = obs.remaining_samples / left_s
@@ -325,26 +334,25 @@ class RecedingPolicy(DeadlinePolicy):
     def decide(self, obs: Observation) -> Decision:
         """Fit the history, then the optimum's rule at the re-planned price of work."""
         self.history.observe(obs.now_s, usable_spot(obs))
-        if len(obs.zones) > 1:
-            self._uptime.update(obs)
-        plan, early = self.preamble(obs)
+        self.deadline.observe_zones(obs)
+        plan, early = self.deadline.preamble(obs)
         if early is not None:
             return early
         assert plan is not None
-        budget = self.budget_usd(obs, plan)
+        budget = self.deadline.budget_usd(obs, plan)
         fallback = self.fallback_nodes(obs, plan, budget)
         spare = self.spare_s(obs, fallback)
         if spare <= _SPARE_EPS_S:
             spot = self._spot_at_last_moment(obs, fallback, spare, plan, budget)
             if spot:
                 return Decision(spot, 0, wake_after(self.config.replan_h * 3600.0))
-            return self._commit(obs, plan, budget)
+            return self.deadline.commit(obs, plan, budget)
         frontiers: dict[int, list[_Vertex]] = {}
         lam = self.price_of_work(obs, plan, frontiers)
         available = usable_spot(obs) if self.spot_safe(obs, spare) else 0
         if not available and not obs.on_demand_held and len(obs.zones) > 1:
-            ahead = spare - self.reserve_s(obs, plan)
-            move = self._move(obs, plan, budget, (spare, ahead))
+            ahead = spare - self.deadline.reserve_s(obs, plan)
+            move = self.deadline.move(obs, plan, budget, (spare, ahead))
             if move is not None:  # no spot here: another zone's, as deadline moves
                 return move
         if available not in frontiers:
@@ -354,13 +362,13 @@ class RecedingPolicy(DeadlinePolicy):
         spot = self._afford_spot(obs, spot, on_demand, plan, budget)
         if spot + on_demand < obs.min_nodes:
             spot, on_demand = 0, 0
-        slower = self._rate(obs, spot + on_demand) < self._rate(obs, fallback)
-        if obs.on_demand_held and slower and spare < self.release_lead_s(obs):
+        slower = self.deadline.rate(obs, spot + on_demand) < self.deadline.rate(obs, fallback)
+        if obs.on_demand_held and slower and spare < self.deadline.release_lead_s(obs):
             # committed nodes go only with slack to pay for taking them again, so a
             # spare that creeps back above zero on them does not flap (deadline's rule)
             # (at least the fallback's count: its spare is the margin kept for errors)
-            on_demand = self._on_demand_needed(obs, max(obs.on_demand_held, fallback))
-            return Decision(self._top_up(obs, on_demand, budget), on_demand, None)
+            on_demand = self.deadline.on_demand_needed(obs, max(obs.on_demand_held, fallback))
+            return Decision(self.deadline.top_up(obs, on_demand, budget), on_demand, None)
         return Decision(spot, on_demand, self._wake_at(obs, spot + on_demand, fallback, spare))
 
     def failure_s(self, obs: Observation) -> float:
@@ -393,9 +401,9 @@ class RecedingPolicy(DeadlinePolicy):
         """
         if not self.spot_safe(obs, spare):
             return 0
-        need = self._rate(obs, fallback)
+        need = self.deadline.rate(obs, fallback)
         for spot in range(obs.min_nodes, usable_spot(obs) + 1):
-            if self._rate(obs, spot) >= need:
+            if self.deadline.rate(obs, spot) >= need:
                 return self._afford_spot(obs, spot, 0, plan, budget)
         return 0
 
@@ -453,7 +461,7 @@ class RecedingPolicy(DeadlinePolicy):
             return best
 
         def value(config: tuple[int, int]) -> float:
-            rate = self._rate(obs, sum(config))
+            rate = self.deadline.rate(obs, sum(config))
             return lam * rate - self._cost_per_s(obs, config)
 
         new = max(best[0] - held[0], 0) + max(best[1] - held[1], 0)
@@ -461,7 +469,7 @@ class RecedingPolicy(DeadlinePolicy):
             new * obs.on_demand_price_per_hour / 3600.0 if best[1] > held[1] else 0.0
         )
         boot += obs.worst_pause_s * max(best[0] - held[0], 0) * obs.spot_price_per_hour / 3600.0
-        switch_usd = lam * self._rate(obs, sum(best)) * obs.rescale_cost_s + boot
+        switch_usd = lam * self.deadline.rate(obs, sum(best)) * obs.rescale_cost_s + boot
         horizon = min(self.history.dwell_s(), obs.time_left_s or 0.0)
         if (value(best) - value(held)) * max(horizon, 0.0) > switch_usd:
             return best
@@ -484,7 +492,9 @@ class RecedingPolicy(DeadlinePolicy):
         if spot <= held:
             return spot
         alone = on_demand == 0
-        venture = self.venture_usd(obs, spot + on_demand, spot - held, plan.usd_per_sample, alone)
+        venture = self.deadline.venture_usd(
+            obs, spot + on_demand, spot - held, plan.usd_per_sample, alone
+        )
         if budget >= venture:
             return spot
         return min(held, spot) if budget >= 0.0 else 0
@@ -492,7 +502,7 @@ class RecedingPolicy(DeadlinePolicy):
     def _wake_at(self, obs: Observation, nodes: int, fallback: int, spare: float) -> float | None:
         """When to look again: the last safe moment on ``nodes`` nodes, or ``replan_h``."""
         wake = self.config.replan_h * 3600.0
-        fall = 1.0 - self._rate(obs, nodes) / self._rate(obs, fallback)
+        fall = 1.0 - self.deadline.rate(obs, nodes) / self.deadline.rate(obs, fallback)
         if fall > 0.0:
             wake = min(wake, spare / fall)
         return wake_after(wake)

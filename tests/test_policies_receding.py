@@ -34,7 +34,7 @@ def test_frontier_is_spot_then_on_demand_with_their_prices_of_work() -> None:
     # linear scaling: every spot count costs the same per sample, and every on-demand
     # one: two steps, the spot nodes at the spot price, all of the rest at on-demand's
     obs = deadline_obs()
-    vertices = receding().frontier(obs, 3, receding().plan(obs).usd_per_sample)
+    vertices = receding().frontier(obs, 3, receding().deadline.plan(obs).usd_per_sample)
     assert [v.config for v in vertices] == [(0, 0), (3, 0), (3, 5)]
     assert [v.from_lam for v in vertices[1:]] == [pytest.approx(SPOT_STEP), pytest.approx(OD_STEP)]
 
@@ -45,7 +45,7 @@ def test_waits_without_spot_at_the_prior_and_looks_again() -> None:
     # extra cost), spare 10 000 - 60 - 1 250 - 60 = 8 630 s; look again in half an hour
     policy = receding()
     obs = deadline_obs()
-    assert policy.price_of_work(obs, policy.plan(obs), {}) == pytest.approx(SPOT_STEP)
+    assert policy.price_of_work(obs, policy.deadline.plan(obs), {}) == pytest.approx(SPOT_STEP)
     assert policy.decide(deadline_obs()) == Decision(0, 0, 1800.0)
     assert receding().decide(deadline_obs(spot_available=3)) == Decision(3, 0, 1800.0)
 
@@ -80,7 +80,7 @@ def test_buys_the_cheapest_on_demand_count_not_the_plans() -> None:
     later = deadline_obs(
         0.7, now_s=3600.0, deadline_s=6000.0, spot_held=4, spent_usd=4.0, **SUBLINEAR
     )
-    assert policy.plan(later).nodes == 3
+    assert policy.deadline.plan(later).nodes == 3
     decision = policy.decide(later)
     assert (decision.spot_nodes, decision.on_demand_nodes) == (0, 1)
     assert decision.wake_after_s == pytest.approx(1560.0)
@@ -111,7 +111,7 @@ def test_puts_off_on_demand_nodes_ahead_of_the_line() -> None:
 def test_fallback_is_the_fastest_count_the_budget_covers() -> None:
     obs = deadline_obs(deadline_s=6000.0, **SUBLINEAR)
     policy = receding()
-    plan = policy.plan(obs)
+    plan = policy.deadline.plan(obs)
     # 1e6 x (4 x 3 / 3600 / 200 - 3 x 3 / 3600 / 180) = 2.78 USD over the plan
     assert policy.fallback_nodes(obs, plan, 2.7) == 3
     assert policy.fallback_nodes(obs, plan, 2.8) == 4
