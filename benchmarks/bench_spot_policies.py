@@ -107,7 +107,9 @@ def quantiles(values: list[float]) -> tuple[float, float, float]:
     return float(series.median()), float(series.quantile(0.9)), float(series.max())
 
 
-def print_table(frame: pd.DataFrame, policies: tuple[str, ...]) -> None:
+def print_table(
+    frame: pd.DataFrame, policies: tuple[str, ...], nodes_list: tuple[int, ...] = NODES
+) -> None:
     """Per policy (and per node count): cost / optimum and deadlines met."""
     head = f"{'policy':<18} {'nodes':>5} {'runs':>5} {'met':>9}"
     head += f" {'median':>7} {'p90':>7} {'worst':>7}"
@@ -115,7 +117,7 @@ def print_table(frame: pd.DataFrame, policies: tuple[str, ...]) -> None:
     print("-" * len(head))
     for policy in policies:
         rows = frame[frame["policy"] == policy]
-        for nodes in (*NODES, "all"):
+        for nodes in (*nodes_list, "all"):
             part = rows if nodes == "all" else rows[rows["nodes"] == nodes]
             on_time = part[part["deadline_met"].fillna(False).astype(bool)]
             ratios = [float(v) for v in on_time["cost_vs_optimal"].dropna()]
@@ -174,16 +176,22 @@ def main() -> None:
     parser.add_argument("--shared", type=int, default=6, help="shared real traces to add")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--nodes", default=",".join(map(str, NODES)), help="node counts")
+    parser.add_argument("--factors", default=",".join(map(str, FACTORS)), help="deadlines")
     parser.add_argument("--out", type=Path, help="also write the rows as CSV here")
     args = parser.parse_args()
     policies = tuple(args.policies.split(","))
+    nodes_list = tuple(int(n) for n in args.nodes.split(","))
+    factors = tuple(float(f) for f in args.factors.split(","))
     start = time.perf_counter()
     print(f"load {os.getloadavg()[0]:.2f} at start")
     with tempfile.TemporaryDirectory(prefix="elasim-bench-") as tmp:
         traces = [*BUNDLED, *shared_traces(Path(tmp), args.shared)]
         print(f"traces: {', '.join(Path(t).name for t in traces)}; {args.windows} windows each")
         frames = [
-            sweep(traces, policies, nodes, factor, args) for nodes in NODES for factor in FACTORS
+            sweep(traces, policies, nodes, factor, args)
+            for nodes in nodes_list
+            for factor in factors
         ]
     frame = pd.concat(frames, ignore_index=True)
     if args.out:
@@ -193,8 +201,9 @@ def main() -> None:
         f"\n{len(optimum_met)} windows; cost / optimum over the runs that met the deadline "
         f"(the optimum's replay, deadline yardstick of elasim sweep)\n"
     )
-    print_table(frame, policies)
-    decision_times(policies)
+    print_table(frame, policies, nodes_list)
+    if nodes_list == NODES:
+        decision_times(policies)
     print(f"\nwall {time.perf_counter() - start:.0f} s, load {os.getloadavg()[0]:.2f} at end")
 
 

@@ -108,7 +108,7 @@ class DeadlinePolicy(PolicyBase):
                 moment (Can't Be Late's Greedy).
             failover: in several zones, move to another zone's spot when this one
                 has none worth holding and the move fits in the time the policy
-                would otherwise wait idle (see :meth:`DeadlinePolicy._move`).
+                would otherwise wait idle (see :meth:`DeadlinePolicy.move`).
         """
 
         safety_margin_s: float = DEFAULT_SAFETY_MARGIN_S
@@ -148,13 +148,13 @@ class DeadlinePolicy(PolicyBase):
             return self.config.release_lead_s
         return self.config.payback_factor * (obs.worst_pause_s + obs.rescale_cost_s)
 
-    def _rate(self, obs: Observation, nodes: int) -> float:
+    def rate(self, obs: Observation, nodes: int) -> float:
         """Goodput on ``nodes`` nodes, checkpoints and the assumed overhead taken off."""
         return training_rate(obs, nodes, self.config.overhead_fraction)
 
     def finish_s(self, obs: Observation, on_demand: int) -> float:
         """Seconds to finish on ``on_demand`` on-demand nodes alone from now."""
-        rate = self._rate(obs, on_demand)
+        rate = self.rate(obs, on_demand)
         if rate <= 0.0:
             return math.inf
         switch = 0.0 if obs.on_demand_held == on_demand else obs.worst_pause_s
@@ -250,10 +250,14 @@ class DeadlinePolicy(PolicyBase):
             return None, flat_out(obs)
         return plan, None
 
-    def decide(self, obs: Observation) -> Decision:
-        """Spot while there is slack and budget; on-demand from the last safe moment."""
+    def observe_zones(self, obs: Observation) -> None:
+        """Count how long each zone has offered spot (several zones only: :meth:`move`)."""
         if len(obs.zones) > 1:
             self._uptime.update(obs)
+
+    def decide(self, obs: Observation) -> Decision:
+        """Spot while there is slack and budget; on-demand from the last safe moment."""
+        self.observe_zones(obs)
         plan, early = self.preamble(obs)
         if early is not None:
             return early
@@ -263,12 +267,12 @@ class DeadlinePolicy(PolicyBase):
             return self._committed(obs, plan, budget)
         spare = self.slack_s(obs, plan.nodes) - self.margin_s(obs)
         if spare <= TIME_EPS_S:
-            return self._commit(obs, plan, budget)
+            return self.commit(obs, plan, budget)
         spot = self._spot_alone(obs, plan, budget)
         if spot:
             wake = self._wake(obs, plan, spot, spare)
             ahead = spare - self.reserve_s(obs, plan)
-            growth = self._rate(obs, spot) / self._rate(obs, plan.nodes) - 1.0
+            growth = self.rate(obs, spot) / self.rate(obs, plan.nodes) - 1.0
             growth += self._pace(obs, plan)
             lead = self.release_lead_s(obs)
             if self.config.pace and ahead < lead and growth > 0.0:
@@ -277,14 +281,14 @@ class DeadlinePolicy(PolicyBase):
                 wake = switch if wake is None or (switch or math.inf) < wake else wake
             return Decision(spot, 0, wake)
         ahead = spare - self.reserve_s(obs, plan)
-        move = self._move(obs, plan, budget, (spare, ahead)) if len(obs.zones) > 1 else None
+        move = self.move(obs, plan, budget, (spare, ahead)) if len(obs.zones) > 1 else None
         if move is not None:
             return move
         if ahead <= TIME_EPS_S:  # behind the uniform pace: on-demand until spot returns
-            return self._commit(obs, plan, budget)
+            return self.commit(obs, plan, budget)
         return Decision(0, 0, wake_after(ahead / (1.0 - self._pace(obs, plan))))
 
-    def _move(
+    def move(
         self, obs: Observation, plan: OnDemandPlan, budget: float, slack: tuple[float, float]
     ) -> Decision | None:
         """Another zone's spot, when this zone has none worth holding (None: stay).
@@ -318,7 +322,7 @@ class DeadlinePolicy(PolicyBase):
                 zone=index,
             )
             nodes = self._spot_alone(there, plan, budget)
-            candidate = (self._rate(obs, nodes), -zone.spot_price_per_hour, uptime.of(index))
+            candidate = (self.rate(obs, nodes), -zone.spot_price_per_hour, uptime.of(index))
             if nodes and candidate > key:
                 best, key = Decision(nodes, 0, None, index), candidate
         return best
@@ -337,11 +341,11 @@ class DeadlinePolicy(PolicyBase):
         held (so the count does not flap).
         """
         saving = cost_effective_spot(obs, 0, plan.usd_per_sample)
-        plan_rate = self._rate(obs, plan.nodes)
+        plan_rate = self.rate(obs, plan.nodes)
         per_s = obs.spot_price_per_hour / 3600.0
         thrifty, best_cost = 0, math.inf
         for spot in range(obs.min_nodes, min(usable_spot(obs), obs.max_nodes) + 1):
-            rate = self._rate(obs, spot)
+            rate = self.rate(obs, spot)
             if rate < plan_rate or rate <= 0.0:
                 continue
             cost = spot * per_s / rate
@@ -366,7 +370,7 @@ class DeadlinePolicy(PolicyBase):
             spot = 0  # spot lost money: stop spending until the last safe moment
         return spot if spot >= obs.min_nodes else 0
 
-    def _on_demand_needed(self, obs: Observation, least: int) -> int:
+    def on_demand_needed(self, obs: Observation, least: int) -> int:
         """Fewest on-demand nodes, at least ``least``, that finish in time (else the fastest)."""
         high = obs.max_nodes
         least = min(max(least, obs.min_nodes), high)
@@ -375,7 +379,7 @@ class DeadlinePolicy(PolicyBase):
                 return nodes
         return fastest_count(obs, least)
 
-    def _top_up(self, obs: Observation, on_demand: int, budget: float) -> int:
+    def top_up(self, obs: Observation, on_demand: int, budget: float) -> int:
         """Spot nodes next to ``on_demand`` committed ones that make samples cheaper."""
         price = obs.on_demand_price_per_hour / 3600.0
         per_sample = on_demand * price / obs.goodput(on_demand) if obs.goodput(on_demand) else 0.0
@@ -387,10 +391,10 @@ class DeadlinePolicy(PolicyBase):
             spot = min(held, spot)
         return spot
 
-    def _commit(self, obs: Observation, plan: OnDemandPlan, budget: float) -> Decision:
+    def commit(self, obs: Observation, plan: OnDemandPlan, budget: float) -> Decision:
         """The last safe moment: on-demand nodes to the end, spot on top where it pays."""
-        on_demand = self._on_demand_needed(obs, plan.nodes)
-        return Decision(self._top_up(obs, on_demand, budget), on_demand, None)
+        on_demand = self.on_demand_needed(obs, plan.nodes)
+        return Decision(self.top_up(obs, on_demand, budget), on_demand, None)
 
     def _committed(self, obs: Observation, plan: OnDemandPlan, budget: float) -> Decision:
         """Holding on-demand nodes: keep them, unless spot can carry the job again."""
@@ -411,18 +415,18 @@ class DeadlinePolicy(PolicyBase):
             pace = self._pace(obs, plan)
             if short > 0.0 and pace > 0.0:  # the reserve shrinks: look again when it has
                 wake = wake_after(short / pace)
-        on_demand = self._on_demand_needed(obs, obs.on_demand_held)
-        return Decision(self._top_up(obs, on_demand, budget), on_demand, wake)
+        on_demand = self.on_demand_needed(obs, obs.on_demand_held)
+        return Decision(self.top_up(obs, on_demand, budget), on_demand, wake)
 
     def _wake(
         self, obs: Observation, plan: OnDemandPlan, spot: int, slack_s: float
     ) -> float | None:
         """When the slack, shrinking on ``spot`` spot nodes, reaches zero (None: never)."""
-        fall = 1.0 - self._rate(obs, spot) / self._rate(obs, plan.nodes)
+        fall = 1.0 - self.rate(obs, spot) / self.rate(obs, plan.nodes)
         if fall <= 0.0:
             return None
         seconds = slack_s / fall
-        rate = self._rate(obs, spot)
+        rate = self.rate(obs, spot)
         if rate > 0.0 and seconds >= obs.remaining_samples / rate:
             return None  # done on spot before the last safe moment comes
         return wake_after(seconds)

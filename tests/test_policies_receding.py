@@ -34,7 +34,7 @@ def test_frontier_is_spot_then_on_demand_with_their_prices_of_work() -> None:
     # linear scaling: every spot count costs the same per sample, and every on-demand
     # one: two steps, the spot nodes at the spot price, all of the rest at on-demand's
     obs = deadline_obs()
-    vertices = receding().frontier(obs, 3, receding().plan(obs).usd_per_sample)
+    vertices = receding().frontier(obs, 3, receding().deadline.plan(obs).usd_per_sample)
     assert [v.config for v in vertices] == [(0, 0), (3, 0), (3, 5)]
     assert [v.from_lam for v in vertices[1:]] == [pytest.approx(SPOT_STEP), pytest.approx(OD_STEP)]
 
@@ -45,7 +45,7 @@ def test_waits_without_spot_at_the_prior_and_looks_again() -> None:
     # extra cost), spare 10 000 - 60 - 1 250 - 60 = 8 630 s; look again in half an hour
     policy = receding()
     obs = deadline_obs()
-    assert policy.price_of_work(obs, policy.plan(obs), {}) == pytest.approx(SPOT_STEP)
+    assert policy.price_of_work(obs, policy.deadline.plan(obs), {}) == pytest.approx(SPOT_STEP)
     assert policy.decide(deadline_obs()) == Decision(0, 0, 1800.0)
     assert receding().decide(deadline_obs(spot_available=3)) == Decision(3, 0, 1800.0)
 
@@ -80,7 +80,7 @@ def test_buys_the_cheapest_on_demand_count_not_the_plans() -> None:
     later = deadline_obs(
         0.7, now_s=3600.0, deadline_s=6000.0, spot_held=4, spent_usd=4.0, **SUBLINEAR
     )
-    assert policy.plan(later).nodes == 3
+    assert policy.deadline.plan(later).nodes == 3
     decision = policy.decide(later)
     assert (decision.spot_nodes, decision.on_demand_nodes) == (0, 1)
     assert decision.wake_after_s == pytest.approx(1560.0)
@@ -111,7 +111,7 @@ def test_puts_off_on_demand_nodes_ahead_of_the_line() -> None:
 def test_fallback_is_the_fastest_count_the_budget_covers() -> None:
     obs = deadline_obs(deadline_s=6000.0, **SUBLINEAR)
     policy = receding()
-    plan = policy.plan(obs)
+    plan = policy.deadline.plan(obs)
     # 1e6 x (4 x 3 / 3600 / 200 - 3 x 3 / 3600 / 180) = 2.78 USD over the plan
     assert policy.fallback_nodes(obs, plan, 2.7) == 3
     assert policy.fallback_nodes(obs, plan, 2.8) == 4
@@ -155,3 +155,38 @@ def test_history_counts_time_at_the_level_seen_before() -> None:
     policy.history.observe(400.0, 0)
     assert policy.history.shares(4) == [(0, 0.75), (2, 0.25)]
     assert policy.history.dwell_s() == 400.0
+
+
+def test_history_counts_outages_and_their_time() -> None:
+    # two outages of 100 s ended, a third 300 s old: (prior 600 + 500) / 3 each
+    history = RecedingPolicy(RecedingPolicy.Config()).history
+    for now_s, level in ((0.0, 0), (100.0, 2), (200.0, 0), (300.0, 1), (400.0, 0), (700.0, 0)):
+        history.observe(now_s, level)
+    assert history.outages == 2
+    assert history.outage_left_s(600.0) == pytest.approx(1100.0 / 3)
+
+
+def short_outages(policy: RecedingPolicy, until_s: float) -> None:
+    """100 s without spot, 100 s with one node, ... up to ``until_s``."""
+    for step in range(int(until_s // 100.0)):
+        policy.history.observe(step * 100.0, step % 2)
+
+
+def test_rides_out_an_outage_that_the_slack_covers_twice() -> None:
+    # 35 outages of 100 s ended by 7 000 s: one waits (3 600 + 3 500) / 36 = 197 s,
+    # twice that is within the spare (10 000 - 7 000 - 60 - 1 250 - 60 = 1 630 s); the
+    # expected spot rate (285/s) is short of 1e6 / 2 880 s, so the price of work is
+    # on-demand's and the job is behind the line: without the outages' model it buys
+    policy = receding()
+    short_outages(policy, 7000.0)
+    assert policy.decide(deadline_obs(now_s=7000.0)).total_nodes == 0
+    policy = receding(outage_cover=0.0)
+    short_outages(policy, 7000.0)
+    assert policy.decide(deadline_obs(now_s=7000.0)) == Decision(0, 8, 1800.0)
+    # an outage of 3 100 s by then: (3 600 + 1 900 + 3 100) / 20 = 430 s, twice that
+    # is still covered; at 8 000 s it is (3 600 + 1 900 + 4 100) / 20 = 480 s, and
+    # twice that is more than the spare (630 s): the line decides, and it buys
+    policy = receding()
+    short_outages(policy, 3900.0)
+    assert policy.decide(deadline_obs(now_s=7000.0)).total_nodes == 0
+    assert policy.decide(deadline_obs(now_s=8000.0)).on_demand_nodes == 8
