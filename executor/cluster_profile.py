@@ -44,7 +44,14 @@ from .protocol import WorkerSettings
 from .records import ExecutorError, StepRecord, step_durations
 from .slots import SlotPool
 
-__all__ = ["PAUSES_FILE", "ApplicationMeasurement", "measure_application", "write_application"]
+__all__ = [
+    "MEASURE_ROUNDS",
+    "PAUSES_FILE",
+    "ApplicationMeasurement",
+    "measure_application",
+    "size_rounds",
+    "write_application",
+]
 
 #: measured pause components per transition, next to the profile (not Pollux's format)
 PAUSES_FILE = "pauses.json"
@@ -110,10 +117,12 @@ def measure_application(
 ) -> ApplicationMeasurement:
     """Time ``steps_per_size`` steps at each size 1..``slots``, and the job's whole run.
 
-    The job's work is ``worker.max_steps``; the run goes on past it (at ``slots``
-    workers) until every size has been timed, its losses at the epoch ends read from
-    the steps up to it; then every change of size (:func:`tour`), each of ``batches``
-    (``steps_per_size / 4`` per size), and each start ``0 -> n`` alone.
+    The sizes are visited :data:`MEASURE_ROUNDS` times over (:func:`size_rounds`), a
+    share of the steps each time.  The job's work is ``worker.max_steps``; the run goes
+    on past it (at ``slots`` workers) until every size has been timed, its losses at
+    the epoch ends read from the steps up to it; then every change of size
+    (:func:`tour`), each of ``batches`` (``steps_per_size / 4`` per size), and each
+    start ``0 -> n`` alone.
 
     Raises:
         ExecutorError: a size was not reached or timed within ``timeout_s``.
@@ -207,32 +216,53 @@ def _step_through_sizes(
     timeout_s: float,
     batch: int | None = None,
 ) -> list[Any]:
-    """Drive ``job`` through 1..``slots`` workers, then on until it has done ``steps``.
+    """Drive ``job`` through :func:`size_rounds`, then on until it has done ``steps``.
 
-    Why its own function: this is the measuring loop proper; each size is held until
-    more than ``steps_per_size`` steps were timed at it, so every row of
-    ``placements.csv`` has a median of enough steps.  Returns the group's events,
-    for the pauses they measured.  ``batch``: count only the steps at that batch.
+    Why its own function: this is the measuring loop proper; each visit to a size is
+    held until more than its share of ``steps_per_size`` steps were timed there, so
+    every row of ``placements.csv`` has a median of enough steps.  Returns the group's
+    events, for the pauses they measured.  ``batch``: count only the steps at that batch.
 
     Raises:
         ExecutorError: not done within ``timeout_s`` of ``t0`` (monotonic s).
     """
-    timed: dict[int, int] = {}
+    order = size_rounds(slots)
+    per_visit = max(steps_per_size // MEASURE_ROUNDS, 3)
     events: list[Any] = []
-    size = 1
-    while size <= slots or job.group.progress().step < steps:
+    visit, base = 0, -1
+    while visit < len(order) or job.group.progress().step < steps:
         if time.monotonic() - t0 > timeout_s:
             raise ExecutorError(f"measuring did not finish in {timeout_s:g} s")
+        size = order[visit] if visit < len(order) else slots
         now = time.monotonic() - t0
-        events += job.apply(min(size, slots), 0, now, True)
+        events += job.apply(size, 0, now, True)
         events += job.poll(now)
-        held = sum(job.group.held())
-        records = job.group.step_records()
-        timed[held] = sum(1 for r in records if r.world_size == held and batch in (None, r.samples))
-        if size <= slots and held == size and timed[held] > steps_per_size:
-            size += 1
+        if visit < len(order) and sum(job.group.held()) == size:
+            records = job.group.step_records()
+            timed = sum(1 for r in records if r.world_size == size and batch in (None, r.samples))
+            base = timed if base < 0 else base
+            if timed - base > per_visit:
+                visit, base = visit + 1, -1
         time.sleep(0.02)
     return events
+
+
+#: passes through the sizes 1..slots when timing steps (see :func:`size_rounds`)
+MEASURE_ROUNDS = 4
+
+
+def size_rounds(slots: int, rounds: int = MEASURE_ROUNDS) -> list[int]:
+    """Sizes in the order their steps are timed: ``1..slots``, ``rounds`` times over.
+
+    Why not each size once: a shared host's speed moves with the other tenants' load
+    over seconds.  Timed one after the other (1 worker for ten seconds, then 2, 3
+    and 4 for a few each), a busy spell falls on one or two sizes and skews the rows
+    against each other; interleaved, every row samples the same spells.  (One
+    calibration taken in one pass predicted 57.8 s of training where its runs
+    trained 52.6-53.1 s, on the allocations of ``fifo`` and ``tiresias``, while
+    ``pollux``'s, mostly 1 worker, were off by half as much.)
+    """
+    return list(range(1, slots + 1)) * rounds
 
 
 def tour(slots: int) -> list[int]:
