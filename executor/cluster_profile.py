@@ -115,14 +115,12 @@ def measure_application(
     timeout_s: float = 300.0,
     batches: tuple[int, ...] = (),
 ) -> ApplicationMeasurement:
-    """Time ``steps_per_size`` steps at each size 1..``slots``, and the job's whole run.
+    """Time ``steps_per_size`` steps at each size (:func:`size_rounds`), and the whole run.
 
-    The sizes are visited :data:`MEASURE_ROUNDS` times over (:func:`size_rounds`), a
-    share of the steps each time.  The job's work is ``worker.max_steps``; the run goes
-    on past it (at ``slots`` workers) until every size has been timed, its losses at
-    the epoch ends read from the steps up to it; then every change of size
-    (:func:`tour`), each of ``batches`` (``steps_per_size / 4`` per size), and each
-    start ``0 -> n`` alone.
+    The job's work is ``worker.max_steps``; the run goes on past it (at ``slots``
+    workers) until every size has been timed, its losses at the epoch ends read from
+    the steps up to it; then every change of size (:func:`tour`), each of ``batches``
+    (``steps_per_size / 4`` per size), and each start ``0 -> n`` alone.
 
     Raises:
         ExecutorError: a size was not reached or timed within ``timeout_s``.
@@ -439,7 +437,8 @@ def _source(measured: ApplicationMeasurement, steps: int, epochs: int) -> str:
         f"{measured.global_batch}, `sample_delay_s={w.sample_delay_s}` (an emulated "
         f"accelerator per slot), gloo on this host ({measured.host}).\n"
         f"Measured by one run of {measured.steps} steps through 1..{max(measured.step_s)} "
-        f"workers ({measured.wall_s:.1f} s): median step time per worker count: {sizes}.\n\n"
+        f"workers, {MEASURE_ROUNDS} times over ({measured.wall_s:.1f} s): median step time "
+        f"per worker count: {sizes}.\n\n"
         "- `placements.csv`: those medians; `sync_time` is not measured (0): the "
         "executor keeps its global batch and never accumulates, the only use the model "
         "makes of it.\n"
