@@ -210,6 +210,9 @@ def cluster_main(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             "cluster", "calibrate", "--out", str(apps), "--steps", "40,160",
             "--sample-delay-s", "0.002", "--job-set", "train_size=4096",
         )  # fmt: skip
+        rows = (apps / "synth-160" / "placements.csv").read_text().split()[1:]
+        times = ", ".join(f"{r.split(',')[0]}: {float(r.split(',')[2]) * 1e3:.1f} ms" for r in rows)
+        print(f"step time by workers: {times} (load {os.getloadavg()[0]:.1f})", flush=True)
     print(f"{'policy':<9} {'run':>3} {'real s':>7} {'sim s':>7} {'avg err':>8} "
           f"{'job err':>8} {'load':>5}")  # fmt: skip
     report: dict[str, Any] = {}

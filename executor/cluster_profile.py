@@ -44,7 +44,14 @@ from .protocol import WorkerSettings
 from .records import ExecutorError, StepRecord, step_durations
 from .slots import SlotPool
 
-__all__ = ["PAUSES_FILE", "ApplicationMeasurement", "measure_application", "write_application"]
+__all__ = [
+    "MEASURE_ROUNDS",
+    "PAUSES_FILE",
+    "ApplicationMeasurement",
+    "measure_application",
+    "size_rounds",
+    "write_application",
+]
 
 #: measured pause components per transition, next to the profile (not Pollux's format)
 PAUSES_FILE = "pauses.json"
@@ -108,7 +115,7 @@ def measure_application(
     timeout_s: float = 300.0,
     batches: tuple[int, ...] = (),
 ) -> ApplicationMeasurement:
-    """Time ``steps_per_size`` steps at each size 1..``slots``, and the job's whole run.
+    """Time ``steps_per_size`` steps at each size (:func:`size_rounds`), and the whole run.
 
     The job's work is ``worker.max_steps``; the run goes on past it (at ``slots``
     workers) until every size has been timed, its losses at the epoch ends read from
@@ -207,32 +214,53 @@ def _step_through_sizes(
     timeout_s: float,
     batch: int | None = None,
 ) -> list[Any]:
-    """Drive ``job`` through 1..``slots`` workers, then on until it has done ``steps``.
+    """Drive ``job`` through :func:`size_rounds`, then on until it has done ``steps``.
 
-    Why its own function: this is the measuring loop proper; each size is held until
-    more than ``steps_per_size`` steps were timed at it, so every row of
-    ``placements.csv`` has a median of enough steps.  Returns the group's events,
-    for the pauses they measured.  ``batch``: count only the steps at that batch.
+    Why its own function: this is the measuring loop proper; each visit to a size is
+    held until more than its share of ``steps_per_size`` steps were timed there, so
+    every row of ``placements.csv`` has a median of enough steps.  Returns the group's
+    events, for the pauses they measured.  ``batch``: count only the steps at that batch.
 
     Raises:
         ExecutorError: not done within ``timeout_s`` of ``t0`` (monotonic s).
     """
-    timed: dict[int, int] = {}
+    order = size_rounds(slots)
+    per_visit = max(steps_per_size // MEASURE_ROUNDS, 3)
     events: list[Any] = []
-    size = 1
-    while size <= slots or job.group.progress().step < steps:
+    visit, base = 0, -1
+    while visit < len(order) or job.group.progress().step < steps:
         if time.monotonic() - t0 > timeout_s:
             raise ExecutorError(f"measuring did not finish in {timeout_s:g} s")
+        size = order[visit] if visit < len(order) else slots
         now = time.monotonic() - t0
-        events += job.apply(min(size, slots), 0, now, True)
+        events += job.apply(size, 0, now, True)
         events += job.poll(now)
-        held = sum(job.group.held())
-        records = job.group.step_records()
-        timed[held] = sum(1 for r in records if r.world_size == held and batch in (None, r.samples))
-        if size <= slots and held == size and timed[held] > steps_per_size:
-            size += 1
+        if visit < len(order) and sum(job.group.held()) == size:
+            records = job.group.step_records()
+            timed = sum(1 for r in records if r.world_size == size and batch in (None, r.samples))
+            base = timed if base < 0 else base
+            if timed - base > per_visit:
+                visit, base = visit + 1, -1
         time.sleep(0.02)
     return events
+
+
+#: passes through the sizes 1..slots when timing steps (see :func:`size_rounds`)
+MEASURE_ROUNDS = 4
+
+
+def size_rounds(slots: int, rounds: int = MEASURE_ROUNDS) -> list[int]:
+    """Sizes in the order their steps are timed: ``1..slots``, ``rounds`` times over.
+
+    Why not each size once: a shared host's speed moves with the other tenants' load
+    over seconds.  Timed one after the other (1 worker for ten seconds, then 2, 3
+    and 4 for a few each), a busy spell falls on one or two sizes and skews the rows
+    against each other; interleaved, every row samples the same spells.  (One
+    calibration taken in one pass predicted 57.8 s of training where its runs
+    trained 52.6-53.1 s, on the allocations of ``fifo`` and ``tiresias``, while
+    ``pollux``'s, mostly 1 worker, were off by half as much.)
+    """
+    return list(range(1, slots + 1)) * rounds
 
 
 def tour(slots: int) -> list[int]:
@@ -409,7 +437,8 @@ def _source(measured: ApplicationMeasurement, steps: int, epochs: int) -> str:
         f"{measured.global_batch}, `sample_delay_s={w.sample_delay_s}` (an emulated "
         f"accelerator per slot), gloo on this host ({measured.host}).\n"
         f"Measured by one run of {measured.steps} steps through 1..{max(measured.step_s)} "
-        f"workers ({measured.wall_s:.1f} s): median step time per worker count: {sizes}.\n\n"
+        f"workers, {MEASURE_ROUNDS} times over ({measured.wall_s:.1f} s): median step time "
+        f"per worker count: {sizes}.\n\n"
         "- `placements.csv`: those medians; `sync_time` is not measured (0): the "
         "executor keeps its global batch and never accumulates, the only use the model "
         "makes of it.\n"

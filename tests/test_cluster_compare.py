@@ -186,6 +186,46 @@ def test_calibration_visits_every_change_between_sizes():
         assert changes >= wanted and all(a != b for a, b in changes)
 
 
+def test_calibration_times_every_size_in_interleaved_rounds(monkeypatch):
+    """Each size's steps come from every pass over 1..slots, not from one spell of the host."""
+    pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from elasim.executor import cluster_profile as cp
+
+    class Group:
+        size, records = 0, []
+
+        def held(self):
+            return [self.size]
+
+        def step_records(self):
+            return tuple(self.records)
+
+        def progress(self):
+            return SimpleNamespace(step=len(self.records))
+
+    class Job:
+        group, visits = Group(), []
+
+        def apply(self, size, *_):
+            if not self.visits or self.visits[-1] != size:
+                self.visits.append(size)
+            self.group.size = size
+            return []
+
+        def poll(self, _now):  # one step at the size held, at batch 128
+            self.group.records.append(SimpleNamespace(world_size=self.group.size, samples=128))
+            return []
+
+    monkeypatch.setattr(cp.time, "sleep", lambda _s: None)
+    job = Job()
+    cp._step_through_sizes(job, 0.0, slots=4, steps=200, steps_per_size=40, timeout_s=1e9)
+    assert job.visits == cp.size_rounds(4) == [1, 2, 3, 4] * cp.MEASURE_ROUNDS
+    per_size = [sum(1 for r in job.group.records if r.world_size == n) for n in (1, 2, 3)]
+    assert min(per_size) > 40 and len(job.group.records) >= 200
+
+
 def test_a_growth_waits_for_its_newcomers_while_the_old_group_trains():
     """With a measured start, newcomers join after it, as real workers do (in place)."""
     from elasim.cluster.setup import load_applications
