@@ -97,9 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", help="page name: docs/results/<name>.md")
     parser.add_argument("--from-output", type=Path, help="read saved output instead of running")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the benchmark command")
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    argv = sys.argv[1:] if argv is None else argv
+    # split at "--" by hand: argparse's REMAINDER after a positional would swallow
+    # ``--from-output`` written after the page name, as the docstring writes it
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    command = argv[cut + 1 :]
     if not command:
         parser.error("give the benchmark command after --")
     load_before = load_average()

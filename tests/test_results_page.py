@@ -1,0 +1,29 @@
+"""scripts/results_page.py: a page from saved output, options as its docstring writes them."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "results_page.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("results_page", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_page_from_saved_output_with_the_option_after_the_name(tmp_path, monkeypatch):
+    pages = _module()
+    monkeypatch.setattr(pages, "RESULTS", tmp_path)
+    monkeypatch.setattr(pages, "ROOT", tmp_path)
+    saved = tmp_path / "out.txt"
+    saved.write_text("config  avg JCT s\npollux  26.77\n")
+    argv = ["bench_x", "--from-output", str(saved), "--", "python", "benchmarks/x.py", "--json"]
+    assert pages.main(argv) == 0
+    page = (tmp_path / "bench_x.md").read_text()
+    assert "python benchmarks/x.py --json" in page  # the command, not the option
+    assert "pollux  26.77" in page and "saved output `out.txt`" in page
+    assert "--from-output" not in page
