@@ -19,8 +19,8 @@ three configurations:
 ``--repeats`` real runs of each (``elasim.executor.cluster.run_cluster``, the code
 behind ``elasim cluster run``), interleaved so that the machine's drift falls on all
 three alike, each printed with its average JCT and the load average; then the
-simulation of each (``simulate_cluster`` of its setup with ``measured_setup``, what
-``cluster run --compare`` simulates, with the measured pauses, but letting the policy choose
+simulation of each (``simulate_cluster`` of its setup, what ``cluster run --compare``
+simulates, with the measured pauses, but letting the policy choose
 batches as the real jobs do); then the medians and their ratios to ``pollux``.
 
 The published ordering (Pollux, OSDI'21): pollux < pollux fixed-batch < tiresias in
@@ -89,10 +89,9 @@ def _config(name: str) -> Any:
 
 def simulate(name: str) -> float:
     """Average JCT (s) of one configuration simulated as its real run is set up."""
-    from elasim.cluster.compare import measured_setup
     from elasim.sim.cluster import simulate_cluster
 
-    result = simulate_cluster(measured_setup(_setup(name)), record_timeline=False)
+    result = simulate_cluster(_setup(name), record_timeline=False)
     return float(result.summary.avg_jct_s)
 
 

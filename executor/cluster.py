@@ -216,8 +216,8 @@ class ClusterRunConfig:
             (each checkpoint written by the job's rank 0) and speed model.  Its
             ``num_nodes`` and ``gpus_per_node`` are not read: the run's shape is what
             it finds (one node per launcher: this host's ``slots``, each agent, each
-            Ray node), and its ``pause_job`` is completed by the applications'
-            measured ``pauses.json`` (:func:`elasim.cluster.compare.measured_setup`).
+            Ray node).  Where the applications have measured pauses (``pauses.json``)
+            they replace the ``pause_job`` preset's figures, as in any simulation.
         slots: worker slots on this host (node 0); 0 with agents only.
         time_scale: workload seconds per real second.
         job: import spec of the executor job every workload job runs.
@@ -293,7 +293,7 @@ class ClusterRunResult:
             that changed them (the first start included), as its workers reported
             training at that batch.
         setup: what the loop ran: the config's setup on the cluster found (one node
-            per launcher, its slots per node) with the measured pause model, so that
+            per launcher, its slots per node), so that
             ``elasim.sim.cluster.simulate_cluster(run.setup)`` is the simulation of
             this very run (``--compare``).
     """
@@ -380,7 +380,7 @@ def _check_batch(spec: Any, app: Any) -> None:
         )
 
 
-def _check(config: ClusterRunConfig, setup: ClusterSetup) -> None:
+def _check(config: ClusterRunConfig) -> None:
     """Everything that can be checked before any process starts (one-line errors).
 
     The workload, its applications and the policy are loaded exactly as the run will
@@ -389,7 +389,7 @@ def _check(config: ClusterRunConfig, setup: ClusterSetup) -> None:
     """
     from elasim.cluster import build_loop
 
-    one_node = dataclasses.replace(setup, num_nodes=1, gpus_per_node=max(config.slots, 1))
+    one_node = dataclasses.replace(config.setup, num_nodes=1, gpus_per_node=max(config.slots, 1))
     for job in build_loop(one_node, record_timeline=False).jobs:
         _check_batch(job.spec, job.app)
 
@@ -492,17 +492,15 @@ def run_cluster(
         ExecutorError: workers could not be kept running.
     """
     from elasim.cluster import build_loop
-    from elasim.cluster.compare import measured_setup
     from elasim.traces import capacity_rows
 
     clock = clock or RealClock()
-    measured = measured_setup(config.setup)
-    rows, period = capacity_rows(measured.capacity)  # a bad trace: before any process starts
-    _check(config, measured)
+    rows, period = capacity_rows(config.setup.capacity)  # a bad trace: before any process
+    _check(config)
     launchers, server = _launchers(config)
     pool = SlotPool(launchers)
     shape = {"num_nodes": len(launchers), "gpus_per_node": launchers[0].slots}
-    setup = dataclasses.replace(measured, **shape)
+    setup = dataclasses.replace(config.setup, **shape)
     loop = None
     origin = [clock.now()]
     try:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from elasim.atomic import atomic_write_text
+from elasim.cluster.pauses import PAUSES_FILE
 
 from .controller import ControllerConfig
 from .forkserver import ForkLauncher
@@ -46,15 +47,11 @@ from .slots import SlotPool
 
 __all__ = [
     "MEASURE_ROUNDS",
-    "PAUSES_FILE",
     "ApplicationMeasurement",
     "measure_application",
     "size_rounds",
     "write_application",
 ]
-
-#: measured pause components per transition, next to the profile (not Pollux's format)
-PAUSES_FILE = "pauses.json"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ import math
 import pytest
 
 from elasim.cluster import ClusterSetup, build_loop
-from elasim.cluster.compare import compare_jobs, jct_errors, measured_pause_job, measured_setup
+from elasim.cluster.compare import compare_jobs, jct_errors
+from elasim.cluster.pauses import measured_pause_job
 from elasim.cluster.results import JobResult
 from elasim.job import load_job
 from elasim.jobmodel import RescaleMode
@@ -65,20 +66,53 @@ def _example(policy: str = "fifo", applications: str = APPS) -> ClusterSetup:
     )  # fmt: skip
 
 
-def test_the_measured_setup_takes_each_transitions_measured_pause():
-    """``measured_setup`` is the setup with the applications' pause table, nothing else."""
+def test_cluster_simulate_with_measured_profiles_takes_their_pauses(tmp_path):
+    """A setup whose applications have ``pauses.json`` is priced by them, nothing else.
+
+    The same simulation as the preset completed by hand with the measured table, and
+    not the preset's own figures: so ``cluster simulate --applications`` and a run's
+    ``--compare`` give the same numbers.
+    """
     setup = _example()
     pause_job = measured_pause_job("resnet50_v100", APPS, ["synth-160", "synth-40"])
     by_hand = build_loop(dataclasses.replace(setup, pause_job=pause_job))
     run_cluster_loop(by_hand)
-    plain = build_loop(setup)  # the preset's figures: slower changes
+    import shutil
+
+    unmeasured = tmp_path / "apps"
+    shutil.copytree(APPS, unmeasured)
+    for pauses in unmeasured.glob("*/pauses.json"):
+        pauses.unlink()
+    plain = build_loop(dataclasses.replace(setup, applications=str(unmeasured)))
     run_cluster_loop(plain)
-    measured = build_loop(measured_setup(setup))
+    measured = build_loop(setup)
     run_cluster_loop(measured)
     rows = [dataclasses.astuple(r) for r in measured.result().jobs]
     assert rows == [dataclasses.astuple(r) for r in by_hand.result().jobs]
-    assert rows != [dataclasses.astuple(r) for r in plain.result().jobs]
+    assert rows != [dataclasses.astuple(r) for r in plain.result().jobs]  # the preset's
     assert all(r.jct_s is not None and math.isfinite(r.jct_s) for r in measured.result().jobs)
+
+
+def test_a_restart_is_priced_as_the_measured_start_of_its_new_size():
+    """Calibration measures starts, not restarts: a restart ``b -> a`` is a start ``0 -> a``.
+
+    Without it, every change of a ``--rescale restart`` run (its first start too) fell to
+    the preset: the README's example under pollux simulated 45 s of pauses against
+    6.8 s real.
+    """
+    job = measured_pause_job("resnet50_v100", APPS, ["synth-160", "synth-40"])
+    for before in range(0, 5):
+        for after in range(1, 5):
+            if before != after:
+                assert job.measured_pause("restart", before, after, False) == job.measured_pause(
+                    "inplace", 0, after, False
+                ), (before, after)
+    setup = dataclasses.replace(_example("pollux"), rescale=RescaleMode.RESTART)
+    loop = build_loop(dataclasses.replace(setup, options={"restart_delay_s": "0"}))
+    run_cluster_loop(loop)
+    starts = {e.pause_s for j in loop.jobs for e in j.events if e.nodes_after > 0 and e.pause_s}
+    measured = {job.measured_pause("inplace", 0, a, False).pause_s for a in range(1, 5)}
+    assert starts and starts <= measured, (starts, measured)
 
 
 def test_the_comparison_is_cluster_simulate_of_what_the_loop_ran():
@@ -94,7 +128,7 @@ def test_the_comparison_is_cluster_simulate_of_what_the_loop_ran():
     from elasim.sim.cluster import simulate_cluster
 
     for policy in ("pollux", "srtf", "fifo"):
-        setup = measured_setup(_example(policy))
+        setup = _example(policy)
         run = SimpleNamespace(setup=setup, result=simulate_cluster(setup, record_timeline=False))
         rows, errors, warning = _compare(run)
         assert len(rows) == 4 and warning is None, policy
@@ -114,7 +148,7 @@ def test_the_comparison_trains_at_the_policys_batches_as_real_jobs_do():
 
     from elasim.sim.cluster import simulate_cluster
 
-    setup = measured_setup(_example("pollux", "tests/data/cluster_apps_2ms_batches"))
+    setup = _example("pollux", "tests/data/cluster_apps_2ms_batches")
     result = simulate_cluster(setup, record_timeline=False)
     loop = build_loop(setup)
     run_cluster_loop(loop)
@@ -131,7 +165,7 @@ def test_the_comparison_trains_at_the_policys_batches_as_real_jobs_do():
 
 
 def test_unmeasured_transitions_are_priced_like_the_nearest_measured_one_of_their_kind():
-    from elasim.cluster.compare import _fill_gaps
+    from elasim.cluster.pauses import _fill_gaps
     from elasim.policies import PauseComponents
 
     start, grow, shrink = (PauseComponents(acquire_s=s) for s in (1.0, 0.01, 0.02))

@@ -233,13 +233,14 @@ def test_pollux_grows_real_jobs_into_idle_slots(tmp_path):
     Pollux grows a job to at most twice the GPUs it has held (``peak_gpus``); a real
     job's peak stayed 0, so it never did.  With the observed rescale cost as the
     restart penalty (``restart_delay_s=0``; its 30 s default outweighs jobs of seconds)
-    and applications that scale, the simulator grows two jobs to 2 GPUs here.
+    and applications that scale, the simulator grows ``j1`` to 2 GPUs here, pricing each
+    change at the profiles' measured pauses, as the real run's loop does.
     """
     rows = open("examples/cluster_small.csv").read().splitlines()[1:]
     apps, options = _scaling_apps(tmp_path), {"restart_delay_s": "0"}
-    # steps of 0.2 s (jobs of 8 and 32 s): the measured cold starts make the model's
-    # jobs about that long, and a fake group starts at once
-    loop, _ = _run_on_fakes(tmp_path, rows, "pollux", 4, apps=apps, options=options, step_s=0.2)
+    # steps of 0.1 s on one worker (the profile's 0.07 s, and about 1 s of measured
+    # start that a fake group, which starts at once, does not take): jobs of 4 and 16 s
+    loop, _ = _run_on_fakes(tmp_path, rows, "pollux", 4, apps=apps, options=options, step_s=0.1)
     grown = [job for job in loop.jobs if job.peak_gpus > 1]
     assert grown, [d.decision for d in loop.decisions]
     for job in grown:
@@ -345,18 +346,12 @@ def test_a_lost_host_is_a_capacity_drop_the_loop_hears_of(tmp_path):
         assert job.done and done == pytest.approx(job.training.target_progress), job.name
 
 
-def test_cluster_run_runs_the_setup_it_is_given_with_the_measured_pauses():
-    """The loop's setup is the config's (notice, capacity...), its pause model measured."""
-    import dataclasses
-
-    from elasim.cluster.compare import measured_setup
-
+def test_a_runs_loop_and_cluster_simulate_price_pauses_from_the_same_profiles():
+    """``build_loop`` (both shells) takes the applications' measured pauses, not the preset."""
     setup = ClusterSetup(
-        workload="examples/cluster_small.csv", policy="fifo", notice_s=90.0,
-        capacity="spot_us_east.csv", applications=APPS, rescale=INPLACE,
+        workload="examples/cluster_small.csv", policy="fifo", num_nodes=1, gpus_per_node=4,
+        applications=APPS, rescale=INPLACE,
     )  # fmt: skip
-    measured = measured_setup(ClusterRunConfig(setup).setup)
-    assert dataclasses.replace(measured, pause_job=setup.pause_job) == setup
-    assert measured.pause_job != setup.pause_job  # the preset, completed by pauses.json
-    preset = dataclasses.replace(setup, applications=None)
-    assert measured_setup(preset) == preset
+    loop = build_loop(setup)
+    pause_job = next(iter(loop._pause_job.values()))
+    assert pause_job.measured_pause("inplace", 0, 1, False) is not None

@@ -8,135 +8,31 @@ times in workload seconds), so the comparison is a join on the job's name:
 JCT and the JCT's relative error, and :func:`jct_errors` the summary
 (average-JCT error, median and worst per-job error).
 
-The simulation to compare with is the same workload, policy and cluster shape, with
-the application profiles measured for the executor's job on the same machine
+The simulation to compare with is ``elasim cluster simulate`` of the setup the run's
+loop ran (``ClusterRunResult.setup``): the same workload, policy and cluster shape,
+with the application profiles measured for the executor's job on the same machine
 (:mod:`elasim.executor.cluster_profile`) and, where the profile folder has one, the
-measured pause of each transition (``pauses.json``) as the pause model
-(:func:`measured_pause_job`).  Standard library and the simulator only (no torch).
+measured pause of each transition (``pauses.json``, :mod:`.pauses`), as any
+simulation with those profiles prices it.  Standard library and the simulator only
+(no torch).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from .setup import ClusterSetup
 
 __all__ = [
     "MAX_AVG_JCT_ERROR",
     "MAX_MEDIAN_JOB_ERROR",
-    "PAUSES_FILE",
     "JobComparison",
     "compare_jobs",
     "explain_gap",
     "jct_errors",
-    "measured_pause_job",
-    "measured_setup",
 ]
-
-#: measured pause components per transition, in an application profile folder
-PAUSES_FILE = "pauses.json"
-
-
-def measured_pause_job(preset: str, applications: str | Path | None, names: Sequence[str]) -> Any:
-    """The pause model: ``preset`` with the measured pause table of the applications.
-
-    Every ``<applications>/<name>/pauses.json`` found is read (rows of ``mode``,
-    ``before``, ``after``, ``failure`` and the pause components, real seconds); a
-    transition measured for several applications keeps the first one's figures (in
-    name order).  Without any such file the preset is returned as it is.
-
-    Raises:
-        ValueError: a ``pauses.json`` that cannot be read (one line, naming it).
-    """
-    from elasim.job import load_job
-    from elasim.policies import PAUSE_COMPONENTS, PauseComponents
-
-    job = load_job(preset)
-    if applications is None:
-        return job
-    table: dict[tuple[str, int, int, bool], Any] = {}
-    for name in sorted(names):
-        path = Path(applications) / name / PAUSES_FILE
-        if not path.is_file():
-            continue
-        try:
-            rows = json.loads(path.read_text())
-            for row in rows:
-                before, after = int(row["before"]), int(row["after"])
-                key = (str(row["mode"]), before, after, bool(row["failure"]))
-                comps = PauseComponents(**{c: float(row[c]) for c in PAUSE_COMPONENTS})
-                table.setdefault(key, comps)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: not a pause table ({type(exc).__name__}: {exc})") from None
-    if not table:
-        return job
-    return dataclasses.replace(job, pause_table=tuple(sorted(_fill_gaps(table).items())))
-
-
-def _fill_gaps(
-    table: dict[tuple[str, int, int, bool], Any],
-) -> dict[tuple[str, int, int, bool], Any]:
-    """Every transition between the sizes measured, each priced like the nearest measured one.
-
-    Why: workers join a real group when each is ready, so a calibration that asks for
-    ``1 -> 3`` may see ``1 -> 2 -> 3``, and a transition never seen was priced by the
-    pause preset's analytical figures (a ResNet-50 on V100s: 1.5 s of rendezvous and
-    5 s of warm-up, against tens of milliseconds measured here), which made the
-    simulated JCTs of the README's example tens of percent too long.  The nearest
-    measured change of the same kind (a start from nothing, a growth, a shrink) is a
-    far better estimate than a model of another machine.
-    """
-    out = dict(table)
-    for mode, failure in {(k[0], k[3]) for k in table}:
-        keys = [k for k in table if k[0] == mode and k[3] == failure]
-        top = max(max(k[1], k[2]) for k in keys)
-        for before in range(top + 1):
-            for after in range(1, top + 1):
-                key = (mode, before, after, failure)
-                if before == after or key in out:
-                    continue
-                kind = _change_kind(before, after)
-                alike = [k for k in keys if _change_kind(k[1], k[2]) == kind]
-                if alike:
-                    near = min(alike, key=lambda k: (abs(k[1] - before) + abs(k[2] - after), k))
-                    out[key] = table[near]
-    return out
-
-
-def _change_kind(before: int, after: int) -> int:
-    """0: a start from nothing, 1: a growth, 2: a shrink (same size: 3)."""
-    if before == 0:
-        return 0
-    return 1 if after > before else 2 if after < before else 3
-
-
-def measured_setup(setup: ClusterSetup) -> ClusterSetup:
-    """``setup`` with its pause model completed by what calibration measured.
-
-    A cluster run's loop runs this setup (on the shape it finds), and so does the
-    simulation that ``--compare`` sets beside it: the pause preset's figures are
-    replaced, transition by transition, by the applications' ``pauses.json``
-    (:func:`measured_pause_job`).  Without applications the setup is returned as
-    it is.
-
-    Raises:
-        TraceError: a bad workload.
-        ValueError: a ``pauses.json`` that cannot be read (one line, naming it).
-    """
-    from elasim.traces.workloads import load_workload
-
-    if setup.applications is None:
-        return setup
-    names = sorted({job.application for job in load_workload(setup.workload)})
-    pause_job = measured_pause_job(setup.pause_job, setup.applications, names)
-    return dataclasses.replace(setup, pause_job=pause_job)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import elasim.policies.cluster  # noqa: F401 - registers the built-in cluster policies
-from elasim.job import TrainingJob, load_job
+from elasim.job import TrainingJob
 from elasim.jobmodel import CHECKPOINT_OFF, RescaleMode
 from elasim.policies.cluster import ClusterDecisionRecord, Placement
 from elasim.policies.registry import CLUSTER_KIND, make_policy
@@ -23,6 +23,7 @@ from elasim.traces.workloads import load_workload
 
 from .application import Application
 from .loop import ClusterLoop
+from .pauses import measured_pause_job
 from .speed import SPEED_MODELS, SpeedFit
 
 __all__ = [
@@ -78,9 +79,21 @@ def load_applications(
     return out
 
 
-def pause_jobs(preset: str | TrainingJob, applications: list[str]) -> dict[str, TrainingJob]:
-    """One pause spec per application: the preset with that model's checkpoint size."""
-    base = load_job(preset) if isinstance(preset, str) else preset
+def pause_jobs(
+    preset: str | TrainingJob, applications: list[str], folder: str | Path | None = None
+) -> dict[str, TrainingJob]:
+    """One pause spec per application: the preset with that model's checkpoint size.
+
+    With the applications' ``folder``, the pauses its profiles measured
+    (``pauses.json``, :func:`~.pauses.measured_pause_job`) replace the preset's figures
+    transition by transition, in every shell alike: a real run's loop, its
+    ``--compare`` and ``cluster simulate --applications`` price a pause the same way.
+
+    Raises:
+        TrainingJobError: a bad preset.
+        ValueError: a ``pauses.json`` that cannot be read (one line, naming it).
+    """
+    base = measured_pause_job(preset, folder, applications)
     out = {}
     for name in applications:
         params = MODEL_PARAMS.get(name)
@@ -103,7 +116,8 @@ class ClusterSetup:
         num_nodes: nodes.
         gpus_per_node: GPUs per node.
         rescale: how jobs re-form their groups.
-        pause_job: the job preset (or TOML path) of the pause figures.
+        pause_job: the job preset (or TOML path) of the pause figures; where the
+            ``applications`` have measured pauses (``pauses.json``), those win.
         applications: a folder of application profiles (None: the bundled ones).
         capacity: a capacity trace (bundled name or path) whose ``available`` is the
             nodes usable over time (None: all, always); each shell reads it with
@@ -132,6 +146,8 @@ class ClusterSetup:
     speed_model: str = "oracle"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.rescale, RescaleMode):  # "inplace", as on the command line
+            object.__setattr__(self, "rescale", RescaleMode(self.rescale))
         if self.speed_model not in SPEED_MODELS:
             raise ValueError(
                 f"--speed-model must be one of {', '.join(SPEED_MODELS)}, got {self.speed_model!r}"
@@ -168,7 +184,7 @@ def build_loop(
         policy,  # type: ignore[arg-type]
         workload,
         apps,
-        pause_jobs(setup.pause_job, names),
+        pause_jobs(setup.pause_job, names, setup.applications),
         num_nodes=setup.num_nodes,
         gpus_per_node=setup.gpus_per_node,
         mode=setup.rescale,

@@ -128,7 +128,7 @@ class ClusterSweepSpec:
         for workload in self.workloads:
             apps = {job.application for job in load_workload(workload, known)}
             load_applications(apps, self.applications)
-            pause_jobs(self.pause_job, sorted(apps))
+            pause_jobs(self.pause_job, sorted(apps), self.applications)
 
 
 def run_setup(setup: ClusterSetup) -> ClusterResult:
