@@ -18,6 +18,9 @@ cheaper), and the deadlines met.  Then the time
 per decision: each policy on ``spot_us_east.csv`` at each node count, with a wrapper
 that times ``decide`` (median over the runs' decisions, next to ``greedy``'s in the
 same run: the machine is shared, read the ratio).
+
+``benchmarks/bound_spot_online.py ROWS.csv`` (rows from ``--out``) bounds, per window
+above 1.15x, what any online policy that meets every deadline must pay.
 """
 
 from __future__ import annotations
