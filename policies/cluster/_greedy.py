@@ -10,16 +10,45 @@ Optimus's and Pollux's allocators); it is deterministic (ties go to the earlier 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from .base import ClusterJobView
 
-__all__ = ["greedy_counts", "shape_nodes"]
+__all__ = ["greedy_counts", "keyed_table", "shape_nodes"]
+
+#: Most tables a policy keeps in one store (see :func:`keyed_table`).
+TABLES_MAX = 4096
 
 
 def shape_nodes(gpus: int, gpus_per_node: int) -> int:
     """Nodes a packed placement of ``gpus`` spans."""
     return -(-gpus // gpus_per_node) if gpus > 0 else 0
+
+
+def keyed_table(tables: dict | None, key: Hashable, make: Callable[[], Any]) -> tuple[Any, bool]:
+    """The table of ``key`` in ``tables`` (``make()`` it when missing); whether it is kept.
+
+    Why: a speed model answers for one epoch and its answers do not change, and the
+    elastic policies re-optimise every minute, asking the same few values of every job
+    (most of their decision time on the Philly trace).  A policy keeps what it derived
+    from a speed model in a table under a key of everything that determines it (the
+    model among them), so that the values are bit for bit those computed afresh.
+    ``tables`` None or an unhashable key (a plugin's speed model): a fresh table, not
+    kept.  The store is cleared when it holds :data:`TABLES_MAX` tables (a bound on
+    memory: the tables are only a cache).
+    """
+    try:
+        table = None if tables is None else tables.get(key)
+    except TypeError:  # an unhashable key: no table kept
+        return make(), False
+    if table is None:
+        table = make()
+        if tables is not None:
+            if len(tables) >= TABLES_MAX:
+                tables.clear()
+            tables[key] = table
+    return table, tables is not None
 
 
 def greedy_counts(

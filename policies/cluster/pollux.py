@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..registry import register_cluster
-from ._greedy import greedy_counts, shape_nodes
+from ._greedy import greedy_counts, keyed_table, shape_nodes
 from .base import ClusterDecision, ClusterJobView, ClusterObservation, ClusterPolicyBase
 from .place import place
 
@@ -17,8 +17,6 @@ __all__ = ["PolluxPolicy", "speedup_fn"]
 ADAPTIVE = 0
 #: Speedups below this count as none (``s ** p`` with ``p < 0`` would overflow).
 _TINY = 1e-9
-#: Most speedup tables a ``pollux`` policy keeps (see :func:`speedup_fn`).
-_TABLES_MAX = 4096
 
 
 def speedup_fn(
@@ -67,21 +65,14 @@ def _table(
     tables: dict | None, speed: object, fair: int, gpn: int, batch_size: int | None
 ) -> dict[int, float]:
     """The speedups of ``speed`` at ``fair`` by GPUs (key 0: the base goodput)."""
-    try:
-        key = (speed, fair, gpn, batch_size)
-        cache = None if tables is None else tables.get(key)
-    except TypeError:  # an unhashable speed model: no table kept
-        key, cache, tables = None, None, None
-    if cache is None:
+
+    def make() -> dict[int, float]:
         base = 0.0
         if speed is not None:
             base = speed.goodput(shape_nodes(fair, gpn), fair, batch_size)  # type: ignore[attr-defined]
-        cache = {0: base}
-        if tables is not None:
-            if len(tables) >= _TABLES_MAX:
-                tables.clear()  # a bound on memory: the tables are only a cache
-            tables[key] = cache
-    return cache
+        return {0: base}
+
+    return keyed_table(tables, (speed, fair, gpn, batch_size), make)[0]
 
 
 @register_cluster
