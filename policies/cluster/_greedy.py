@@ -26,8 +26,10 @@ def shape_nodes(gpus: int, gpus_per_node: int) -> int:
     return -(-gpus // gpus_per_node) if gpus > 0 else 0
 
 
-def keyed_table(tables: dict | None, key: Hashable, make: Callable[[], Any]) -> tuple[Any, bool]:
-    """The table of ``key`` in ``tables`` (``make()`` it when missing); whether it is kept.
+def keyed_table(
+    tables: dict | None, key: Hashable, make: Callable[..., Any], *args: Any
+) -> tuple[Any, bool]:
+    """The table of ``key`` in ``tables`` (``make(*args)`` when missing); whether it is kept.
 
     Why: a speed model answers for one epoch and its answers do not change, and the
     elastic policies re-optimise every minute, asking the same few values of every job
@@ -41,9 +43,9 @@ def keyed_table(tables: dict | None, key: Hashable, make: Callable[[], Any]) -> 
     try:
         table = None if tables is None else tables.get(key)
     except TypeError:  # an unhashable key: no table kept
-        return make(), False
+        return make(*args), False
     if table is None:
-        table = make()
+        table = make(*args)
         if tables is not None:
             if len(tables) >= TABLES_MAX:
                 tables.clear()

@@ -65,14 +65,17 @@ def _table(
     tables: dict | None, speed: object, fair: int, gpn: int, batch_size: int | None
 ) -> dict[int, float]:
     """The speedups of ``speed`` at ``fair`` by GPUs (key 0: the base goodput)."""
+    return keyed_table(tables, (speed, fair, gpn, batch_size), _base, speed, fair, gpn, batch_size)[
+        0
+    ]
 
-    def make() -> dict[int, float]:
-        base = 0.0
-        if speed is not None:
-            base = speed.goodput(shape_nodes(fair, gpn), fair, batch_size)  # type: ignore[attr-defined]
-        return {0: base}
 
-    return keyed_table(tables, (speed, fair, gpn, batch_size), make)[0]
+def _base(speed: object, fair: int, gpn: int, batch_size: int | None) -> dict[int, float]:
+    """A new table of speedups: only the base goodput (at key 0) so far."""
+    base = 0.0
+    if speed is not None:
+        base = speed.goodput(shape_nodes(fair, gpn), fair, batch_size)  # type: ignore[attr-defined]
+    return {0: base}
 
 
 @register_cluster
@@ -143,18 +146,20 @@ class PolluxPolicy(ClusterPolicyBase):
         jobs = sorted(obs.jobs, key=lambda j: (j.attained_gpu_s, j.arrival_s, j.name))
         tables = self.__dict__.setdefault("_speedup_tables", {})
         adapt = self.config.adapt_batch
-        speedups = {
-            j.name: speedup_fn(
-                obs, j, fair, delay, tables, None if adapt else j.requested_batch_size
+        speedups: dict = {}  # by name, made when the greedy first asks (it may not)
+
+        def speedup(job: ClusterJobView):
+            s = speedups[job.name] = speedup_fn(
+                obs, job, fair, delay, tables, None if adapt else job.requested_batch_size
             )
-            for j in jobs
-        }
+            return s
+
         p = self.config.p
 
         last: dict[str, tuple[int, float]] = {}  # the greedy asks n, then n + 1, ...
 
         def gain(job: ClusterJobView, n: int) -> float:
-            s = speedups[job.name]
+            s = speedups.get(job.name) or speedup(job)
             if p < 0:
                 # maximising -sum s^p (p < 0): a job at zero speedup is infinitely bad
                 known = last.get(job.name)

@@ -83,9 +83,7 @@ class SrtfPolicy(ClusterPolicyBase):
         from where it got, with the same comparisons (see :func:`keyed_table`).
         """
         store = self.__dict__.setdefault("_climbs", {})
-        return keyed_table(
-            store, (speed, gpn), lambda: [1, speed.goodput(1, 1), False, speed.goodput(1, 1)]
-        )[0]
+        return keyed_table(store, (speed, gpn), _start, speed)[0]
 
     def _want(self, job: ClusterJobView, gpn: int, cap: int, free: int) -> int:
         """GPUs the job uses efficiently (at most ``cap`` and ``free``, at least 1)."""
@@ -131,3 +129,9 @@ class SrtfPolicy(ClusterPolicyBase):
         allocations = place(obs.jobs, counts, obs.usable_nodes, gpn)
         batches = {name: ADAPTIVE for name in allocations}
         return ClusterDecision.of(allocations, batches, self.config.interval_s)
+
+
+def _start(speed: JobSpeed) -> list:
+    """A climb not begun: one GPU, its goodput, not stopped, the goodput of one GPU."""
+    first = speed.goodput(1, 1)
+    return [1, first, False, first]
