@@ -65,9 +65,9 @@ def _table(
     tables: dict | None, speed: object, fair: int, gpn: int, batch_size: int | None
 ) -> dict[int, float]:
     """The speedups of ``speed`` at ``fair`` by GPUs (key 0: the base goodput)."""
-    return keyed_table(tables, (speed, fair, gpn, batch_size), _base, speed, fair, gpn, batch_size)[
-        0
-    ]
+    key = (speed, fair, gpn, batch_size)
+    table, _ = keyed_table(tables, key, _base, speed, fair, gpn, batch_size)
+    return table
 
 
 def _base(speed: object, fair: int, gpn: int, batch_size: int | None) -> dict[int, float]:

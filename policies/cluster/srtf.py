@@ -86,7 +86,7 @@ class SrtfPolicy(ClusterPolicyBase):
         return keyed_table(store, (speed, gpn), _start, speed)[0]
 
     def _want(self, job: ClusterJobView, gpn: int, cap: int, free: int) -> int:
-        """GPUs the job uses efficiently (at most ``cap`` and ``free``, at least 1)."""
+        """GPUs the job uses efficiently (at most ``cap`` and ``free``)."""
         speed = job.speed
         if speed is None:
             return min(1, free)
