@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..registry import register_cluster
-from ._greedy import greedy_counts, shape_nodes
+from ._greedy import greedy_counts, keyed_table, shape_nodes
 from .base import ClusterDecision, ClusterJobView, ClusterObservation, ClusterPolicyBase
 from .place import place
 
@@ -53,24 +53,42 @@ class OptimusPolicy(ClusterPolicyBase):
         cap_all = self.config.max_gpus or total
         caps = {j.name: min(cap_all, total, max(j.max_gpus, 1)) for j in jobs}
 
-        def time_left(job: ClusterJobView, n: int) -> float:
-            if n <= 0 or job.speed is None:
-                return math.inf
-            rate = job.speed.goodput(shape_nodes(n, gpn), n, job.requested_batch_size)
-            return job.remaining / rate if rate > 0 else math.inf
+        store = self.__dict__.setdefault("_rate_tables", {})
+        rates = {j.name: _rates(store, j.speed, gpn, j.requested_batch_size) for j in jobs}
 
-        last: dict[str, tuple[int, float]] = {}  # the greedy asks n, then n + 1, ...
+        def rate(job: ClusterJobView, table: dict[int, float], n: int) -> float:
+            batch = job.requested_batch_size
+            out = table[n] = job.speed.goodput(shape_nodes(n, gpn), n, batch)  # type: ignore[union-attr]
+            return out
 
         def gain(job: ClusterJobView, n: int) -> float:
+            """Time left at ``n`` GPUs less time left at ``n + 1``."""
             if n == 0:
                 return math.inf
-            known = last.get(job.name)
-            before = known[1] if known is not None and known[0] == n else time_left(job, n)
-            after = time_left(job, n + 1)
-            last[job.name] = (n + 1, after)
-            return before - after
+            if job.speed is None:
+                return math.inf - math.inf  # no speed: no time left to cut (NaN)
+            table = rates[job.name]
+            lo = table.get(n)
+            if lo is None:
+                lo = rate(job, table, n)
+            hi = table.get(n + 1)
+            if hi is None:
+                hi = rate(job, table, n + 1)
+            remaining = job.remaining
+            return (remaining / lo if lo > 0 else math.inf) - (
+                remaining / hi if hi > 0 else math.inf
+            )
 
         start = {j.name: 1 for j in jobs[:total]}
         counts = greedy_counts(jobs, total, gain, caps, start)
         allocations = place(obs.jobs, counts, obs.usable_nodes, gpn)
         return ClusterDecision.of(allocations, wake_after_s=self.config.interval_s)
+
+
+def _rates(store: dict, speed: object, gpn: int, batch_size: int) -> dict[int, float]:
+    """Goodput of ``speed`` at ``batch_size`` by GPUs, kept by (speed, GPUs per node, batch).
+
+    Why: ``optimus`` weighs every GPU it hands out, a goodput each; the model's answers
+    do not change, so they are read from a table (see :func:`keyed_table`).
+    """
+    return keyed_table(store, (speed, gpn, batch_size), dict)[0]

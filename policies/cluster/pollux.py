@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..registry import register_cluster
-from ._greedy import greedy_counts, shape_nodes
+from ._greedy import greedy_counts, keyed_table, shape_nodes
 from .base import ClusterDecision, ClusterJobView, ClusterObservation, ClusterPolicyBase
 from .place import place
 
@@ -17,8 +17,6 @@ __all__ = ["PolluxPolicy", "speedup_fn"]
 ADAPTIVE = 0
 #: Speedups below this count as none (``s ** p`` with ``p < 0`` would overflow).
 _TINY = 1e-9
-#: Most speedup tables a ``pollux`` policy keeps (see :func:`speedup_fn`).
-_TABLES_MAX = 4096
 
 
 def speedup_fn(
@@ -67,21 +65,17 @@ def _table(
     tables: dict | None, speed: object, fair: int, gpn: int, batch_size: int | None
 ) -> dict[int, float]:
     """The speedups of ``speed`` at ``fair`` by GPUs (key 0: the base goodput)."""
-    try:
-        key = (speed, fair, gpn, batch_size)
-        cache = None if tables is None else tables.get(key)
-    except TypeError:  # an unhashable speed model: no table kept
-        key, cache, tables = None, None, None
-    if cache is None:
-        base = 0.0
-        if speed is not None:
-            base = speed.goodput(shape_nodes(fair, gpn), fair, batch_size)  # type: ignore[attr-defined]
-        cache = {0: base}
-        if tables is not None:
-            if len(tables) >= _TABLES_MAX:
-                tables.clear()  # a bound on memory: the tables are only a cache
-            tables[key] = cache
-    return cache
+    key = (speed, fair, gpn, batch_size)
+    table, _ = keyed_table(tables, key, _base, speed, fair, gpn, batch_size)
+    return table
+
+
+def _base(speed: object, fair: int, gpn: int, batch_size: int | None) -> dict[int, float]:
+    """A new table of speedups: only the base goodput (at key 0) so far."""
+    base = 0.0
+    if speed is not None:
+        base = speed.goodput(shape_nodes(fair, gpn), fair, batch_size)  # type: ignore[attr-defined]
+    return {0: base}
 
 
 @register_cluster
@@ -152,18 +146,20 @@ class PolluxPolicy(ClusterPolicyBase):
         jobs = sorted(obs.jobs, key=lambda j: (j.attained_gpu_s, j.arrival_s, j.name))
         tables = self.__dict__.setdefault("_speedup_tables", {})
         adapt = self.config.adapt_batch
-        speedups = {
-            j.name: speedup_fn(
-                obs, j, fair, delay, tables, None if adapt else j.requested_batch_size
+        speedups: dict = {}  # by name, made when the greedy first asks (it may not)
+
+        def speedup(job: ClusterJobView):
+            s = speedups[job.name] = speedup_fn(
+                obs, job, fair, delay, tables, None if adapt else job.requested_batch_size
             )
-            for j in jobs
-        }
+            return s
+
         p = self.config.p
 
         last: dict[str, tuple[int, float]] = {}  # the greedy asks n, then n + 1, ...
 
         def gain(job: ClusterJobView, n: int) -> float:
-            s = speedups[job.name]
+            s = speedups.get(job.name) or speedup(job)
             if p < 0:
                 # maximising -sum s^p (p < 0): a job at zero speedup is infinitely bad
                 known = last.get(job.name)

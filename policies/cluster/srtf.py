@@ -7,8 +7,14 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..registry import register_cluster
-from ._greedy import shape_nodes
-from .base import ClusterDecision, ClusterJobView, ClusterObservation, ClusterPolicyBase
+from ._greedy import keyed_table, shape_nodes
+from .base import (
+    ClusterDecision,
+    ClusterJobView,
+    ClusterObservation,
+    ClusterPolicyBase,
+    JobSpeed,
+)
 from .place import place
 from .pollux import ADAPTIVE
 
@@ -68,20 +74,35 @@ class SrtfPolicy(ClusterPolicyBase):
             cap = min(cap, max(int(self.config.explore_factor * job.peak_gpus), 1))
         return cap
 
+    def _climb(self, speed: JobSpeed, gpn: int) -> list:
+        """How far a job of ``speed`` climbed so far: ``[gpus, goodput, stopped, first]``.
+
+        Why kept: the climb depends on the speed model and the node size only (the
+        bound ``min(cap, free)`` merely cuts it short), and ``srtf`` sizes every job it
+        starts at every decision, asking the same goodputs again; the climb goes on
+        from where it got, with the same comparisons (see :func:`keyed_table`).
+        """
+        store = self.__dict__.setdefault("_climbs", {})
+        return keyed_table(store, (speed, gpn), _start, speed)[0]
+
     def _want(self, job: ClusterJobView, gpn: int, cap: int, free: int) -> int:
         """GPUs the job uses efficiently (at most ``cap`` and ``free``)."""
         speed = job.speed
         if speed is None:
             return min(1, free)
-        first = speed.goodput(1, 1)
-        n, rate = 1, first
-        most, least_gain = min(cap, free), self.config.efficiency * first
-        while n < most:
-            nxt = speed.goodput(shape_nodes(n + 1, gpn), n + 1)
-            if nxt - rate < least_gain:
-                break
-            n, rate = n + 1, nxt
-        return n
+        climb = self._climb(speed, gpn)
+        n, rate, stopped, first = climb
+        most = min(cap, free)
+        if not stopped and n < most:
+            least_gain = self.config.efficiency * first
+            while n < most:
+                nxt = speed.goodput(shape_nodes(n + 1, gpn), n + 1)
+                if nxt - rate < least_gain:
+                    stopped = True
+                    break
+                n, rate = n + 1, nxt
+            climb[:3] = n, rate, stopped
+        return n if n < most else max(most, 1)
 
     def decide(self, obs: ClusterObservation) -> ClusterDecision:
         """Fill the cluster in order of remaining time."""
@@ -89,7 +110,7 @@ class SrtfPolicy(ClusterPolicyBase):
         total = obs.total_gpus
 
         def time_left(job: ClusterJobView) -> float:
-            rate = job.speed.goodput(1, 1) if job.speed is not None else 0.0
+            rate = self._climb(job.speed, gpn)[3] if job.speed is not None else 0.0
             return job.remaining / rate if rate > 0 else math.inf
 
         order = sorted(obs.jobs, key=lambda j: (time_left(j), j.arrival_s, j.name))
@@ -108,3 +129,9 @@ class SrtfPolicy(ClusterPolicyBase):
         allocations = place(obs.jobs, counts, obs.usable_nodes, gpn)
         batches = {name: ADAPTIVE for name in allocations}
         return ClusterDecision.of(allocations, batches, self.config.interval_s)
+
+
+def _start(speed: JobSpeed) -> list:
+    """A climb not begun: one GPU, its goodput, not stopped, the goodput of one GPU."""
+    first = speed.goodput(1, 1)
+    return [1, first, False, first]

@@ -49,10 +49,10 @@ class TiresiasPolicy(ClusterPolicyBase):
         # ``obs.jobs`` already, so a stable split, not a sort
         order = [j for j in obs.jobs if not j.attained_gpu_s >= limit_s]
         order += [j for j in obs.jobs if j.attained_gpu_s >= limit_s]
-        free = obs.total_gpus
+        free = total = obs.total_gpus
         counts: dict[str, int] = {}
         for job in order:
-            want = min(job.requested_gpus, obs.total_gpus)
+            want = min(job.requested_gpus, total)
             if want <= free:
                 counts[job.name] = want
                 free -= want
