@@ -208,6 +208,9 @@ class ClusterRunConfig:
     simulates exactly what ran and a setting added to the simulator reaches real
     workers without a second list to keep in step.
 
+    Note that ``ClusterSetup``'s default ``rescale`` is ``restart`` (Pollux's
+    evaluation), while ``elasim cluster run`` defaults to ``inplace``: say which.
+
     Attributes:
         setup: the workload, policy, options, rescale mode, pause preset,
             applications (the profiles measured for ``job``), capacity trace (replayed

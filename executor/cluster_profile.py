@@ -445,8 +445,9 @@ def _source(measured: ApplicationMeasurement, steps: int, epochs: int) -> str:
         "gradient noise statistics pooled over steps on more than one worker.\n"
         f"- `{PAUSES_FILE}`: the median measured pause components (real s) of each "
         "planned in-place change of that run, and of starts from nothing on 1.. workers "
-        "(forked workers, `acquire_s` = spawn to ready); the simulator's pause model "
-        "for this application (`elasim cluster run --compare`).\n"
+        "(forked workers, `acquire_s` = spawn to ready); the pause model of every "
+        "simulation with this profile (`cluster simulate --applications`, `cluster run` "
+        "and its `--compare`).\n"
         + "".join(
             f"- batch {b}: median step time per worker count: "
             + ", ".join(f"{n}: {t * 1000:.2f} ms" for n, t in table.items())

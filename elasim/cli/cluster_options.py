@@ -121,7 +121,7 @@ def rescale_option() -> Any:
         "--rescale",
         help="How a job re-forms its group: inplace (the default everywhere, as for one "
         "job: workers stay, state moves) or restart (AdaptDL's checkpoint-restart, as "
-        "Pollux's evaluation assumed; not yet run on real workers).",
+        "Pollux's evaluation assumed).",
     )
 
 
@@ -133,7 +133,8 @@ def pause_job_option() -> Any:
 
 
 def applications_option(
-    help_text: str = "Folder of application profiles (default: bundled).",
+    help_text: str = "Folder of application profiles (default: bundled); a profile's "
+    "pauses.json (cluster calibrate writes one) replaces --pause-job's figures.",
 ) -> Any:
     """``--applications``."""
     return typer.Option(None, "--applications", help=help_text)

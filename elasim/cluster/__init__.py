@@ -9,6 +9,7 @@ Standard library only (no SimPy, no torch), so the simulator's shell
   (:class:`ModelTraining` here, real workers in the executor).
 * :mod:`.loop`: :class:`ClusterLoop`, arrivals -> decide -> reallocate.
 * :mod:`.setup`: building a loop from a workload name and options.
+* :mod:`.pauses`: the measured pauses of calibrated profiles (``pauses.json``).
 * :mod:`.results`: per-job rows and the summary.
 
 Above both shells, and not imported by this package (they use pandas, NumPy,

@@ -75,6 +75,9 @@ def _restarts_as_starts(
     included, fell to the pause preset's figures (a ResNet-50's seconds of rendezvous
     and warm-up on V100s): the README's example under ``pollux`` simulated 45 s of
     pauses against 6.8 s real.  Measured restarts, where a profile has them, win.
+    The checkpoint's write before the stop is not in it (calibration does not time
+    one; the executor's jobs write theirs in milliseconds): a profile of a large
+    model under ``--rescale restart`` should measure its restarts.
     """
     if any(mode == "restart" for mode, *_ in table):
         return table
