@@ -219,9 +219,9 @@ def _options_for(
 
 @functools.lru_cache(maxsize=32)
 def _load_trace(name: str) -> Any:
-    from elasim.traces import load_trace
+    from elasim.traces.zones import load_zones
 
-    return load_trace(name)
+    return load_zones([name])
 
 
 @functools.lru_cache(maxsize=8)

@@ -257,3 +257,23 @@ def test_the_one_zone_optimum_is_refused_in_several_zones():
     out = CliRunner().invoke(app, ["simulate", *args, "--deadline-h", "30", "--json"])
     assert out.exit_code != 0
     assert "several zones" in out.output
+
+
+def test_a_sweep_takes_a_zone_column_file_as_one_trace(tmp_path):
+    """A file with a ``zone`` column is one grid point whose runs use every zone.
+
+    ``elasim sweep`` loads its traces as ``simulate`` does (``load_zones``), so
+    ``failover`` moves there and differs from ``greedy``; a one-zone trace in the
+    same grid stays a plain trace.
+    """
+    from elasim.sweep import SweepSpec, run_sweep
+
+    header = "# on_demand_price_per_hour: 3.06\ntime_s,available,price_per_hour,zone\n"
+    rows = "0,4,1.0,a\n3600,0,1.0,a\n7200,4,1.0,a\n0,4,1.5,b\n18000,0,1.5,b\n"
+    one = tmp_path / "zones.csv"
+    one.write_text(header + rows)
+    spec = SweepSpec(traces=(str(one),), policies=("failover", "greedy"), seeds=(0,))
+    frame = run_sweep(spec, workers=1)
+    cost = dict(zip(frame["policy"], frame["cost_usd"], strict=True))
+    assert all(math.isfinite(c) for c in cost.values()), frame
+    assert cost["failover"] != cost["greedy"], frame
