@@ -6,19 +6,17 @@ no worker: the simulation of every configuration and the arithmetic of the repor
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+
+from repo_scripts import load_script
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_coadapt.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("bench_coadapt", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH)
 
 
 def test_simulated_side_and_summary():

@@ -6,12 +6,12 @@ in its place: a folder with a ``simulator.py`` that prints the lines Pollux's pr
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from repo_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks" / "bench_vs_pollux.py"
@@ -85,10 +85,7 @@ def test_a_pair_prints_both_jcts_the_deviation_and_the_ratio(tmp_path):
 
 def test_a_run_past_its_budget_says_how_far_it_got(tmp_path, monkeypatch):
     """Stopped at ``--budget-s``: no JCT, and the simulated time its output had reached."""
-    spec = importlib.util.spec_from_file_location("bench_vs_pollux", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "bench_vs_pollux", module)  # its dataclass needs it
-    spec.loader.exec_module(module)
+    module = load_script(BENCH)
     body = (
         "import time\n"
         "for t in (60, 120, 7200):\n"

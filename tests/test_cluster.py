@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from repo_scripts import load_script
 from typer.testing import CliRunner
 
 from elasim.cli import app
@@ -181,20 +182,12 @@ def test_reallocation_pauses_come_from_the_job_model() -> None:
 
 
 def test_bundled_cluster_data_equals_a_fresh_build(tmp_path: Path) -> None:
-    import importlib.util
-    import sys
 
     repo = Path(__file__).resolve().parents[1]
     real = repo.parent / "shared" / "traces-real"
     if not (real / "pollux-philly").is_dir():
         pytest.skip("the shared real traces are not on this machine")
-    spec = importlib.util.spec_from_file_location(
-        "_bbt", repo / "scripts" / "build_bundled_traces.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_script(repo / "scripts" / "build_bundled_traces.py")
     written = module.build_cluster(real, tmp_path)
     assert len(written) == 8 + sum(
         len(list((real / "pollux-philly" / "applications" / a).glob("*.csv")))

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from repo_scripts import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "results_page.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("results_page", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_a_page_from_saved_output_with_the_option_after_the_name(tmp_path, monkeypatch):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from repo_scripts import load_script
 
 from elasim.traces import (
     CapacityTrace,
@@ -26,14 +25,7 @@ EXPECTED = {"philly_jobs.csv", "spot_p3_bamboo.csv", "spot_us_east.csv", "spot_u
 
 
 def build_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "build_bundled_traces", REPO / "scripts" / "build_bundled_traces.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while executing
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "scripts" / "build_bundled_traces.py")
 
 
 def test_bundled_names_and_info() -> None:
