@@ -363,7 +363,7 @@ def test_a_ray_cluster_run_across_namespaces_survives_the_loss_of_a_host(hosts, 
     argv = [
         sys.executable, "-m", "elasim.cli", "cluster", "run", "--workload", str(workload),
         "--applications", str(data / "cluster_apps"), "--gpus-per-node", "2",
-        "--sample-delay-s", "0.0005", "--job-set", "train_size=4096",
+        "--sample-delay-s", "0.002", "--job-set", "train_size=4096",
         "--collective-timeout-s", "5", "--max-wall-s", "240", "--json", "--out", str(out),
         "--launcher", "ray", "--address", head, "--bind", hosts.addresses[0],
         "--ray-resources", "elasim_slot=1", "--log-dir", str(tmp_path / "logs"),
@@ -375,7 +375,11 @@ def test_a_ray_cluster_run_across_namespaces_survives_the_loss_of_a_host(hosts, 
             time.sleep(0.2)
         assert run.poll() is None, f"the run ended before the host was killed: {run.stderr}"
         assert _workers_in(hosts, 1) == 2, "b's workers never ran in host 1 within 150 s"
-        time.sleep(3.0)  # b trains for a while (or is still joining: either is mid-run)
+        # b's workers join its group and train: Ray's workers took up to 9 s from their
+        # processes' start to the first step here, and a job killed while its workers
+        # still join is not preempted (it never ran); at 2 ms per sample its 160 steps
+        # then take about 20 s, so 10 s lands mid-run
+        time.sleep(10.0)
         assert hosts.kill_host(1) > 0
         stdout, stderr = run.communicate(timeout=250)
     finally:
