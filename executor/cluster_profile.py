@@ -213,26 +213,54 @@ def _step_through_sizes(
 ) -> list[Any]:
     """Drive ``job`` through :func:`size_rounds`, then on until it has done ``steps``.
 
-    Why its own function: this is the measuring loop proper; each visit to a size is
-    held until more than its share of ``steps_per_size`` steps were timed there, so
-    every row of ``placements.csv`` has a median of enough steps.  Returns the group's
-    events, for the pauses they measured.  ``batch``: count only the steps at that batch.
+    Why: this is the measuring loop proper; each visit to a size is held until more
+    than its share of ``steps_per_size`` steps were timed there, so every row of
+    ``placements.csv`` has a median of enough steps.  Returns the group's events, for
+    the pauses they measured.  ``batch``: count only the steps at that batch.
 
     Raises:
         ExecutorError: not done within ``timeout_s`` of ``t0`` (monotonic s).
     """
-    order = size_rounds(slots)
     per_visit = max(steps_per_size // MEASURE_ROUNDS, 3)
+    return _visit_sizes(
+        job, t0, size_rounds(slots), per_visit=per_visit, timeout_s=timeout_s, batch=batch,
+        steps=steps, then=slots,
+    )  # fmt: skip
+
+
+def _visit_sizes(
+    job: Any,
+    t0: float,
+    sizes: list[int],
+    *,
+    per_visit: int,
+    timeout_s: float,
+    batch: int | None = None,
+    steps: int = 0,
+    then: int = 0,
+) -> list[Any]:
+    """Hold ``job`` at each of ``sizes`` until over ``per_visit`` steps were timed there.
+
+    The one loop of calibration that moves a group: timing the step rows (many steps
+    per visit) and touring the transitions (one step per visit: the re-formation has
+    ended and its pause is measured) differ only in how many steps a visit waits for.
+    A visit's steps are counted from when the group first holds the size.  After the
+    last visit the group stays at ``then`` workers until it has done ``steps``.
+    Returns the group's events.
+
+    Raises:
+        ExecutorError: not done within ``timeout_s`` of ``t0`` (monotonic s).
+    """
     events: list[Any] = []
     visit, base = 0, -1
-    while visit < len(order) or job.group.progress().step < steps:
+    while visit < len(sizes) or job.group.progress().step < steps:
         if time.monotonic() - t0 > timeout_s:
             raise ExecutorError(f"measuring did not finish in {timeout_s:g} s")
-        size = order[visit] if visit < len(order) else slots
+        size = sizes[visit] if visit < len(sizes) else then
         now = time.monotonic() - t0
         events += job.apply(size, 0, now, True)
         events += job.poll(now)
-        if visit < len(order) and sum(job.group.held()) == size:
+        if visit < len(sizes) and sum(job.group.held()) == size:
             records = job.group.step_records()
             timed = sum(1 for r in records if r.world_size == size and batch in (None, r.samples))
             base = timed if base < 0 else base
@@ -284,22 +312,7 @@ def _tour_transitions(job: Any, t0: float, *, slots: int, timeout_s: float) -> l
     Raises:
         ExecutorError: not done within ``timeout_s`` of ``t0`` (monotonic s).
     """
-    events: list[Any] = []
-    for size in tour(slots):
-        seen = sum(1 for r in job.group.step_records() if r.world_size == size)
-        while True:
-            if time.monotonic() - t0 > timeout_s:
-                raise ExecutorError(f"measuring did not finish in {timeout_s:g} s")
-            now = time.monotonic() - t0
-            events += job.apply(size, 0, now, True)
-            events += job.poll(now)
-            records = job.group.step_records()
-            if sum(job.group.held()) == size and (
-                sum(1 for r in records if r.world_size == size) > seen
-            ):
-                break
-            time.sleep(0.02)
-    return events
+    return _visit_sizes(job, t0, tour(slots), per_visit=0, timeout_s=timeout_s)
 
 
 def _epoch_losses(records: tuple[StepRecord, ...], steps: int, epochs: int) -> list[float]:

@@ -258,6 +258,11 @@ def test_calibration_times_every_size_in_interleaved_rounds(monkeypatch):
     assert job.visits == cp.size_rounds(4) == [1, 2, 3, 4] * cp.MEASURE_ROUNDS
     per_size = [sum(1 for r in job.group.records if r.world_size == n) for n in (1, 2, 3)]
     assert min(per_size) > 40 and len(job.group.records) >= 200
+    # the transitions' tour is the same loop, one timed step per visit
+    visits, records = len(job.visits), len(job.group.records)
+    cp._tour_transitions(job, 0.0, slots=4, timeout_s=1e9)
+    assert job.visits[visits:] == cp.tour(4)
+    assert len(job.group.records) - records == 2 * len(cp.tour(4))  # one held, one timed
 
 
 def test_a_growth_waits_for_its_newcomers_while_the_old_group_trains():
