@@ -45,9 +45,9 @@ Per random window (``--windows``, the same windows for every run):
   (:func:`elasim.optimal.zones.zone_bounds`: the lower bound, and the zone program's
   replayed plan and its moves).
 
-Each move of ``failover`` and ``deadline`` is classed by the zones' state when it
-was made: *for availability* (the destination offers more usable nodes), *for price*
-(no more nodes, but cheaper spot) or *other*.
+Each move of ``failover``, ``deadline`` and the zone program's plan is classed by the
+zones' state when it was made: *for availability* (the destination offers more usable
+nodes), *for price* (no more nodes, but cheaper spot) or *other*.
 
 Moves cost a restart plus the checkpoint's transfer: the job's checkpoint (the
 preset's size) over 10 Gbit/s, the spec's default (``--transfer-gbps`` to change).
@@ -273,12 +273,13 @@ def deadline(zones: ZoneSet, nodes: int, windows: int) -> None:
 def bounds(zones: ZoneSet, nodes: int, windows: int) -> None:
     """Each zone's optimum against the optimum of the zones, deadline 1.5 x fastest."""
     job = load_job(JOB).with_nodes(1, nodes)
-    savings = []
+    savings, kinds = [], Counter()
     for seed in range(windows):
         spec = _deadline_spec(zones, job, nodes, seed)
         started = time.process_time()
         b = zone_bounds(zones, job, spec)
         cpu = time.process_time() - started
+        kinds += move_kinds(zones, spec.start_offset_s, b.zone_plan_move_log, nodes)
         best = b.best_zone
         best_usd = b.zone_usd[best] if best else None
         line = f"  window {seed}: best zone {best} {best_usd or float('nan'):.2f} USD; zones: "
@@ -292,7 +293,8 @@ def bounds(zones: ZoneSet, nodes: int, windows: int) -> None:
         low = statistics.median(s[0] for s in savings)
         high = statistics.median(s[1] for s in savings)
         print(f"  the zones' optimum saves, against the best zone's: median {low:.1%} "
-              f"(its plan) to {high:.1%} (the bound)")  # fmt: skip
+              f"(its plan) to {high:.1%} (the bound); the plans' moves: "
+              f"{_kinds_text(kinds)}")  # fmt: skip
 
 
 def price_summary(zones: ZoneSet) -> str:
