@@ -27,7 +27,8 @@ prices at a moment are the ones AWS recorded at one moment, and they repeat with
 availability trace when a job outlasts it.  Availability (2022-23, SkyPilot) and
 prices (2019-20, AWS) come from different periods, paired by zone name: a
 construction from two real sources, not a recorded joint trace.  A zone without a
-price series is left out of the priced set (the output says which).  On demand stays
+price series is left out of the priced set (the output says which; ``--prices flat
+--same-zones`` leaves it out too, the control with flat prices).  On demand stays
 3.06 USD/h, the AWS on-demand price of p3.2xlarge.
 
 Per random window (``--windows``, the same windows for every run):
@@ -311,6 +312,19 @@ def price_summary(zones: ZoneSet) -> str:
     return "; ".join(parts)
 
 
+def _zones_of(label: str, folder: str, names: tuple[str, ...], args) -> ZoneSet:
+    """The set's zones, priced as ``--prices`` says, zones without prices named."""
+    zones = zone_set(folder, names)
+    if args.prices == "flat" and not args.same_zones:
+        return zones
+    priced, missing = priced_zones(zones, start_utc=args.price_start)
+    for zone, why in missing.items():
+        print(f"{label}: {zone} has no price series ({why}): left out")
+    if args.prices == "dime":
+        return priced
+    return ZoneSet(tuple(t for t in zones.traces if t.name not in missing))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=8)
@@ -326,10 +340,15 @@ def main() -> None:
         default=PRICE_START_UTC,
         help="dime: the UTC time of the price history at trace time 0",
     )
+    parser.add_argument(
+        "--same-zones",
+        action="store_true",
+        help="flat: leave out the zones dime leaves out (the control: same zones, flat prices)",
+    )
     args = parser.parse_args()
     if not SKY.is_dir():
         raise SystemExit(f"no real traces at {SKY}: nothing measured")
-    if args.prices == "dime" and not DIME.is_dir():
+    if (args.prices == "dime" or args.same_zones) and not DIME.is_dir():
         raise SystemExit(f"no price histories at {DIME}: nothing measured")
     started = time.perf_counter()
     if args.prices == "dime":
@@ -339,11 +358,7 @@ def main() -> None:
               f"real sources, not a recorded joint trace. On demand {ON_DEMAND_PRICE} "
               "USD/h.")  # fmt: skip
     for label, (folder, names, nodes) in SETS.items():
-        zones = zone_set(folder, names)
-        if args.prices == "dime":
-            zones, missing = priced_zones(zones, start_utc=args.price_start)
-            for zone, why in missing.items():
-                print(f"{label}: {zone} has no price series ({why}): left out of the priced set")
+        zones = _zones_of(label, folder, names, args)
         print(f"{label}: {len(zones.names)} zones ({', '.join(zones.names)}), up to {nodes} nodes")
         print(f"  spot USD/h over the windows' span, mean (range): {price_summary(zones)}")
         live(zones, nodes, args.windows)
