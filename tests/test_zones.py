@@ -173,6 +173,29 @@ def test_the_zone_optimum_brackets_every_policy_that_meets_the_deadline():
             assert result.cost_usd >= bounds.lower_bound_usd * (1 - 1e-9), name
 
 
+def test_the_zone_plan_logs_its_moves_from_the_jobs_start():
+    """Where zone a runs dry (trace hours 1 to 2) a tight plan moves to b: the log says when."""
+    from elasim.optimal.zones import zone_bounds
+    from elasim.sim import fastest_finish_h, resolve
+
+    job = load_job("resnet50_v100").with_nodes(1, 4)
+    deadline_s = 1.1 * fastest_finish_h(job, JobSpec(max_nodes=4)) * H
+    for offset_s in (0.0, 1800.0):
+        spec = JobSpec(
+            deadline_s=deadline_s,
+            max_nodes=4,
+            rescale="restart",
+            on_demand_price_per_hour=3.0,
+            start_offset_s=offset_s,
+        )
+        zones = two_zones()
+        spec, *_ = resolve(spec, SimConfig(), trace=zones, policy=make_policy("greedy"), job=job)
+        bounds = zone_bounds(zones, job, spec)
+        log = bounds.zone_plan_move_log
+        assert len(log) == bounds.zone_plan_moves > 0
+        assert log[0] == (H - offset_s, "a", "b") and log[1] == (2 * H - offset_s, "b", "a")
+
+
 @pytest.mark.parametrize("mode", ["inplace", "restart"])
 @pytest.mark.parametrize("notice_s", [0.0, 120.0])
 def test_the_executor_replays_the_moves_as_the_simulator_does(mode, notice_s):

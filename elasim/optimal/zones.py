@@ -338,6 +338,8 @@ class ZoneBounds:
             it missed the deadline), by zone name.
         zone_plan_usd: the zone program's plan, simulated (None: missed or none).
         zone_plan_moves: the moves that replay made.
+        zone_plan_move_log: each of them, ``(time_s, from_zone, to_zone)`` from the
+            job's start (the simulator's ``moves``), so a caller can tell why it moved.
     """
 
     lower_bound_usd: float | None
@@ -345,6 +347,7 @@ class ZoneBounds:
     zone_usd: dict[str, float | None]
     zone_plan_usd: float | None
     zone_plan_moves: int
+    zone_plan_move_log: tuple[tuple[float, str, str], ...] = ()
 
     @property
     def best_zone(self) -> str | None:
@@ -388,10 +391,11 @@ def zone_bounds(zones: Any, job: Any, spec: JobSpec, *, step_s: float = 300.0) -
         )
         zone_usd[trace.name] = result.cost_usd if result.deadline_met else None
     planned = plan_zones(zones, job, spec, step_s=step_s)
-    plan_usd, moves = None, 0
+    plan_usd, moves, log = None, 0, ()
     if planned is not None:
         result = simulate(spec, config, trace=zones, policy=ZonePlanPolicy(*planned), job=job)
         moves = int(dict(result.simulator)["zone_moves"])
+        log = tuple((float(t), str(a), str(b)) for t, a, b in dict(result.simulator)["moves"])
         plan_usd = result.cost_usd if result.deadline_met else None
     met = [v for v in (*zone_usd.values(), plan_usd) if v is not None]
     return ZoneBounds(
@@ -400,4 +404,5 @@ def zone_bounds(zones: Any, job: Any, spec: JobSpec, *, step_s: float = 300.0) -
         zone_usd=zone_usd,
         zone_plan_usd=plan_usd,
         zone_plan_moves=moves,
+        zone_plan_move_log=log,
     )
