@@ -138,7 +138,11 @@ class UniformProgressPolicy(PolicyBase):
         return spot, fastest - spot
 
     def _safety_net(self, obs: Observation, plan: OnDemandPlan) -> Decision:
-        """The fewest on-demand nodes (``k0`` or more) that finish, every usable spot node."""
+        """The fewest on-demand nodes (``k0`` or more) that finish, spot beside them.
+
+        Spot beside the committed nodes is :meth:`_beside`'s: at one node there is no
+        room for any (the published rule).
+        """
         assert obs.deadline_s is not None
         least = max(plan.nodes, obs.on_demand_held)
         on_demand = fastest_count(obs, least)
@@ -146,5 +150,23 @@ class UniformProgressPolicy(PolicyBase):
             if self.slack_s(obs, nodes) >= 0.0:
                 on_demand = nodes
                 break
-        spot = min(usable_spot(obs), obs.max_nodes - on_demand)
-        return Decision(spot, on_demand, None)
+        return Decision(self._beside(obs, on_demand), on_demand, None)
+
+    def _beside(self, obs: Observation, on_demand: int) -> int:
+        """Usable spot nodes next to ``on_demand`` committed ones: the count that is fastest.
+
+        Not simply every usable one (greedy with fallback's rule): where scaling is
+        poor, more nodes train slower (ResNet-50 on p3.2xlarge, 100 MB of gradients
+        over "up to 10 Gbps", trains slower on 2 nodes than on 1), and the safety net
+        that added a spot node to one on-demand node finished 77 s late.  New nodes
+        re-form the group, and losing them pauses it again: they come only while the
+        slack covers two pauses.
+        """
+        best, best_rate = 0, training_rate(obs, on_demand)
+        for spot in range(1, min(usable_spot(obs), obs.max_nodes - on_demand) + 1):
+            rate = training_rate(obs, on_demand + spot)
+            if rate > best_rate:
+                best, best_rate = spot, rate
+        if best > obs.spot_held and self.slack_s(obs, on_demand) < 2.0 * obs.worst_pause_s:
+            best = min(best, obs.spot_held)
+        return best

@@ -11,6 +11,7 @@ The prior (4 h) spreads 1 600 s over each of the nine levels 0..8.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -112,9 +113,18 @@ def test_fallback_is_the_fastest_count_the_budget_covers() -> None:
     obs = deadline_obs(deadline_s=6000.0, **SUBLINEAR)
     policy = receding()
     plan = policy.deadline.plan(obs)
-    # 1e6 x (4 x 3 / 3600 / 200 - 3 x 3 / 3600 / 180) = 2.78 USD over the plan
-    assert policy.fallback_nodes(obs, plan, 2.7) == 3
-    assert policy.fallback_nodes(obs, plan, 2.8) == 4
+    # 1e6 x (4 x 3 / 3600 / 200 - 3 x 3 / 3600 / 180) = 2.78 USD over the plan, plus
+    # the fourth node's start (60 s at 3 USD/h): 0.05 USD
+    assert policy.switch_usd(obs, plan, 4) == pytest.approx(0.05)
+    assert policy.fallback_nodes(obs, plan, 2.8) == 3  # would cover the samples alone
+    assert policy.fallback_nodes(obs, plan, 2.82) == 3
+    assert policy.fallback_nodes(obs, plan, 2.83) == 4
+    # a group of 3 on-demand nodes growing to 4: the new node boots (60 s) and all
+    # four pause to re-form (60 s): 300 node-seconds at 3 USD/h = 0.25 USD
+    held = dataclasses.replace(obs, on_demand_held=3)
+    assert policy.switch_usd(held, plan, 4) == pytest.approx(0.25)
+    assert policy.fallback_nodes(held, plan, 3.02) == 3
+    assert policy.fallback_nodes(held, plan, 3.03) == 4
 
 
 def test_commits_at_the_last_safe_moment() -> None:
@@ -140,10 +150,17 @@ def test_spot_past_the_last_safe_moment_only_while_the_margin_covers_a_loss() ->
     # half done, 1 USD spent: the budget 0.42 + 4.17 - 1 covers 8 spot nodes' venture
     # (0.73).  With a safety margin of 120 s the spare is 0 at 10 000 - 60 - 625 - 180
     # = 9 135 s; 8 spot nodes keep the fallback's pace, and a loss costs 60 s
-    # (rescale) + 60 s (an interval rolled back), which the margin covers: spot
+    # (rescale) + 60 s (an interval rolled back), which the margin covers once the
+    # job is on spot; moving onto spot is a start (60 s) too, which it does not cover:
+    # deadline's commitment (7 on-demand nodes, one spot node beside them)
     late = {"progress": 0.5, "spent_usd": 1.0, "spot_available": 8}
     obs = deadline_obs(now_s=9135.0, **late)
-    assert receding(safety_margin_s=120.0).decide(obs) == Decision(8, 0, 1800.0)
+    assert receding(safety_margin_s=120.0).decide(obs) == Decision(1, 7, None)
+    on_spot = deadline_obs(now_s=9135.0, spot_held=8, **late)
+    assert receding(safety_margin_s=120.0).decide(on_spot) == Decision(8, 0, 1800.0)
+    # a margin of 180 s covers the start and a loss: spare 0 at 9 075 s, spot
+    obs = deadline_obs(now_s=9075.0, **late)
+    assert receding(safety_margin_s=180.0).decide(obs) == Decision(8, 0, 1800.0)
     # without the margin the spare is 0 at 9 255 s and nothing covers a loss
     assert receding().decide(deadline_obs(now_s=9255.0, **late)) == Decision(0, 8, None)
 

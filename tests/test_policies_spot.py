@@ -65,5 +65,23 @@ def test_uniform_drops_on_demand_when_spot_alone_keeps_the_pace() -> None:
 def test_uniform_safety_net_commits_to_on_demand_with_spot_beside() -> None:
     # 4 000 s of k0's work left at 5 900 s: 60 s pause + 4 000 s leaves 40 s, under a pause
     late = deadline_obs(0.2, now_s=5900.0, spot_available=3)
-    assert uniform().decide(late) == Decision(3, 2, None)
+    assert uniform().decide(late) == Decision(0, 2, None)  # no time to pause for spot
     assert uniform().decide(deadline_obs(0.2, now_s=5800.0)) == Decision(0, 2, None)
+    # with the default 300 s margin the net comes at 360 s of slack: at 5 700 s the 240 s
+    # left cover the pause of taking three spot nodes and the pause of losing them
+    policy = uniform(safety_margin_s=300.0)
+    assert policy.decide(deadline_obs(0.2, now_s=5700.0, spot_available=3)) == Decision(3, 2, None)
+    assert policy.decide(late) == Decision(0, 2, None)
+    # spot already held stays beside them
+    held = deadline_obs(0.2, now_s=5900.0, spot_available=3, spot_held=3)
+    assert policy.decide(held) == Decision(3, 2, None)
+
+
+def test_uniform_safety_net_takes_no_spot_that_slows_the_job() -> None:
+    # one node does 100/s, two 90/s (poor scaling): k0 is one node (10 060 s of a
+    # 20 000 s deadline); at 14 700 s, half done, 240 s of slack: the net, where a spot
+    # node beside the on-demand one would slow the job down
+    slow = {"max_nodes": 2, "throughput_samples_per_s": (0.0, 100.0, 90.0)}
+    obs = deadline_obs(0.5, now_s=14_700.0, spot_available=1, deadline_s=20_000.0, **slow)
+    policy = uniform(safety_margin_s=300.0)
+    assert policy.decide(obs) == Decision(0, 1, None)

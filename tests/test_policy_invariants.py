@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from elasim.job import load_job
@@ -154,6 +154,9 @@ def test_invariants_on_synthetic_degenerate_traces(kind: str, nodes: int) -> Non
     nodes=st.sampled_from(NODES),
     where=st.floats(0.0, 1.0, exclude_max=True),
 )
+# found by a search over random windows: receding's top-up of spot beside committed
+# on-demand nodes 70 s before the end finished 3.7 s late
+@example(name="spot_us_west.csv", nodes=16, where=0.3156146966731924)
 def test_invariants_on_windows_of_the_bundled_traces(name: str, nodes: int, where: float) -> None:
     trace = load_trace(name)
     check_invariants(trace, nodes, where * float(trace.duration_s))
@@ -183,6 +186,9 @@ def shared_spot_traces(root: Path) -> list[CapacityTrace]:
     nodes=st.sampled_from(NODES),
     where=st.floats(0.0, 1.0, exclude_max=True),
 )
+# found by hypothesis: receding's budget credited the samples done at the price of
+# a shortened checkpoint interval and grew its fallback late: 74.34 USD > 74.17
+@example(index=0, nodes=16, where=0.12387900350975413)
 def test_invariants_on_random_windows_of_the_real_traces(
     shared_traces: Path, index: int, nodes: int, where: float
 ) -> None:
