@@ -346,3 +346,24 @@ def test_compare_runs_a_job_in_two_zones_on_real_workers_and_matches_its_move(tm
     assert again.exit_code == 0, again.output
     assert "move a->b" in again.output
     assert json.loads((tmp_path / "d" / "compare.json").read_text())["events"] == report["events"]
+
+
+@pytest.mark.executor
+def test_compare_in_two_zones_refuses_bad_input_in_one_line_before_running(tmp_path):
+    """No move size, or more worker slots than the profile measured: exit 2, nothing run."""
+    pytest.importorskip("torch")
+    from elasim.examples import sim_vs_real_dir
+
+    (tmp_path / "zones.csv").write_text(ZONE_FILE)
+    args = ["compare", "-t", str(tmp_path / "zones.csv"), "-p", "failover", "--max-steps", "10"]
+    args += ["--profile", str(sim_vs_real_dir() / "profile.json"), "--out", str(tmp_path / "c")]
+    cases = {
+        "--checkpoint-size-gb: a run in several zones needs": ["--max-nodes", "2"],
+        "--max-nodes 6 is above the 4 workers": ["--max-nodes", "6", "--checkpoint-size-gb", "5"],
+    }
+    for message, extra in cases.items():
+        out = CliRunner().invoke(app, [*args, *extra])
+        assert out.exit_code == 2, out.output
+        errors = [line for line in out.output.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and message in errors[0], out.output
+        assert not (tmp_path / "c" / "real").exists()

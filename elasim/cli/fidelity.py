@@ -182,6 +182,15 @@ def _run_both(
         raise _fail("--trace needs --profile (from `elasim calibrate`)")
     measured = _run_guarded(load_profile, profile)
     _require_torch()
+    from elasim.executor.config import DEFAULT_MAX_NODES
+
+    slots = spec.max_nodes or DEFAULT_MAX_NODES
+    if slots > measured.max_world:  # refused now, not after the real run
+        raise _fail(
+            f"--max-nodes {slots} is above the {measured.max_world} workers {profile} "
+            f"measured (the simulation could not be of the same run); give --max-nodes "
+            f"{measured.max_world} or less"
+        )
     if spec.start_offset_s is None:
         raise _fail("--start-offset-s random is not supported by compare; give seconds")
     with err_console.status(f"running {spec.policy} on {spec.trace} (x{time_scale:g})"):
