@@ -193,7 +193,8 @@ def _run_both(
         )
     if spec.start_offset_s is None:
         raise _fail("--start-offset-s random is not supported by compare; give seconds")
-    with err_console.status(f"running {spec.policy} on {spec.trace} (x{time_scale:g})"):
+    shown = " + ".join(spec.zone_traces) or spec.trace  # a job in several zones: every one
+    with err_console.status(f"running {spec.policy} on {shown} (x{time_scale:g})"):
         return _run_guarded(
             run_and_simulate, spec, measured, out, time_scale=time_scale, max_steps=max_steps
         )
