@@ -236,8 +236,10 @@ def test_zone_moves_match_by_their_zones_and_keep_an_order_of_their_own():
 
     real = events([(1.0, "scale_up", 0, 2, 0.5), (3.0, "preempt", 2, 0, 0.0)])
     sim = events([(1.0, "scale_up", 0, 2, 0.4), (3.0, "preempt", 2, 0, 0.0)])
-    real_moves = {"executor": {"moves": [[3.1, "a", "b", 1.2], [9.0, "b", "a", None]]}}
-    sim_moves = {"simulator": {"moves": [[2.9, "a", "b", 1.0], [8.0, "b", "c", 1.0]]}}
+    real_moves = {"executor": {"moves": [[3.1, "a", "b"], [9.0, "b", "a"]]}}
+    real_moves["executor"]["move_transfer_s"] = [1.2, None]
+    sim_moves = {"simulator": {"moves": [[2.9, "a", "b"], [8.0, "b", "c"]]}}
+    sim_moves["simulator"]["move_transfer_s"] = [1.0, 1.0]
     real = pd.concat([real, move_rows(real_moves, real)], ignore_index=True)
     sim = pd.concat([move_rows(sim_moves, sim), sim], ignore_index=True)  # moves first
     pairs = compare_frames(real, sim, real_time_column="time_s", window_s=2.0)

@@ -87,15 +87,19 @@ def move_rows(summary: dict[str, Any], events: pd.DataFrame, scale: float = 1.0)
     """A run's zone moves as event rows (``kind == "move"``), for :func:`compare_frames`.
 
     A summary lists its moves (``executor`` or ``simulator`` section) as ``[time_s,
-    from, to, transfer_s]`` in its own clock's seconds; divided by ``scale`` they are
-    real seconds (``real_time_s``), the axis the events are compared on.  A move's
-    nodes are those the job held when it left (the last event's before it), and its
-    pause is the transfer (NaN: still on its way at the end).
+    from, to]``, and their transfers (``move_transfer_s``), in its own clock's
+    seconds; divided by ``scale`` they are real seconds (``real_time_s``), the axis
+    the events are compared on.  A move's nodes are those the job held when it left
+    (the last event's before it), and its pause is the transfer (NaN: still on its
+    way at the end, or a summary from before transfers were stated).
     """
     section = summary.get("executor") or summary.get("simulator") or {}
+    moves = section.get("moves") or ()
+    transfers = list(section.get("move_transfer_s") or ())
+    transfers += [None] * (len(moves) - len(transfers))
     rows = []
-    for time_s, zone_from, zone_to, *rest in section.get("moves") or ():
-        transfer_s = rest[0] if rest and rest[0] is not None else math.nan
+    for (time_s, zone_from, zone_to), transfer in zip(moves, transfers, strict=True):
+        transfer_s = math.nan if transfer is None else transfer
         before = events[events["time_s"] <= time_s]
         held = int(before["nodes_after"].iloc[-1]) if len(before) else 0
         rows.append(

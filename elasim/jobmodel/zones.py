@@ -191,9 +191,10 @@ class ZonedJobLoop(JobLoop):
     def zone_details(self) -> dict[str, Any]:
         """What a summary states about the zones: their names, the moves, the last zone.
 
-        Each move is ``[time_s, from, to, transfer_s]``: the transfer as the loop's
-        clock saw it, departure to arrival (None while the checkpoint travels), so a
-        real run's moves can be compared with a simulation's (:mod:`elasim.compare`).
+        Each move is ``[time_s, from, to]``; ``move_transfer_s`` holds each one's
+        transfer as the loop's clock saw it, departure to arrival (None while the
+        checkpoint travels), so a real run's moves can be compared with a
+        simulation's (:mod:`elasim.compare`).
         """
         transfers: list[float | None] = [
             None if a is None else a - t
@@ -205,8 +206,6 @@ class ZonedJobLoop(JobLoop):
             "zone_moves": len(self.moves),
             "zone_move_h": len(self.moves) * self.move_s / 3600.0,
             "final_zone": self.zones.names[self.zone],
-            "moves": [
-                [t, self.zones.names[a], self.zones.names[b], transfer_s]
-                for (t, a, b), transfer_s in zip(self.moves, transfers, strict=True)
-            ],
+            "moves": [[t, self.zones.names[a], self.zones.names[b]] for t, a, b in self.moves],
+            "move_transfer_s": transfers,
         }
