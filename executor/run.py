@@ -258,13 +258,19 @@ def _check_run(config: RunConfig, trace: Any) -> None:
 
 
 def _load_trace(spec: Any) -> Any:
-    """The spec's capacity trace, or its zones (a zone set, replayed zone by zone)."""
-    from elasim.traces import load_capacity_trace
-    from elasim.traces.zones import load_zones
+    """The spec's capacity trace, or its zones (a zone set, replayed zone by zone).
 
-    if spec.zone_traces:
-        return load_zones(spec.zone_traces)
-    return load_capacity_trace(str(spec.trace))
+    The zones come from ``--trace`` repeated or from one file with a zone column, as
+    the simulator loads them (:func:`~elasim.traces.zones.load_zones`).
+    """
+    from elasim.traces import load_capacity_trace
+    from elasim.traces.model import CapacityTrace
+    from elasim.traces.zones import ZoneSet, load_zones
+
+    trace = load_zones(spec.zone_traces or [str(spec.trace)])
+    if isinstance(trace, (ZoneSet, CapacityTrace)):
+        return trace
+    return load_capacity_trace(str(spec.trace))  # a job trace: a capacity trace's error
 
 
 def _resolved(config: RunConfig, trace: Any) -> RunConfig:

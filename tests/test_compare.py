@@ -223,3 +223,38 @@ def test_run_to_run_errors_refuses_runs_that_are_not_repeats(bundled, tmp_path):
     with pytest.raises(SpecMismatchError, match="start_offset_s differs"):
         run_to_run_errors([real, other])
     assert run_to_run_errors([real, other], force=True)["pairs of runs"] == 1
+
+
+def test_zone_moves_match_by_their_zones_and_keep_an_order_of_their_own():
+    """A move pairs with the simulated move between the same zones, whatever its nodes.
+
+    The real run logs its move after the preemption that caused it, the simulation
+    before it: each still finds its partner.  A move's transfer is no pause the model
+    predicts, so it stays out of the median pause error.
+    """
+    from elasim.compare.runs import move_rows
+
+    real = events([(1.0, "scale_up", 0, 2, 0.5), (3.0, "preempt", 2, 0, 0.0)])
+    sim = events([(1.0, "scale_up", 0, 2, 0.4), (3.0, "preempt", 2, 0, 0.0)])
+    real_moves = {"executor": {"moves": [[3.1, "a", "b"], [9.0, "b", "a"]]}}
+    real_moves["executor"]["move_transfer_s"] = [1.2, None]
+    sim_moves = {"simulator": {"moves": [[2.9, "a", "b"], [8.0, "b", "c"]]}}
+    sim_moves["simulator"]["move_transfer_s"] = [1.0, 1.0]
+    real = pd.concat([real, move_rows(real_moves, real)], ignore_index=True)
+    sim = pd.concat([move_rows(sim_moves, sim), sim], ignore_index=True)  # moves first
+    pairs = compare_frames(real, sim, real_time_column="time_s", window_s=2.0)
+    shown = [(p.label, p.matched) for p in pairs]
+    assert shown == [
+        ("scale_up 0->2", True),
+        ("preempt 2->0", True),
+        ("move a->b", True),
+        ("move b->a", False),  # the simulation went to c
+        ("move b->c", False),
+    ]
+    move = pairs[2]
+    assert move.nodes_before == 0 and move.real_pause_s == 1.2 and move.sim_pause_s == 1.0
+    assert pairs[3].real_pause_s is None  # still on its way when the run ended
+    result = CompareResult(tuple(pairs), 10.0, 10.0)
+    assert result.median_pause_rel_error == pytest.approx(0.2)  # the scale-up's alone
+    assert result.to_json()["moves_matched"] == 1
+    assert move.as_record()["zone_from"] == "a" and move.as_record()["zone_to"] == "b"

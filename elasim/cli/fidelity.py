@@ -137,6 +137,7 @@ def _calibration_config(
         exclude=("job", "job_options", "checkpoint_cost_s", "min_nodes"),
         trace=None,
         max_nodes_help="Most worker slots of the real run (default 4).",
+        zones=True,
     )
 )
 def compare(
@@ -155,7 +156,10 @@ def compare(
     """Compare a measured run with a simulation, event by event (or run both first).
 
     Two runs that are not runs of the same job (spec, time scale, work) are refused
-    in one line, unless ``--force``.
+    in one line, unless ``--force``.  A job in several zones (``--trace`` repeated, or
+    a file with a zone column, and ``--checkpoint-size-gb``) is run and simulated
+    moving between them; each move is matched with the simulated one between the
+    same zones (``move a->b``, its pause the checkpoint's transfer).
     """
     from elasim.compare import compare_runs
 
@@ -178,9 +182,19 @@ def _run_both(
         raise _fail("--trace needs --profile (from `elasim calibrate`)")
     measured = _run_guarded(load_profile, profile)
     _require_torch()
+    from elasim.executor.config import DEFAULT_MAX_NODES
+
+    slots = spec.max_nodes or DEFAULT_MAX_NODES
+    if slots > measured.max_world:  # refused now, not after the real run
+        raise _fail(
+            f"--max-nodes {slots} is above the {measured.max_world} workers {profile} "
+            f"measured (the simulation could not be of the same run); give --max-nodes "
+            f"{measured.max_world} or less"
+        )
     if spec.start_offset_s is None:
         raise _fail("--start-offset-s random is not supported by compare; give seconds")
-    with err_console.status(f"running {spec.policy} on {spec.trace} (x{time_scale:g})"):
+    shown = " + ".join(spec.zone_traces) or spec.trace  # a job in several zones: every one
+    with err_console.status(f"running {spec.policy} on {shown} (x{time_scale:g})"):
         return _run_guarded(
             run_and_simulate, spec, measured, out, time_scale=time_scale, max_steps=max_steps
         )
@@ -204,7 +218,7 @@ def _report(result: Any, real_dir: Path, sim_dir: Path, out: Path, as_json: bool
         table.add_column(column, justify="left" if column == "event" else "right")
     for pair in result.pairs:
         table.add_row(
-            f"{pair.kind} {pair.nodes_before}->{pair.nodes_after}",
+            pair.label,
             _fmt(pair.real_time_s, 2),
             _fmt(pair.sim_time_s, 2),
             _fmt(pair.real_pause_s, 3),
@@ -228,6 +242,7 @@ def _report(result: Any, real_dir: Path, sim_dir: Path, out: Path, as_json: bool
         + "; median pause error "
         + ("-" if pause_err is None else f"{100 * pause_err:.0f}%")
         + f"; {report['events_matched']} events matched"
+        + (f" ({report['moves_matched']} zone moves)" if report["moves_matched"] else "")
     )
     out_console.print(f"wrote {out}/compare.json and {out}/compare.png")
 

@@ -83,6 +83,50 @@ def check_same_run(
         )
 
 
+def move_rows(summary: dict[str, Any], events: pd.DataFrame, scale: float = 1.0) -> pd.DataFrame:
+    """A run's zone moves as event rows (``kind == "move"``), for :func:`compare_frames`.
+
+    A summary lists its moves (``executor`` or ``simulator`` section) as ``[time_s,
+    from, to]``, and their transfers (``move_transfer_s``), in its own clock's
+    seconds; divided by ``scale`` they are real seconds (``real_time_s``), the axis
+    the events are compared on.  A move's nodes are those the job held when it left
+    (the last event's before it), and its pause is the transfer (NaN: still on its
+    way at the end, or a summary from before transfers were stated).
+    """
+    section = summary.get("executor") or summary.get("simulator") or {}
+    moves = section.get("moves") or ()
+    transfers = list(section.get("move_transfer_s") or ())
+    transfers += [None] * (len(moves) - len(transfers))
+    rows = []
+    for (time_s, zone_from, zone_to), transfer in zip(moves, transfers, strict=True):
+        transfer_s = math.nan if transfer is None else transfer
+        before = events[events["time_s"] <= time_s]
+        held = int(before["nodes_after"].iloc[-1]) if len(before) else 0
+        rows.append(
+            {
+                "time_s": float(time_s),
+                "real_time_s": float(time_s) / scale,
+                "kind": "move",
+                "nodes_before": held,
+                "nodes_after": 0,
+                "pause_s": float(transfer_s) / scale,
+                "zone_from": str(zone_from),
+                "zone_to": str(zone_to),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _with_moves(summary: dict[str, Any], events: pd.DataFrame, scale: float) -> pd.DataFrame:
+    """``events`` and the run's zone moves (:func:`move_rows`), if it made any."""
+    moves = move_rows(summary, events, scale)
+    if moves.empty:
+        return events
+    if "real_time_s" not in events:  # a simulation: its own time is the axis
+        moves = moves.drop(columns="real_time_s")
+    return pd.concat([events, moves], ignore_index=True)
+
+
 def _completion_s(summary: dict[str, Any]) -> float | None:
     hours = summary.get("completion_time_h")
     return None if hours is None else float(hours) * 3600.0
@@ -119,9 +163,9 @@ def compare_runs(
     sim_summary = json.loads((sim_dir / "summary.json").read_text())
     if not force:
         check_same_run(real_summary, sim_summary, names=(str(real_dir), str(sim_dir)))
-    real_events = pd.read_parquet(real_dir / "events.parquet")
-    sim_events = pd.read_parquet(sim_dir / "events.parquet")
     scale = time_scale or float(real_summary.get("time_scale", 1.0) or 1.0)
+    real_events = _with_moves(real_summary, pd.read_parquet(real_dir / "events.parquet"), scale)
+    sim_events = _with_moves(sim_summary, pd.read_parquet(sim_dir / "events.parquet"), 1.0)
     real_completion = _completion_s(real_summary)
     if real_completion is not None:
         real_completion /= scale

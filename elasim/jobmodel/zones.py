@@ -136,6 +136,10 @@ class ZonedJobLoop(JobLoop):
         self._arrive_s: float | None = None  # while moving: when the checkpoint arrives
         #: every move: ``(time_s, from_zone, to_zone)``
         self.moves: list[tuple[float, int, int]] = []
+        #: when each move's checkpoint arrived (the clock's reading: a real run's late
+        #: turn shows here; None: redirected on the way), one per move but the last
+        #: while it travels
+        self.arrivals_s: list[float | None] = []
 
     def turn(self, now_s: float) -> float:
         """As :meth:`JobLoop.turn`; a move in progress has work at its arrival."""
@@ -169,11 +173,14 @@ class ZonedJobLoop(JobLoop):
                 self._took(events)
             return self._last_s if self._last_s > now_s else now_s
         self._arrive_s = None  # arrived: the policy is asked again, here
+        self.arrivals_s.append(now_s)
         self.decision_due = True
         return now_s
 
     def _depart(self, zone: int, now_s: float) -> None:
         """Leave for ``zone``: its capacity from now on, no leave or cap carried over."""
+        if self._arrive_s is not None:  # sent elsewhere before the last move arrived
+            self.arrivals_s.append(None)
         self.moves.append((now_s, self.zone, zone))
         self.zone = zone
         self.available, self.price = self.zones.set_zone(zone)
@@ -182,11 +189,23 @@ class ZonedJobLoop(JobLoop):
         self._arrive_s = now_s + self.move_s
 
     def zone_details(self) -> dict[str, Any]:
-        """What a summary states about the zones: their names, the moves, the last zone."""
+        """What a summary states about the zones: their names, the moves, the last zone.
+
+        Each move is ``[time_s, from, to]``; ``move_transfer_s`` holds each one's
+        transfer as the loop's clock saw it, departure to arrival (None while the
+        checkpoint travels), so a real run's moves can be compared with a
+        simulation's (:mod:`elasim.compare`).
+        """
+        transfers: list[float | None] = [
+            None if a is None else a - t
+            for (t, _, _), a in zip(self.moves, self.arrivals_s, strict=False)
+        ]
+        transfers += [None] * (len(self.moves) - len(transfers))
         return {
             "zones": list(self.zones.names),
             "zone_moves": len(self.moves),
             "zone_move_h": len(self.moves) * self.move_s / 3600.0,
             "final_zone": self.zones.names[self.zone],
             "moves": [[t, self.zones.names[a], self.zones.names[b]] for t, a, b in self.moves],
+            "move_transfer_s": transfers,
         }

@@ -12,6 +12,7 @@ The model's assumptions are stated in :mod:`elasim.jobmodel.fluid` and the READM
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -193,9 +194,20 @@ def _resolve_zones(spec: JobSpec, zones: ZoneSet, job: TrainingJob) -> JobSpec:
 def _compressed(
     spec: JobSpec, trace: CapacityTrace | JobTrace, scale: float
 ) -> tuple[JobSpec, CapacityTrace | JobTrace]:
-    """The spec and trace of a replay at ``scale`` trace seconds per second."""
+    """The spec and trace of a replay at ``scale`` trace seconds per second.
+
+    Zones are compressed zone by zone, each keeping its name (a summary's moves name
+    the zones as the measured run's do), and a move's transfer is compressed with
+    them: the executor replays it as a pause of trace seconds.
+    """
     if scale == 1.0:
         return spec, trace
+    if isinstance(trace, ZoneSet):
+        zones = tuple(
+            dataclasses.replace(scale_trace(zone, scale), name=zone.name) for zone in trace.traces
+        )
+        compressed, _ = _compressed(spec, zones[0], scale)
+        return compressed.replace(transfer_gbps=spec.transfer_gbps * scale), ZoneSet(zones)
     if not isinstance(trace, CapacityTrace):
         raise ValueError("--time-scale applies to capacity traces only")
 
