@@ -112,7 +112,7 @@ class UniformProgressPolicy(PolicyBase):
         spare = self.slack_s(obs, plan.nodes) - self.config.safety_margin_s - obs.worst_pause_s
         if spare <= TIME_EPS_S:
             return self._safety_net(obs, plan)
-        spot = usable_spot(obs)
+        spot = self._fastest_spot(obs)
         ahead = self.ahead_s(obs, plan)
         lead = self.config.hysteresis_s
         lead = obs.worst_pause_s if lead is None else lead
@@ -120,13 +120,32 @@ class UniformProgressPolicy(PolicyBase):
         target = training_rate(obs, plan.nodes)
         pace = training_rate(obs, spot) / target
         if behind and pace < 1.0:  # on-demand nodes top the spot ones up to the pace
-            return Decision(*self._top_up(obs, spot, target), None)
+            spot, on_demand = self._top_up(obs, spot, target)
+            short = training_rate(obs, spot + on_demand) < target  # no count reaches it
+            return Decision(spot, on_demand, wake_after(spare) if short else None)
         if spot < obs.min_nodes:
             spot, pace = 0, 0.0
         # look again at the safety net, or when the line catches up with the job
         gain = job_samples(obs) / obs.deadline_s / target - pace
         catch_up = ahead / gain if gain > 0.0 else math.inf
         return Decision(spot, 0, wake_after(min(catch_up, spare)))
+
+    @staticmethod
+    def _fastest_spot(obs: Observation) -> int:
+        """The usable spot count that trains fastest (ties: fewer nodes).
+
+        Rule 1 says "run on spot"; at one node that is the node, and at N nodes every
+        usable one only where more nodes train faster.  Where scaling is poor (ResNet-50
+        on p3.2xlarge trains slower on 2 nodes than on 1) every usable node fell
+        behind the on-demand plan's pace with no room left to top it up, and the job
+        finished late.
+        """
+        best, best_rate = 0, 0.0
+        for spot in range(obs.min_nodes, usable_spot(obs) + 1):
+            rate = training_rate(obs, spot)
+            if rate > best_rate:
+                best, best_rate = spot, rate
+        return best
 
     def _top_up(self, obs: Observation, spot: int, target: float) -> tuple[int, int]:
         """Spot nodes and the fewest on-demand ones beside them that reach ``target``."""
@@ -159,14 +178,16 @@ class UniformProgressPolicy(PolicyBase):
         poor, more nodes train slower (ResNet-50 on p3.2xlarge, 100 MB of gradients
         over "up to 10 Gbps", trains slower on 2 nodes than on 1), and the safety net
         that added a spot node to one on-demand node finished 77 s late.  New nodes
-        re-form the group, and losing them pauses it again: they come only while the
-        slack covers two pauses.
+        re-form a running group (a rescale), and losing them pauses it (the worst
+        pause): they come only while the slack covers both.  At one node there is no
+        room for spot beside the on-demand node: the published rule.
         """
         best, best_rate = 0, training_rate(obs, on_demand)
         for spot in range(1, min(usable_spot(obs), obs.max_nodes - on_demand) + 1):
             rate = training_rate(obs, on_demand + spot)
             if rate > best_rate:
                 best, best_rate = spot, rate
-        if best > obs.spot_held and self.slack_s(obs, on_demand) < 2.0 * obs.worst_pause_s:
+        joins = obs.rescale_cost_s if obs.spot_held + obs.on_demand_held else 0.0
+        if best > obs.spot_held and self.slack_s(obs, on_demand) < joins + obs.worst_pause_s:
             best = min(best, obs.spot_held)
         return best

@@ -20,7 +20,10 @@ gained the yardstick's ``cost_vs_greedy``, ``cost_vs_optimal``, ``greedy_usd`` a
 ``greedy_met``.  With those four keys dropped, all 29 digests were the old pins: no
 existing value moved.  Re-pinned once more on purpose (issue 25): ``spot_us_east.csv
 receding deadline`` alone, whose policy now waits out the outages its slack covers
-(every other digest, the parity logs included, unchanged).
+(every other digest, the parity logs included, unchanged).  And once more (issue 25):
+``spot_us_east.csv uniform_progress deadline`` alone (73.59 -> 73.29 USD), whose policy
+now runs on the spot count that trains fastest, not every usable one, and tops the
+safety net up with spot only where it is faster and the slack covers its pauses.
 """
 
 from __future__ import annotations

@@ -85,3 +85,12 @@ def test_uniform_safety_net_takes_no_spot_that_slows_the_job() -> None:
     obs = deadline_obs(0.5, now_s=14_700.0, spot_available=1, deadline_s=20_000.0, **slow)
     policy = uniform(safety_margin_s=300.0)
     assert policy.decide(obs) == Decision(0, 1, None)
+
+
+def test_uniform_runs_on_the_spot_count_that_trains_fastest() -> None:
+    # one node does 100/s, two 90/s: two usable spot nodes, but one trains faster
+    slow = {"max_nodes": 2, "throughput_samples_per_s": (0.0, 100.0, 90.0)}
+    obs = deadline_obs(spot_available=2, deadline_s=20_000.0, **slow)
+    decision = uniform().decide(obs)
+    assert (decision.spot_nodes, decision.on_demand_nodes) == (1, 0)
+    assert decision.wake_after_s is not None  # it looks again (the safety net's time)

@@ -86,8 +86,8 @@ def synthetic(kind: str, nodes: int) -> CapacityTrace:
     )
 
 
-def config_for(nodes: int, offset_s: float) -> SimConfig:
-    deadline_h = 1.5 * fastest_finish_h(job(nodes), JobSpec())
+def config_for(nodes: int, offset_s: float, factor: float = 1.5) -> SimConfig:
+    deadline_h = factor * fastest_finish_h(job(nodes), JobSpec())
     return JobSpec(
         deadline_s=deadline_h * 3600.0,
         start_offset_s=offset_s,
@@ -202,13 +202,19 @@ def _shared(root: str) -> tuple[CapacityTrace, ...]:
     return tuple(shared_spot_traces(Path(root)))
 
 
-def _promises_kept(trace: CapacityTrace, nodes: int, offset_s: float) -> None:
+def _promises_kept(
+    trace: CapacityTrace,
+    nodes: int,
+    offset_s: float,
+    factor: float = 1.5,
+    policies: tuple[str, ...] = DEADLINE_POLICIES,
+) -> None:
     """The deadline policies alone: each meets the deadline, receding within its bet."""
-    spec, config = job(nodes), config_for(nodes, offset_s)
+    spec, config = job(nodes), config_for(nodes, offset_s, factor)
     baseline = on_demand_baseline(trace, spec, config, SimConfig())
     assert baseline is not None
-    where = f"{trace.name} at {nodes} nodes from {offset_s:.0f} s"
-    for name in DEADLINE_POLICIES:
+    where = f"{trace.name} at {nodes} nodes from {offset_s:.0f} s, deadline {factor}x"
+    for name in policies:
         policy = make_policy(name)
         run = simulate(config, trace=trace, policy=policy, job=spec)
         assert run.deadline_met, f"{name} missed the deadline on {where}"
@@ -237,6 +243,30 @@ def test_deadline_policies_keep_their_promises_on_many_windows(
     traces = (*_shared(str(shared_traces)), *map(load_trace, BUNDLED))
     trace = traces[index % len(traces)]
     _promises_kept(trace, nodes, where * float(trace.duration_s))
+
+
+# Tight deadlines too, for uniform_progress's one promise (the deadline): it ran every
+# usable spot node even where more nodes train slower, and missed 32 of 3,000 random
+# windows at 1.1x to 2x.  (``deadline`` and ``receding`` still pay up to 2.6 % and
+# 0.2 % above their bound at 16 nodes and 1.1x: docs/concepts/policies.md, Known limits.)
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    index=st.integers(0, 8),
+    nodes=st.sampled_from(NODES),
+    where=st.floats(0.0, 1.0, exclude_max=True),
+    factor=st.sampled_from((1.1, 1.25, 1.5, 2.0)),
+)
+def test_uniform_progress_meets_tight_deadlines(
+    shared_traces: Path, index: int, nodes: int, where: float, factor: float
+) -> None:
+    traces = (*_shared(str(shared_traces)), *map(load_trace, BUNDLED))
+    trace = traces[index % len(traces)]
+    offset_s = where * float(trace.duration_s)
+    _promises_kept(trace, nodes, offset_s, factor, ("uniform_progress",))
 
 
 def test_the_synthetic_traces_say_so() -> None:
