@@ -143,6 +143,25 @@ def test_cli_takes_several_traces_and_a_zone_column(tmp_path):
     assert refused.exit_code != 0
 
 
+def test_a_zone_file_s_errors_name_the_file_the_zone_and_the_line(tmp_path):
+    """Bad input in a zone-column file: one line naming the user's file (not a temporary
+    one, as when zones were split through temp files), the zone and the line; exit 2."""
+    header = "# on_demand_price_per_hour: 3.06\ntime_s,zone,available,price_per_hour\n"
+    cases = {
+        "0,a,4,1.0\n3600,a,0,1.0\n0,b,4,1.5\n": (":5: zone 'b' has one row", None),
+        "0,a,4,1.0\n3600,a,x,1.0\n0,b,4,1.5\n9,b,4,1.5\n": (":4:3: zone 'a': column", "'x'"),
+    }
+    runner = CliRunner()
+    for rows, (where, what) in cases.items():
+        file = tmp_path / "zones.csv"
+        file.write_text(header + rows)
+        out = runner.invoke(app, ["simulate", "-t", str(file), "-p", "failover"])
+        assert out.exit_code == 2, out.output
+        lines = out.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {file}{where}"), out.output
+        assert what is None or what in lines[0]
+
+
 def test_the_relaxed_trace_is_the_best_zone_at_every_moment():
     from elasim.optimal.zones import relaxed_trace
 
