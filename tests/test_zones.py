@@ -125,6 +125,34 @@ def test_failover_moves_when_its_zone_runs_dry_and_pauses_for_the_transfer():
     assert result.completion_time_h < greedy.completion_time_h
 
 
+@pytest.mark.parametrize("mode", ["inplace", "restart"])
+def test_a_move_restarts_from_nothing_in_the_new_zone_at_the_profile_s_cold_start(mode):
+    """After the transfer, the job starts in zone b as a profile measured a start of two
+    workers from nothing (here 40 s and 42 s): the pause is the transfer, then that cold
+    start (plus rendezvous and load).  Before the fix the restart overlapped the
+    transfer: the killed zone's replacements were ready 42 s after the move, on arrival."""
+    import dataclasses
+
+    job = load_job("resnet50_v100").with_nodes(2, 2)
+    table = ((1, (30.0,)), (2, (40.0, 42.0)))
+    rescale = dataclasses.replace(
+        job.rescale, boot_s=0.0, cold_start_s=30.0, cold_start_table=table
+    )
+    spec = JobSpec(rescale=mode, checkpoint_size_gb=90.0, transfer_gbps=8.0)  # 90 s
+    result = simulate(
+        spec,
+        SimConfig(max_sim_time_s=5 * 86400.0),
+        trace=two_zones(),
+        policy=make_policy("failover", {}),
+        job=dataclasses.replace(job, rescale=rescale),
+    )
+    assert dict(result.simulator)["moves"][0] == [H, "a", "b"]
+    resume = next(e for e in result.events if e.time_s > H and e.kind.value == "resume")
+    assert resume.time_s == pytest.approx(H + 90.0 + 42.0) and resume.nodes_after == 2
+    assert resume.pause.acquire_s == pytest.approx(42.0)
+    assert resume.pause.rendezvous_s > 0
+
+
 def test_cli_takes_several_traces_and_a_zone_column(tmp_path):
     header = "# on_demand_price_per_hour: 3.06\ntime_s,available,price_per_hour,zone\n"
     rows = "0,4,1.0,a\n3600,0,1.0,a\n7200,4,1.0,a\n0,4,1.5,b\n18000,0,1.5,b\n"
