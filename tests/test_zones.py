@@ -6,6 +6,7 @@ from 1 h to 2 h, zone ``b`` from 5 h on (each repeating every 10 h).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -131,7 +132,6 @@ def test_a_move_restarts_from_nothing_in_the_new_zone_at_the_profile_s_cold_star
     workers from nothing (here 40 s and 42 s): the pause is the transfer, then that cold
     start (plus rendezvous and load).  Before the fix the restart overlapped the
     transfer: the killed zone's replacements were ready 42 s after the move, on arrival."""
-    import dataclasses
 
     job = load_job("resnet50_v100").with_nodes(2, 2)
     table = ((1, (30.0,)), (2, (40.0, 42.0)))
@@ -405,13 +405,31 @@ def test_compare_in_two_zones_refuses_bad_input_in_one_line_before_running(tmp_p
     (tmp_path / "zones.csv").write_text(ZONE_FILE)
     args = ["compare", "-t", str(tmp_path / "zones.csv"), "-p", "failover", "--max-steps", "10"]
     args += ["--profile", str(sim_vs_real_dir() / "profile.json"), "--out", str(tmp_path / "c")]
-    cases = {
-        "--checkpoint-size-gb: a run in several zones needs": ["--max-nodes", "2"],
-        "--max-nodes 6 is above the 4 workers": ["--max-nodes", "6", "--checkpoint-size-gb", "5"],
-    }
+    cases = {"--max-nodes 6 is above the 4 workers": ["--max-nodes", "6"]}
     for message, extra in cases.items():
         out = CliRunner().invoke(app, [*args, *extra])
         assert out.exit_code == 2, out.output
         errors = [line for line in out.output.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and message in errors[0], out.output
         assert not (tmp_path / "c" / "real").exists()
+
+
+@pytest.mark.executor
+def test_a_run_in_several_zones_moves_the_job_s_own_checkpoint_by_default(tmp_path):
+    """``--checkpoint-size-gb`` left out: ``run`` and ``compare`` move the job's own
+    checkpoint, as ``simulate`` does and the help says (they refused before), and record
+    it with the spec, so the simulation of the run moves the same size."""
+    pytest.importorskip("torch")
+    from elasim.examples import sim_vs_real_dir
+    from elasim.executor.config import RunConfig
+    from elasim.executor.run import _load_trace, _resolved
+    from elasim.profile import load_profile
+
+    (tmp_path / "zones.csv").write_text(ZONE_FILE)
+    config = RunConfig(spec=JobSpec(trace=str(tmp_path / "zones.csv"), policy="failover"))
+    resolved = _resolved(config, _load_trace(config.spec)).spec
+    measured = load_profile(sim_vs_real_dir() / "profile.json")  # the digits job's files
+    assert resolved.checkpoint_size_gb == pytest.approx(measured.checkpoint_size_bytes / 1e9)
+    assert resolved.as_inputs()["checkpoint_size_gb"] == resolved.checkpoint_size_gb
+    stated = dataclasses.replace(config, spec=config.spec.replace(checkpoint_size_gb=5.0))
+    assert _resolved(stated, _load_trace(stated.spec)).spec.checkpoint_size_gb == 5.0
