@@ -41,6 +41,7 @@ Rules a job must follow (they are what makes in-place rescaling correct):
 from __future__ import annotations
 
 import importlib
+import io
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,7 @@ __all__ = [
     "JobData",
     "JobLoadError",
     "TrainState",
+    "checkpoint_size_bytes",
     "default_collate",
     "load_elastic_job",
     "move_to_device",
@@ -261,3 +263,21 @@ def load_elastic_job(spec: str, options: Mapping[str, Any] | None = None) -> Ela
         if isinstance(job, ElasticJob):
             return job
     raise JobLoadError(f"{spec} is not an ElasticJob or a factory returning one")
+
+
+def checkpoint_size_bytes(job: ElasticJob) -> int:
+    """Bytes of one checkpoint of ``job`` (its :meth:`TrainState.state_dict`, saved).
+
+    Why before any worker starts: a move between zones transfers the job's checkpoint,
+    and the run prices that transfer up front (``--checkpoint-size-gb``'s default).
+    The optimizer steps once on zero gradients first, so that state it creates lazily
+    (Adam's moments) is counted, as in every checkpoint after the first step.
+    """
+    model = job.make_model()
+    optimizer = job.make_optimizer(model.parameters())
+    for parameter in model.parameters():
+        parameter.grad = torch.zeros_like(parameter)
+    optimizer.step()
+    buffer = io.BytesIO()
+    torch.save(TrainState(model, optimizer).state_dict(), buffer)
+    return buffer.getbuffer().nbytes

@@ -276,22 +276,30 @@ def _load_trace(spec: Any) -> Any:
 def _resolved(config: RunConfig, trace: Any) -> RunConfig:
     """The start offset checked, or drawn from the seed, as the simulator does it.
 
-    In several zones the offset lies within the shortest zone's trace, and a move's
-    checkpoint size must be stated: real workers' checkpoints are the job's own, and
-    the move's transfer is replayed as a pause of that size over ``--transfer-gbps``
-    (trace seconds, like every pause of the replay), between the stop of every worker
-    and their restart from the checkpoint in the new zone.
+    In several zones the offset lies within the shortest zone's trace, and a move
+    transfers the job's checkpoint (``--checkpoint-size-gb``, by default the size of
+    the job's own, :func:`~.api.checkpoint_size_bytes`, recorded with the spec so its
+    simulation moves the same size): the transfer is replayed as a pause of that size
+    over ``--transfer-gbps`` (trace seconds, like every pause of the replay), between
+    the stop of every worker and their restart from the checkpoint in the new zone.
     """
     from elasim.traces.model import start_offset_of
 
     spec = config.spec
     zones = getattr(trace, "kind", None) == "zones"
     offset = start_offset_of(trace.shortest() if zones else trace, spec.start_offset_s, spec.seed)
+    spec = spec.replace(start_offset_s=offset)
     if zones and spec.checkpoint_size_gb is None:
-        raise ValueError(
-            "--checkpoint-size-gb: a run in several zones needs the size a move transfers"
-        )
-    return replace(config, spec=spec.replace(start_offset_s=offset))
+        if config.script is not None:
+            raise ValueError(
+                "--checkpoint-size-gb: a script's checkpoint is its own; give the size a "
+                "move between zones transfers"
+            )
+        from .api import checkpoint_size_bytes, load_elastic_job
+
+        job = load_elastic_job(str(spec.job), dict(spec.job_options))
+        spec = spec.replace(checkpoint_size_gb=checkpoint_size_bytes(job) / 1e9)
+    return replace(config, spec=spec)
 
 
 def run_trace(

@@ -6,6 +6,7 @@ from 1 h to 2 h, zone ``b`` from 5 h on (each repeating every 10 h).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -125,6 +126,33 @@ def test_failover_moves_when_its_zone_runs_dry_and_pauses_for_the_transfer():
     assert result.completion_time_h < greedy.completion_time_h
 
 
+@pytest.mark.parametrize("mode", ["inplace", "restart"])
+def test_a_move_restarts_from_nothing_in_the_new_zone_at_the_profile_s_cold_start(mode):
+    """After the transfer, the job starts in zone b as a profile measured a start of two
+    workers from nothing (here 40 s and 42 s): the pause is the transfer, then that cold
+    start (plus rendezvous and load).  Before the fix the restart overlapped the
+    transfer: the killed zone's replacements were ready 42 s after the move, on arrival."""
+
+    job = load_job("resnet50_v100").with_nodes(2, 2)
+    table = ((1, (30.0,)), (2, (40.0, 42.0)))
+    rescale = dataclasses.replace(
+        job.rescale, boot_s=0.0, cold_start_s=30.0, cold_start_table=table
+    )
+    spec = JobSpec(rescale=mode, checkpoint_size_gb=90.0, transfer_gbps=8.0)  # 90 s
+    result = simulate(
+        spec,
+        SimConfig(max_sim_time_s=5 * 86400.0),
+        trace=two_zones(),
+        policy=make_policy("failover", {}),
+        job=dataclasses.replace(job, rescale=rescale),
+    )
+    assert dict(result.simulator)["moves"][0] == [H, "a", "b"]
+    resume = next(e for e in result.events if e.time_s > H and e.kind.value == "resume")
+    assert resume.time_s == pytest.approx(H + 90.0 + 42.0) and resume.nodes_after == 2
+    assert resume.pause.acquire_s == pytest.approx(42.0)
+    assert resume.pause.rendezvous_s > 0
+
+
 def test_cli_takes_several_traces_and_a_zone_column(tmp_path):
     header = "# on_demand_price_per_hour: 3.06\ntime_s,available,price_per_hour,zone\n"
     rows = "0,4,1.0,a\n3600,0,1.0,a\n7200,4,1.0,a\n0,4,1.5,b\n18000,0,1.5,b\n"
@@ -141,6 +169,25 @@ def test_cli_takes_several_traces_and_a_zone_column(tmp_path):
         assert math.isfinite(summary["cost_usd"])
     refused = runner.invoke(app, ["sweep", "-t", "a.csv", "-t", "b.csv"])
     assert refused.exit_code != 0
+
+
+def test_a_zone_file_s_errors_name_the_file_the_zone_and_the_line(tmp_path):
+    """Bad input in a zone-column file: one line naming the user's file (not a temporary
+    one, as when zones were split through temp files), the zone and the line; exit 2."""
+    header = "# on_demand_price_per_hour: 3.06\ntime_s,zone,available,price_per_hour\n"
+    cases = {
+        "0,a,4,1.0\n3600,a,0,1.0\n0,b,4,1.5\n": (":5: zone 'b' has one row", None),
+        "0,a,4,1.0\n3600,a,x,1.0\n0,b,4,1.5\n9,b,4,1.5\n": (":4:3: zone 'a': column", "'x'"),
+    }
+    runner = CliRunner()
+    for rows, (where, what) in cases.items():
+        file = tmp_path / "zones.csv"
+        file.write_text(header + rows)
+        out = runner.invoke(app, ["simulate", "-t", str(file), "-p", "failover"])
+        assert out.exit_code == 2, out.output
+        lines = out.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {file}{where}"), out.output
+        assert what is None or what in lines[0]
 
 
 def test_the_relaxed_trace_is_the_best_zone_at_every_moment():
@@ -358,13 +405,31 @@ def test_compare_in_two_zones_refuses_bad_input_in_one_line_before_running(tmp_p
     (tmp_path / "zones.csv").write_text(ZONE_FILE)
     args = ["compare", "-t", str(tmp_path / "zones.csv"), "-p", "failover", "--max-steps", "10"]
     args += ["--profile", str(sim_vs_real_dir() / "profile.json"), "--out", str(tmp_path / "c")]
-    cases = {
-        "--checkpoint-size-gb: a run in several zones needs": ["--max-nodes", "2"],
-        "--max-nodes 6 is above the 4 workers": ["--max-nodes", "6", "--checkpoint-size-gb", "5"],
-    }
+    cases = {"--max-nodes 6 is above the 4 workers": ["--max-nodes", "6"]}
     for message, extra in cases.items():
         out = CliRunner().invoke(app, [*args, *extra])
         assert out.exit_code == 2, out.output
         errors = [line for line in out.output.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and message in errors[0], out.output
         assert not (tmp_path / "c" / "real").exists()
+
+
+@pytest.mark.executor
+def test_a_run_in_several_zones_moves_the_job_s_own_checkpoint_by_default(tmp_path):
+    """``--checkpoint-size-gb`` left out: ``run`` and ``compare`` move the job's own
+    checkpoint, as ``simulate`` does and the help says (they refused before), and record
+    it with the spec, so the simulation of the run moves the same size."""
+    pytest.importorskip("torch")
+    from elasim.examples import sim_vs_real_dir
+    from elasim.executor.config import RunConfig
+    from elasim.executor.run import _load_trace, _resolved
+    from elasim.profile import load_profile
+
+    (tmp_path / "zones.csv").write_text(ZONE_FILE)
+    config = RunConfig(spec=JobSpec(trace=str(tmp_path / "zones.csv"), policy="failover"))
+    resolved = _resolved(config, _load_trace(config.spec)).spec
+    measured = load_profile(sim_vs_real_dir() / "profile.json")  # the digits job's files
+    assert resolved.checkpoint_size_gb == pytest.approx(measured.checkpoint_size_bytes / 1e9)
+    assert resolved.as_inputs()["checkpoint_size_gb"] == resolved.checkpoint_size_gb
+    stated = dataclasses.replace(config, spec=config.spec.replace(checkpoint_size_gb=5.0))
+    assert _resolved(stated, _load_trace(stated.spec)).spec.checkpoint_size_gb == 5.0

@@ -56,7 +56,7 @@ from .cells import (
 from .errors import TraceError
 from .model import METADATA_KEYS, CapacityTrace, JobTrace, TraceMetadata
 
-__all__ = ["CAPACITY_COLUMNS", "JOB_COLUMNS", "parse_trace_file"]
+__all__ = ["CAPACITY_COLUMNS", "JOB_COLUMNS", "parse_trace_file", "parse_trace_text"]
 
 #: Canonical capacity-trace columns (the last one optional), in the written order.
 CAPACITY_COLUMNS: tuple[str, ...] = ("time_s", "available", "price_per_hour")
@@ -261,7 +261,21 @@ def parse_trace_file(path: Path, display: str, expected: str | None) -> Capacity
     Raises:
         TraceError: anything wrong with the file, with ``path:line:column``.
     """
-    text = read_text(path, display)
+    return parse_trace_text(read_text(path, display), path.stem, display, expected)
+
+
+def parse_trace_text(
+    text: str, name: str, display: str, expected: str | None
+) -> CapacityTrace | JobTrace:
+    """Parse a trace file's text (:func:`parse_trace_file`), the trace named ``name``.
+
+    Why apart: one zone of a file with a zone column is that file's text with the
+    other zones' rows blanked (:mod:`.zones`), so its errors name the user's file
+    and its lines, as any trace's do.
+
+    Raises:
+        TraceError: anything wrong with the text, with ``display:line:column``.
+    """
     metas, header = _parse_preamble(iter_lines(text), display)
     if expected is not None and header.kind != expected:
         raise TraceError(
@@ -272,8 +286,8 @@ def parse_trace_file(path: Path, display: str, expected: str | None) -> Capacity
         )
     metadata, duration_meta = _parse_metadata(metas, header.kind, display)
     if header.kind == "capacity":
-        return _parse_capacity(text, header, metadata, duration_meta, path, display)
-    return _parse_jobs(text, header, metadata, path, display)
+        return _parse_capacity(text, header, metadata, duration_meta, name, display)
+    return _parse_jobs(text, header, metadata, name, display)
 
 
 # -- the data rows: one set of rules per column, read in bulk or cell by cell -----------
@@ -456,7 +470,7 @@ def _parse_capacity(
     header: _Header,
     metadata: TraceMetadata,
     duration_meta: _Meta | None,
-    path: Path,
+    name: str,
     display: str,
 ) -> CapacityTrace:
     columns, last_line = _read_columns(text, header, display)
@@ -464,7 +478,7 @@ def _parse_capacity(
     duration = _capacity_duration(duration_meta, times, last_line, display)
     try:
         return CapacityTrace(
-            name=path.stem,
+            name=name,
             time_s=times,
             available=columns["available"],
             price_per_hour=columns.get("price_per_hour"),
@@ -503,12 +517,12 @@ def _capacity_duration(
 
 
 def _parse_jobs(
-    text: str, header: _Header, metadata: TraceMetadata, path: Path, display: str
+    text: str, header: _Header, metadata: TraceMetadata, name: str, display: str
 ) -> JobTrace:
     columns, _ = _read_columns(text, header, display)
     try:
         return JobTrace(
-            name=path.stem,
+            name=name,
             submit_time_s=columns["submit_time_s"],
             duration_s=columns["duration_s"],
             num_gpus=columns["num_gpus"],

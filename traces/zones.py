@@ -12,16 +12,15 @@ reads a zone set by mistake.
 
 from __future__ import annotations
 
-import csv
-import io
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from .cells import CellError, iter_lines, read_text, split_csv_line
 from .errors import TraceError
 from .model import CapacityTrace, JobTrace, TraceMetadata
+from .reader import parse_trace_text
 
 __all__ = ["ZONE_COLUMN", "ZoneSet", "load_zones"]
 
@@ -106,11 +105,6 @@ def load_zones(names_or_paths: Sequence[str | Path]) -> CapacityTrace | JobTrace
     return ZoneSet(tuple(load_capacity_trace(name) for name in names_or_paths))
 
 
-def _header(lines: list[str]) -> int:
-    """Index of the header row (the first line that is not a ``#`` comment)."""
-    return next(i for i, line in enumerate(lines) if line.strip() and not line.startswith("#"))
-
-
 def _has_zone_column(path: Path) -> bool:
     with path.open(encoding="utf-8") as f:
         for line in f:
@@ -119,31 +113,67 @@ def _has_zone_column(path: Path) -> bool:
     return False
 
 
-def _split_zones(path: Path, shown: str) -> ZoneSet:
-    """A one-file zone set: each zone's rows as a file of its own, loaded as any trace."""
-    from .io import load_capacity_trace
+def _zone_lines(text: str, shown: str) -> tuple[int, int, dict[str, list[str]]]:
+    """The header's index, the zone column's, and each zone's lines (others' blank).
 
-    lines = path.read_text(encoding="utf-8").splitlines()
-    at = _header(lines)
-    meta = [line for line in lines[:at] if not line.startswith("# duration_s:")]
-    rows = list(csv.reader(lines[at:]))
-    header = [c.strip() for c in rows[0]]
-    column = header.index(ZONE_COLUMN)
-    kept = [c for i, c in enumerate(header) if i != column]
-    zones: dict[str, list[list[str]]] = {}
-    for row in rows[1:]:
-        if row:
-            zones.setdefault(row[column].strip(), []).append(
-                [c for i, c in enumerate(row) if i != column]
-            )
+    Each zone keeps every line where it was (other zones' rows and ``# duration_s``
+    blank, which the reader skips), less the zone column, so the reader's errors
+    name the user's file and its lines.
+    """
+    lines = [line for _, line in iter_lines(text)]
+    at = next(i for i, line in enumerate(lines) if line.strip() and not line.startswith("#"))
+    header = split_csv_line(lines[at])
+    column = [c.strip() for c in header].index(ZONE_COLUMN)
+    head = ["" if line.startswith("# duration_s:") else line for line in lines[:at]]
+    head.append(",".join(c for i, c in enumerate(header) if i != column))
+    zones: dict[str, list[str]] = {}
+    for number, line in enumerate(lines[at + 1 :], start=at + 2):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue  # the reader words these, in every zone
+        try:
+            cells = split_csv_line(line)
+        except CellError as exc:
+            raise TraceError(str(exc), shown, number) from None
+        zone = cells[column].strip() if len(cells) > column else ""
+        if not zone:
+            raise TraceError(f"no zone in column {column + 1} ({ZONE_COLUMN})", shown, number)
+        rows = zones.setdefault(zone, [*head, *[""] * (len(lines) - at - 1)])
+        rows[number - 1] = ",".join(c for i, c in enumerate(cells) if i != column)
+    return at, column, zones
+
+
+def _split_zones(path: Path, shown: str) -> ZoneSet:
+    """A one-file zone set: each zone's rows read as a trace of its own.
+
+    Every error names the user's file, the zone, and the line (and column) in that
+    file: a zone is the file's text with the other zones' rows blanked.
+    """
+    text = read_text(path, shown)
+    try:
+        at, column, zones = _zone_lines(text, shown)
+    except (StopIteration, ValueError) as exc:
+        if isinstance(exc, TraceError):
+            raise
+        raise TraceError(f"no header with a {ZONE_COLUMN!r} column", shown) from None
     if len(zones) < 2:
         raise TraceError(f"a zone column needs two or more zones, got {list(zones)}", shown)
     traces = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for zone, zone_rows in zones.items():
-            out = io.StringIO()
-            csv.writer(out, lineterminator="\n").writerows([kept, *zone_rows])
-            file = Path(tmp) / f"{zone}.csv"
-            file.write_text("\n".join(meta) + ("\n" if meta else "") + out.getvalue())
-            traces.append(load_capacity_trace(file))
+    for zone, lines in zones.items():
+        rows = [n for n, line in enumerate(lines[at + 1 :], start=at + 2) if line]
+        if len(rows) == 1:  # the file's '# duration_s' is every zone's, so not the fix
+            raise TraceError(
+                f"zone {zone!r} has one row; each zone needs two or more (a zone's trace "
+                "ends a median gap after its last row)",
+                shown,
+                rows[0],
+            )
+        try:
+            trace = parse_trace_text("\n".join(lines) + "\n", zone, shown, "capacity")
+        except TraceError as exc:
+            col = exc.column
+            if isinstance(col, int) and col > column:
+                col += 1  # the zone column, removed from the zone's text
+            raise TraceError(f"zone {zone!r}: {exc.message}", exc.path, exc.line, col) from None
+        assert isinstance(trace, CapacityTrace)
+        traces.append(trace)
     return ZoneSet(tuple(traces))

@@ -157,9 +157,10 @@ def compare(
 
     Two runs that are not runs of the same job (spec, time scale, work) are refused
     in one line, unless ``--force``.  A job in several zones (``--trace`` repeated, or
-    a file with a zone column, and ``--checkpoint-size-gb``) is run and simulated
-    moving between them; each move is matched with the simulated one between the
-    same zones (``move a->b``, its pause the checkpoint's transfer).
+    a file with a zone column; ``--checkpoint-size-gb``, by default the job's own
+    checkpoint) is run and simulated moving between them; each move is matched with
+    the simulated one between the same zones (``move a->b``, its pause the
+    checkpoint's transfer).
     """
     from elasim.compare import compare_runs
 

@@ -73,17 +73,15 @@ class FluidJob:
         self._good = tuple(t * e for t, e in zip(self._thr, self._eff, strict=True))
         self._step_s = (0.0,) + tuple(job.step_time_s(n) for n in range(1, self.max_nodes + 1))
         cost = checkpoint_cost_s
-        self.ckpt_cost_s = job.checkpoint.write_s if cost is None else cost
+        self.ckpt_cost_s: float = job.checkpoint.write_s if cost is None else cost
         self._ckpt_pause = PauseComponents(state_s=self.ckpt_cost_s)  # every write's pause
         self.books = Accounting()
         self._sm = JobStateMachine()
         #: whether the group trains now (an attribute, not a property: the loop reads
         #: it several times a turn); kept in step with the state by :meth:`_to`
         self.training = False
-        self.now = 0.0
-        self._last_s = 0.0
-        # the model is its own meter and estimates (elasim.jobmodel.actuator's roles)
-        self.meter = self.estimates = self
+        self.now = self._last_s = 0.0
+        self.meter = self.estimates = self  # the model is its own (the actuator's roles)
         # holdings: nodes paid for; group: nodes training; booting: [ready, spot, od, asked]
         self.spot_held = self.od_held = self.group_spot = self.group_od = 0
         self.booting: list[list[float]] = []
@@ -94,9 +92,8 @@ class FluidJob:
         self.pause_ckpt_until_s = -math.inf  # part of a pause that is a checkpoint write
         self.pause_start_s = 0.0  # when the current re-formation began
         self._pause_from_nodes = 0  # the group that trained before it
-        self.started = False
-        self.running_since_s = 0.0
-        self.progress_samples = 0.0
+        self.started = self._moved = False  # _moved: see moved()
+        self.running_since_s = self.progress_samples = 0.0
         self.durable = DurableProgress()
         self._next_due_s = -math.inf  # when settle/admit next have work (-inf: now)
         self._out: list[EventRecord] = []
@@ -370,6 +367,10 @@ class FluidJob:
             self.od_held += add_od
         return self._take()
 
+    def moved(self, now_s: float) -> None:
+        """Arrived in another zone: a restart there, every node cold (old starts void)."""
+        self.now, self._moved, self._cold_until, self._starting = now_s, True, [], []
+
     def _release(self, is_spot: bool, want: int) -> bool:
         """Release nodes of one market down to ``want``: booting first, then members."""
         index = 1 if is_spot else 2
@@ -400,13 +401,18 @@ class FluidJob:
 
         Without cold starts (every preset) all of them are ready after ``boot_s``.
         With them (measured profiles), a slot whose process was killed joins only when
-        its replacement has started, so joins come one by one, as in the executor.
+        its replacement has started, so joins come one by one, as in the executor;
+        after a zone move (:meth:`moved`) every node starts cold, together.
         """
         now, boot_s = self.now, self.job.rescale.boot_s
+        warm = self.max_nodes - self.spot_held - self.od_held
+        if self._moved:  # no slot of the new zone has a process: all start together
+            self._moved, warm = False, 0
+            self._cold_start(spot + od, 0)
         self._cold_until = sorted(t for t in self._cold_until if t > now)
         if not self._cold_until:
             return [(now + boot_s, spot, od)]
-        warm = self.max_nodes - self.spot_held - self.od_held - len(self._cold_until)
+        warm -= len(self._cold_until)
         times: dict[float, list[int]] = {}
         for index in range(spot + od):
             if warm > 0:
@@ -579,8 +585,7 @@ class FluidJob:
             return False
         self.progress_samples, write_start_s = done
         if write_start_s is not None:
-            pause = self._ckpt_pause
-            self._event(EventKind.CHECKPOINT, nodes, nodes, pause, time_s=write_start_s)
+            self._event(EventKind.CHECKPOINT, nodes, nodes, self._ckpt_pause, time_s=write_start_s)
         return True
 
     def _stop_all(self, before: int, failure: bool) -> None:

@@ -173,6 +173,9 @@ class ZonedJobLoop(JobLoop):
                 self._took(events)
             return self._last_s if self._last_s > now_s else now_s
         self._arrive_s = None  # arrived: the policy is asked again, here
+        moved = getattr(self.actuator, "moved", None)  # the model's (real workers restart)
+        if moved is not None:
+            moved(now_s)
         self.arrivals_s.append(now_s)
         self.decision_due = True
         return now_s
