@@ -285,19 +285,16 @@ class ClusterJob:
         if self.gpus:
             self.held_s += dt
 
-    def hold(self, dt: float, running: bool) -> None:
-        """:meth:`occupy`, booked as training (at the batch choice's rate) or rescaling."""
+    def hold(self, dt: float) -> None:
+        """:meth:`occupy`, booked as rescaling (a pause holds the GPUs, nothing trains).
+
+        Training time is booked by the training itself (the simulator's
+        ``ModelTraining._train``), with its durability, in one step.
+        """
         if dt <= 0:
             return
-        self.attained_gpu_s += dt * self.gpus  # occupy(dt), inline: at every epoch
-        if self.gpus:
-            self.held_s += dt
-        if running:
-            self.books.running_s += dt
-            if self.choice is not None:
-                self.books.raw_samples += self.choice.throughput * dt
-        else:
-            self.books.rescale_s += dt
+        self.occupy(dt)
+        self.books.rescale_s += dt
 
     def finish(self, t: float) -> None:
         """The job reached its target at ``t``: its last event, and its GPUs go."""
