@@ -188,7 +188,7 @@ class ClusterJob:
         that waits for GPUs looks the same at every decision, and on an overloaded
         cluster (thousands of waiting jobs) building those views was half the run.
         """
-        choice = self.choice
+        choice, fit, view = self.choice, self.fit, self._view
         key = (
             self.placement,
             choice.batch_size if choice is not None else self.batch_target,  # batch_size
@@ -198,13 +198,14 @@ class ClusterJob:
             self.epoch,
             self.restarts,
             self.peak_gpus,
-            self.fit and self.fit.model(),
+            fit and fit.model(),
         )
-        if self._view is not None and key == self._view_key:
-            return self._view
-        app = self.speed_app()
-        if self._speed is None or self._speed._epoch != self.epoch or self._speed._app is not app:
-            self._speed = JobSpeedModel.of(app, self.epoch, self.gpus_per_node)
+        if view is not None and key == self._view_key:
+            return view
+        app = self.app if fit is None else self.speed_app()
+        speed = self._speed
+        if speed is None or speed._epoch != self.epoch or speed._app is not app:
+            speed = self._speed = JobSpeedModel.of(app, self.epoch, self.gpus_per_node)
         self._view_key = key
         done = self.progress / app.target_progress
         left = app.target_progress - self.progress
@@ -218,9 +219,9 @@ class ClusterJob:
             "epoch": self.epoch,
             "restarts": 0 if 0 > self.restarts else self.restarts,
             "peak_gpus": self.peak_gpus,
-            "speed": self._speed,
+            "speed": speed,
         }
-        if self._view is None:
+        if view is None:
             self._view = ClusterJobView(
                 name=self.name,
                 application=app.name,
@@ -231,7 +232,7 @@ class ClusterJob:
                 **state,
             )
         else:
-            self._view = _replaced(self._view, state)
+            self._view = _replaced(view, state)
         return self._view
 
     # -- time -----------------------------------------------------------------------------

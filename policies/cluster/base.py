@@ -37,6 +37,7 @@ __all__ = [
 #: GPUs per node a job holds: ``((node index, gpus), ...)``, sorted by node, gpus > 0.
 Placement = tuple[tuple[int, int], ...]
 _gpus_of = itemgetter(1)  # a placement cell's GPUs (``sum(map(...))`` runs in C)
+_first = itemgetter(0)  # a pair's key
 
 
 def placement_gpus(placement: Placement) -> int:
@@ -259,7 +260,12 @@ class ClusterDecision:
         wake_after_s: float | None = None,
     ) -> ClusterDecision:
         """Build a decision from mappings, in a canonical (sorted) order."""
-        allocs = tuple(sorted((k, _sorted_cells(v)) for k, v in allocations.items() if v))
+        # by name alone (names are unique), and a one-cell tuple is sorted already
+        allocs = tuple(
+            (k, v if type(v) is tuple and len(v) == 1 else _sorted_cells(v))
+            for k, v in sorted(allocations.items(), key=_first)
+            if v
+        )
         batches = tuple(sorted((batch_sizes or {}).items()))
         return cls(allocs, batches, wake_after_s)
 
