@@ -31,31 +31,33 @@ class JobEvents:
             workers change without the loop, so their due is asked every time).
     """
 
-    __slots__ = ("heap", "_due", "_queued", "_remember", "_seq")
+    __slots__ = ("heap", "known", "_queued", "_remember", "_seq")
 
     def __init__(self, remember: bool = True) -> None:
         self.heap: list[tuple[float, int, ClusterJob]] = []  # (due, seq, job)
         self._seq = 0
         self._queued: dict[str, float] = {}  # the due time last pushed, per job
-        self._due: dict[str, float] = {}  # the job's next_due_s, while it has not changed
+        #: each job's next_due_s while it has not changed since it was pushed (or since
+        #: the loop, which advanced it, wrote it here); never kept for jobs that poll
+        self.known: dict[str, float] = {}
         self._remember = remember
 
     def stale(self, job: ClusterJob, due: float) -> bool:
         """Whether a queued event no longer is the job's (it finished or changed since)."""
         if job.finish_s is not None:
             return True
-        now_due = self._due.get(job.name)
+        now_due = self.known.get(job.name)
         if now_due is None:
             now_due = job.training.next_due_s(job)
         return abs(now_due - due) > _EPS * max(1.0, abs(due))
 
     def forget(self, name: str) -> None:
         """The job changed without a push: its due is asked of it again."""
-        self._due.pop(name, None)
+        self.known.pop(name, None)
 
     def forget_all(self) -> None:
         """Every job may change without a push (a decision brings them to the present)."""
-        self._due.clear()
+        self.known.clear()
 
     def top_due(self) -> float:
         """When the earliest queued job event is due (inf: none); stale ones are dropped."""
@@ -74,7 +76,7 @@ class JobEvents:
             due = job.training.next_due_s(job)
         name = job.name
         if self._remember:
-            self._due[name] = due
+            self.known[name] = due
         queued = self._queued
         if due < math.inf and due != queued.get(name):
             queued[name] = due

@@ -431,11 +431,14 @@ class ClusterLoop:
         :meth:`_movers`); the others' views are those kept from before.
         """
         movers = self._movers()
-        self._events.forget_all()  # they move: the decision pushes each again
+        self._events.forget_all()  # they move: each one's due is the one it now says
+        known = {} if self._polls else self._events.known  # a polling job's is asked
         for job in movers:
-            job.training.advance(job, now_s)
+            due = job.training.advance(job, now_s)
             if job.finish_s is not None:
                 self._complete(job)
+            elif due is not None:
+                known[job.name] = due
         by_name = self._by_name
         if self._polls:
             for name in self._dirty.union(self._holding):
@@ -495,7 +498,7 @@ class ClusterLoop:
         self.wake_at_s = math.inf if wake is None else now_s + max(wake, MIN_WAKE_S)
         allocations = decision.allocation_map()
         batches = decision.batch_map()
-        holding, push = self._holding, self._events.push
+        holding, push, known = self._holding, self._events.push, self._events.known
         for job in self._named(allocations, batches):
             name = job.name
             if name not in holding:
@@ -509,8 +512,8 @@ class ClusterLoop:
                 if (job.placement, job.batch_size) != before:
                     self._timeline(now_s, job)
             elif name in holding and job.batch_target == target:
-                push(job)  # it keeps its GPUs and batch: the sets above stay
-                continue
+                push(job, known.get(name))  # unchanged since observe(), which knew its due
+                continue  # it keeps its GPUs and batch: the sets above stay
             push(job)
             self._track(job)
         self._log(now_s, len(obs.jobs), decision)

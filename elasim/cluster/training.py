@@ -103,7 +103,9 @@ class ModelTraining:
     def advance(self, job: ClusterJob, t: float) -> float | None:
         """Integrate up to ``t``: pause ends, epochs, checkpoints and completion, each at its time.
 
-        Returns the next :meth:`next_due_s` where it worked that out (else None).
+        Returns the next :meth:`next_due_s` where it worked that out (else None): always
+        when ``t`` falls within an epoch, which is where the loop brings every job that
+        holds GPUs at every decision.
 
         Less than ``_EPS`` before ``t`` there is no time left to integrate, but an
         event due by then (a pause end, an epoch boundary a rounding error away) is
@@ -154,7 +156,10 @@ class ModelTraining:
             if within:
                 job.progress += rate * dt
                 job.last_s = t
-                return
+                if boot is not None or job.schedule is not None:
+                    return self.next_due_s(job)
+                left = boundary - job.progress  # next_due_s(job), the same operations
+                return t + (0.0 if 0.0 > left else left) / rate
             job.last_s = last_s + need_s
             job.progress = boundary
             job.epoch += 1
