@@ -359,14 +359,16 @@ class ClusterLoop:
         """
         events = self._events
         heap = events.heap
-        limit_s = now_s + _EPS * max(1.0, abs(now_s))
+        scale = now_s if now_s > 0.0 else -now_s  # max(1.0, abs(now_s)), without the calls
+        limit_s = now_s + _EPS * (scale if scale > 1.0 else 1.0)
         while heap and heap[0][0] <= limit_s:
             due, _, job = heappop(heap)
             events.popped(job.name, due)
             if not top_checked and events.stale(job, due):
                 continue
             top_checked = False
-            nxt = job.training.advance(job, max(due, job.last_s))
+            last_s = job.last_s
+            nxt = job.training.advance(job, last_s if last_s > due else due)  # max(due, last_s)
             if job.finish_s is None:
                 events.push(job, nxt)
             else:
@@ -432,15 +434,12 @@ class ClusterLoop:
         """
         movers = self._movers()
         self._events.forget_all()  # they move: each one's due is the one it now says
-        known = {} if self._polls else self._events.known  # a polling job's is asked
-        for job in movers:
-            due = job.training.advance(job, now_s)
-            if job.finish_s is not None:
-                self._complete(job)
-            elif due is not None:
-                known[job.name] = due
         by_name = self._by_name
-        if self._polls:
+        if self._polls:  # every active job moves, and a polling job's due is asked of it
+            for job in movers:
+                job.advance(now_s)
+                if job.done:
+                    self._complete(job)
             for name in self._dirty.union(self._holding):
                 self._set_view(name, by_name[name].view())
             for job in movers:
@@ -448,13 +447,19 @@ class ClusterLoop:
                     self._set_view(job.name, job.view())
             held = tuple(self._view_of(job.name) for job in self._held)
         else:
-            # the movers still active are the jobs that hold GPUs, in arrival order
-            views, rank, keep = [], self._rank, self._views.set
+            # the movers are the jobs that hold GPUs, in arrival order: each is brought to
+            # now (its due is what its advance says) and, unless it finished, viewed
+            views, rank, keep, known = [], self._rank, self._views.set, self._events.known
             for job in movers:
-                if job.finish_s is None:
-                    view = job.view()
-                    keep(rank[job.name], job.name, view)
-                    views.append(view)
+                due = job.training.advance(job, now_s)
+                if job.finish_s is not None:
+                    self._complete(job)
+                    continue
+                if due is not None:
+                    known[job.name] = due
+                view = job.view()
+                keep(rank[job.name], job.name, view)
+                views.append(view)
             for name in self._dirty.difference(self._holding):
                 self._set_view(name, by_name[name].view())
             held = tuple(views)
