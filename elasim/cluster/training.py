@@ -168,7 +168,8 @@ class ModelTraining:
                 job.finish(job.last_s)
                 return
             job.configure()
-            self._measure(job)
+            if job.fit is not None:  # only a fitted job measures (no call per epoch else)
+                self._measure(job)
 
     def _hold_pause(self, job: ClusterJob, t: float, state: JobState) -> None:
         """A re-formation's pause or a periodic write, up to ``t`` or its end."""
