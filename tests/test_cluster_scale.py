@@ -72,6 +72,13 @@ class _Checked:
         assert obs.jobs == fresh
         assert obs.held == tuple(view for view in fresh if view.placement)
         assert obs.holding is obs.held
+        # the loop's own bookkeeping: the holding jobs kept in arrival order, and each
+        # due it remembers (instead of asking the job again) the one the job says now
+        assert [job.name for job in self.loop._held] == [view.name for view in obs.held]
+        known = self.loop._events.known
+        for job in self.loop.active:
+            if job.name in known:
+                assert known[job.name] == job.training.next_due_s(job), job.name
         self.checked += 1
         self.waiting_seen += sum(1 for view in fresh if not view.placement)
         return self.inner.decide(obs)
