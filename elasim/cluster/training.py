@@ -103,9 +103,8 @@ class ModelTraining:
     def advance(self, job: ClusterJob, t: float) -> float | None:
         """Integrate up to ``t``: pause ends, epochs, checkpoints and completion, each at its time.
 
-        Returns the next :meth:`next_due_s` where it worked that out (else None): always
-        when ``t`` falls within an epoch, which is where the loop brings every job that
-        holds GPUs at every decision.
+        Returns the next :meth:`next_due_s` where it worked that out (else None), always
+        when ``t`` falls within an epoch (where a decision brings each running job).
 
         Less than ``_EPS`` before ``t`` there is no time left to integrate, but an
         event due by then (a pause end, an epoch boundary a rounding error away) is
@@ -144,15 +143,7 @@ class ModelTraining:
                     return
             within = last_s + need_s > t + _EPS  # t comes before the epoch ends
             dt = t - last_s if within else need_s
-            if dt > 0:  # self._train(job, dt), inline: the hot path of every run
-                self.durable.ran(dt)
-                gpus = job.gpus
-                job.attained_gpu_s += dt * gpus
-                if gpus:
-                    job.held_s += dt
-                books = job.books
-                books.running_s += dt
-                books.raw_samples += choice.throughput * dt
+            self._train(job, dt)  # one call for either case, which books it all itself
             if within:
                 job.progress += rate * dt
                 job.last_s = t
@@ -168,8 +159,7 @@ class ModelTraining:
                 job.finish(job.last_s)
                 return
             job.configure()
-            if job.fit is not None:  # only a fitted job measures (no call per epoch else)
-                self._measure(job)
+            self._measure(job)
 
     def _hold_pause(self, job: ClusterJob, t: float, state: JobState) -> None:
         """A re-formation's pause or a periodic write, up to ``t`` or its end."""
