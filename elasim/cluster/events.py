@@ -66,8 +66,7 @@ class JobEvents:
             due, _, job = heap[0]
             if not self.stale(job, due):
                 return due
-            heapq.heappop(heap)  # the job changed since
-            self.popped(job.name, due)
+            self.pop()  # the job changed since
         return math.inf
 
     def push(self, job: ClusterJob, due: float | None = None) -> None:
@@ -83,8 +82,10 @@ class JobEvents:
             self._seq += 1
             heapq.heappush(self.heap, (due, self._seq, job))
 
-    def popped(self, name: str, due: float) -> None:
-        """An entry was taken off the heap: a push of the same due queues it again."""
+    def pop(self) -> tuple[float, ClusterJob]:
+        """Take the earliest entry off the heap (a push of the same due queues it again)."""
+        due, _, job = heapq.heappop(self.heap)
         queued = self._queued
-        if queued.get(name) == due:
-            del queued[name]
+        if queued.get(job.name) == due:
+            del queued[job.name]
+        return due, job

@@ -264,7 +264,8 @@ class ClusterJob:
             self._shape = tuple(g for _, g in placement)
             self._choices = self.app.epoch_choices(self._shape, self.batch_target)
         row = self._choices
-        epoch = min(self.epoch, len(row) - 1)
+        last = len(row) - 1
+        epoch = last if last < self.epoch else self.epoch  # min(self.epoch, last)
         choice = row[epoch]
         if choice is None:
             choice = row[epoch] = self.app.choose(self._shape, self.batch_target, epoch)

@@ -32,7 +32,6 @@ import dataclasses
 import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Sequence
-from heapq import heappop
 from typing import Any
 
 from elasim.jobmodel import CHECKPOINT_OFF, RescaleMode, pause_for
@@ -228,6 +227,7 @@ class ClusterLoop:
         arrival, capacity change and wake-up, the active jobs) read again only after a
         decision, and the event a turn is for checked once, not twice.
         """
+        top_due, due_jobs = self._events.top_due, self._due_jobs
         while not self.stalled:
             other_s = self._next_other_s()
             wake_s = self.wake_at_s - _EPS
@@ -235,7 +235,7 @@ class ClusterLoop:
             pending = self._next_arrival < len(self.jobs)
             arrival_s = self.jobs[self._next_arrival].spec.arrival_s if pending else math.inf
             while True:
-                due = self._events.top_due()
+                due = top_due()
                 nxt = due if due < other_s else other_s
                 if not (
                     nxt <= until_s
@@ -246,7 +246,7 @@ class ClusterLoop:
                     return nxt  # a turn the shell makes (or past until_s)
                 self.turns += 1
                 self.now_s = nxt
-                self._due_jobs(nxt, top_checked=True)
+                due_jobs(nxt, True)  # the event top_due() found is current
                 if self.decision_due:
                     self._decide(nxt)
                     break  # the wake-up and the active jobs may have changed
@@ -358,12 +358,11 @@ class ClusterLoop:
         just checked it), so it is not checked again.
         """
         events = self._events
-        heap = events.heap
+        heap, pop = events.heap, events.pop
         scale = now_s if now_s > 0.0 else -now_s  # max(1.0, abs(now_s)), without the calls
         limit_s = now_s + _EPS * (scale if scale > 1.0 else 1.0)
         while heap and heap[0][0] <= limit_s:
-            due, _, job = heappop(heap)
-            events.popped(job.name, due)
+            due, job = pop()
             if not top_checked and events.stale(job, due):
                 continue
             top_checked = False
