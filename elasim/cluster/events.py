@@ -49,7 +49,8 @@ class JobEvents:
         now_due = self.known.get(job.name)
         if now_due is None:
             now_due = job.training.next_due_s(job)
-        return abs(now_due - due) > _EPS * max(1.0, abs(due))
+        scale = due if due > 0.0 else -due  # max(1.0, abs(due)), without the calls
+        return abs(now_due - due) > _EPS * (scale if scale > 1.0 else 1.0)
 
     def forget(self, name: str) -> None:
         """The job changed without a push: its due is asked of it again."""
