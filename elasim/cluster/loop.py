@@ -454,10 +454,11 @@ class ClusterLoop:
                 if job.finish_s is not None:
                     self._complete(job)
                     continue
+                name = job.name
                 if due is not None:
-                    known[job.name] = due
+                    known[name] = due
                 view = job.view()
-                keep(rank[job.name], job.name, view)
+                keep(rank[name], name, view)
                 views.append(view)
             for name in self._dirty.difference(self._holding):
                 self._set_view(name, by_name[name].view())

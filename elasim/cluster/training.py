@@ -151,15 +151,15 @@ class ModelTraining:
                     return self.next_due_s(job)
                 left = boundary - job.progress  # next_due_s(job), the same operations
                 return t + (0.0 if 0.0 > left else left) / rate
-            job.last_s = last_s + need_s
-            job.progress = boundary
+            job.last_s, job.progress = last_s + need_s, boundary
             job.epoch += 1
             if job.epoch >= job.app.max_epochs:
                 sm.to(JobState.DONE)
                 job.finish(job.last_s)
                 return
             job.configure()
-            self._measure(job)
+            if job.fit is not None:  # only a fitted job measures: no call per epoch else
+                self._measure(job)
 
     def _hold_pause(self, job: ClusterJob, t: float, state: JobState) -> None:
         """A re-formation's pause or a periodic write, up to ``t`` or its end."""
