@@ -72,6 +72,13 @@ class _Checked:
         assert obs.jobs == fresh
         assert obs.held == tuple(view for view in fresh if view.placement)
         assert obs.holding is obs.held
+        # the loop's own bookkeeping: the holding jobs kept in arrival order, and each
+        # due it remembers (instead of asking the job again) the one the job says now
+        assert [job.name for job in self.loop._held] == [view.name for view in obs.held]
+        known = self.loop._events.known
+        for job in self.loop.active:
+            if job.name in known:
+                assert known[job.name] == job.training.next_due_s(job), job.name
         self.checked += 1
         self.waiting_seen += sum(1 for view in fresh if not view.placement)
         return self.inner.decide(obs)
@@ -262,3 +269,21 @@ def test_a_policy_with_its_kept_tables_answers_as_a_fresh_one(policy: str) -> No
     loop.policy.decide = both  # type: ignore[method-assign]
     loop.run_to_end(horizon_s=40_000.0)
     assert len(seen) > 50 and all(seen)
+
+
+def test_a_decision_sorts_cells_and_keeps_a_sorted_placement_itself() -> None:
+    # ClusterDecision.of remembers the placement tuples it found sorted (by id): one
+    # seen sorted is returned itself again, an unsorted one (or one with a list cell,
+    # which could change) is always sorted into a new tuple
+    kept = ((1, 2), (3, 1), (7, 4))
+    for _ in range(2):
+        decision = ClusterDecision.of({"a": kept, "b": ((5, 1), (2, 2)), "c": [(4, 1), (0, 1)]})
+        assert decision.allocations[0][1] is kept
+        assert decision.allocations[1:] == (("b", ((2, 2), (5, 1))), ("c", ((0, 1), (4, 1))))
+    cells = [[2, 1], [0, 1]]
+    mutable = tuple(cells)
+    assert ClusterDecision.of({"a": mutable}).allocations == (("a", ([0, 1], [2, 1])),)
+    cells[1][0] = 3  # now sorted as it stands: returned itself
+    assert ClusterDecision.of({"a": mutable}).allocations[0][1] is mutable
+    cells[1][0] = 0  # unsorted again: a list cell is never remembered sorted
+    assert ClusterDecision.of({"a": mutable}).allocations == (("a", ([0, 1], [2, 1])),)

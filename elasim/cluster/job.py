@@ -44,19 +44,7 @@ _PAUSE = EventKind.PAUSE
 _PREEMPT = EventKind.PREEMPT
 
 
-def _replaced(view: ClusterJobView, changes: dict[str, Any]) -> ClusterJobView:
-    """``dataclasses.replace(view, **changes)``, without the dataclass's ``__init__``.
-
-    Why: a running job's view changes at every decision (7 million views on the full
-    Philly trace at 1,024 GPUs), and a frozen dataclass's ``__init__`` sets its 16
-    fields one ``object.__setattr__`` at a time (2 us, against 0.3 us for the copy,
-    which a test checks equals the constructor's: the view has no ``__post_init__``).
-    """
-    new = object.__new__(ClusterJobView)
-    fields = new.__dict__
-    fields.update(view.__dict__)
-    fields.update(changes)
-    return new
+_new = object.__new__  # a view without the dataclass's ``__init__`` (see ClusterJob.view)
 
 
 class Training(Protocol):
@@ -188,7 +176,7 @@ class ClusterJob:
         that waits for GPUs looks the same at every decision, and on an overloaded
         cluster (thousands of waiting jobs) building those views was half the run.
         """
-        choice = self.choice
+        choice, fit, view = self.choice, self.fit, self._view
         key = (
             self.placement,
             choice.batch_size if choice is not None else self.batch_target,  # batch_size
@@ -198,41 +186,59 @@ class ClusterJob:
             self.epoch,
             self.restarts,
             self.peak_gpus,
-            self.fit and self.fit.model(),
+            fit and fit.model(),
         )
-        if self._view is not None and key == self._view_key:
-            return self._view
-        app = self.speed_app()
-        if self._speed is None or self._speed._epoch != self.epoch or self._speed._app is not app:
-            self._speed = JobSpeedModel.of(app, self.epoch, self.gpus_per_node)
+        if view is not None and key == self._view_key:
+            return view
+        app = self.app if fit is None else self.speed_app()
+        speed = self._speed
+        if speed is None or speed._epoch != self.epoch or speed._app is not app:
+            speed = self._speed = JobSpeedModel.of(app, self.epoch, self.gpus_per_node)
         self._view_key = key
+        if view is None:
+            view = self._blank_view(app)
         done = self.progress / app.target_progress
         left = app.target_progress - self.progress
-        state = {  # min(done, 1.0), max(left, 0.0) and max(restarts, 0), without the calls
-            "placement": self.placement,
-            "batch_size": key[1] or self.spec.requested_batch_size,
-            "attained_gpu_s": self.attained_gpu_s,
-            "running_s": self.held_s,
-            "progress": 1.0 if 1.0 < done else done,
-            "remaining": 0.0 if 0.0 > left else left,
-            "epoch": self.epoch,
-            "restarts": 0 if 0 > self.restarts else self.restarts,
-            "peak_gpus": self.peak_gpus,
-            "speed": self._speed,
-        }
-        if self._view is None:
-            self._view = ClusterJobView(
-                name=self.name,
-                application=app.name,
-                arrival_s=self.spec.arrival_s,
-                requested_gpus=self.spec.requested_gpus,
-                requested_batch_size=self.spec.requested_batch_size,
-                max_gpus=app.max_gpus(),
-                **state,
-            )
-        else:
-            self._view = _replaced(self._view, state)
-        return self._view
+        # dataclasses.replace(view, ...) without the dataclass's __init__, which sets 16
+        # fields one object.__setattr__ at a time (a test checks the copy equals it); the
+        # changes are stored one by one, not through a dict of them (0.6 us a view, and a
+        # running job's view changes at every decision: 9 million on the full Philly
+        # trace at 1,024 GPUs); min(done, 1.0), max(left, 0.0), max(restarts, 0) inline
+        new = _new(ClusterJobView)
+        fields = new.__dict__
+        fields.update(view.__dict__)
+        fields["placement"] = self.placement
+        fields["batch_size"] = key[1] or self.spec.requested_batch_size
+        fields["attained_gpu_s"] = self.attained_gpu_s
+        fields["running_s"] = self.held_s
+        fields["progress"] = 1.0 if 1.0 < done else done
+        fields["remaining"] = 0.0 if 0.0 > left else left
+        fields["epoch"] = self.epoch
+        fields["restarts"] = 0 if 0 > self.restarts else self.restarts
+        fields["peak_gpus"] = self.peak_gpus
+        fields["speed"] = speed
+        self._view = new
+        return new
+
+    def _blank_view(self, app: Application) -> ClusterJobView:
+        """The fields of the job's views that never change; :meth:`view` sets the others."""
+        spec = self.spec
+        return ClusterJobView(
+            name=self.name,
+            application=app.name,
+            arrival_s=spec.arrival_s,
+            requested_gpus=spec.requested_gpus,
+            requested_batch_size=spec.requested_batch_size,
+            max_gpus=app.max_gpus(),
+            placement=(),
+            batch_size=0,
+            attained_gpu_s=0.0,
+            running_s=0.0,
+            progress=0.0,
+            remaining=0.0,
+            epoch=0,
+            restarts=0,
+        )
 
     # -- time -----------------------------------------------------------------------------
 
@@ -258,7 +264,8 @@ class ClusterJob:
             self._shape = tuple(g for _, g in placement)
             self._choices = self.app.epoch_choices(self._shape, self.batch_target)
         row = self._choices
-        epoch = min(self.epoch, len(row) - 1)
+        last = len(row) - 1
+        epoch = last if last < self.epoch else self.epoch  # min(self.epoch, last)
         choice = row[epoch]
         if choice is None:
             choice = row[epoch] = self.app.choose(self._shape, self.batch_target, epoch)
@@ -285,19 +292,16 @@ class ClusterJob:
         if self.gpus:
             self.held_s += dt
 
-    def hold(self, dt: float, running: bool) -> None:
-        """:meth:`occupy`, booked as training (at the batch choice's rate) or rescaling."""
+    def hold(self, dt: float) -> None:
+        """:meth:`occupy`, booked as rescaling (a pause holds the GPUs, nothing trains).
+
+        Training time is booked by the training itself (the simulator's
+        ``ModelTraining._train``), with its durability, in one step.
+        """
         if dt <= 0:
             return
-        self.attained_gpu_s += dt * self.gpus  # occupy(dt), inline: at every epoch
-        if self.gpus:
-            self.held_s += dt
-        if running:
-            self.books.running_s += dt
-            if self.choice is not None:
-                self.books.raw_samples += self.choice.throughput * dt
-        else:
-            self.books.rescale_s += dt
+        self.occupy(dt)
+        self.books.rescale_s += dt
 
     def finish(self, t: float) -> None:
         """The job reached its target at ``t``: its last event, and its GPUs go."""

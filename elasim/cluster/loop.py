@@ -29,9 +29,8 @@ for the same inputs, whichever shell ran the loop.  A run that needs none keeps 
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,6 +47,7 @@ from elasim.policies.cluster import (
 from elasim.traces.cluster import WorkloadJob
 
 from .application import Application
+from .events import JobEvents
 from .job import ClusterJob
 from .results import ClusterResult, summarize_jobs
 from .spot import Leave, SpotFeed
@@ -65,13 +65,6 @@ STALL_DECISIONS = 1000
 #: Jobs per chunk of the observation's :class:`JobViews` (by arrival rank): a decision
 #: rebuilds the chunks of the jobs whose views changed and shares the rest.
 VIEW_CHUNK = 256
-
-
-def _stale(job: ClusterJob, due: float) -> bool:
-    """Whether a queued event no longer is the job's (it finished or changed since)."""
-    return job.finish_s is not None or abs(job.training.next_due_s(job) - due) > _EPS * max(
-        1.0, abs(due)
-    )
 
 
 class ClusterLoop:
@@ -182,12 +175,11 @@ class ClusterLoop:
         self._views = ViewChunks(VIEW_CHUNK)  # each active job's last view
         self._active_names: set[str] = set()  # the names of ``active``
         self._holding: set[str] = set()  # active jobs with a placement
+        self._held: list[ClusterJob] = []  # those jobs, in arrival order (kept sorted)
         self._dirty: set[str] = set()  # jobs whose view may have changed since observe()
         self._own_batch: set[str] = set()  # jobs whose batch target is not the requested one
         self._bad: set[tuple[str, object]] = set()  # bad batch sizes already logged
-        self._events: list[tuple[float, int, ClusterJob]] = []  # (due, seq, job): lazy heap
-        self._seq = 0
-        self._queued: dict[str, float] = {}  # the due time last pushed, per job
+        self._events = JobEvents(remember=not self._polls)  # each job's next event
 
     def _pause_of(self, job: ClusterJob) -> Any:
         pause_job = self._pause_job
@@ -235,6 +227,7 @@ class ClusterLoop:
         arrival, capacity change and wake-up, the active jobs) read again only after a
         decision, and the event a turn is for checked once, not twice.
         """
+        top_due, due_jobs = self._events.top_due, self._due_jobs
         while not self.stalled:
             other_s = self._next_other_s()
             wake_s = self.wake_at_s - _EPS
@@ -242,7 +235,7 @@ class ClusterLoop:
             pending = self._next_arrival < len(self.jobs)
             arrival_s = self.jobs[self._next_arrival].spec.arrival_s if pending else math.inf
             while True:
-                due = self._top_due()
+                due = top_due()
                 nxt = due if due < other_s else other_s
                 if not (
                     nxt <= until_s
@@ -253,7 +246,7 @@ class ClusterLoop:
                     return nxt  # a turn the shell makes (or past until_s)
                 self.turns += 1
                 self.now_s = nxt
-                self._due_jobs(nxt, top_checked=True)
+                due_jobs(nxt, True)  # the event top_due() found is current
                 if self.decision_due:
                     self._decide(nxt)
                     break  # the wake-up and the active jobs may have changed
@@ -336,6 +329,7 @@ class ClusterLoop:
                 self._complete(job)
                 continue
             gone = job.leave(now_s) if job.name in graceful else job.preempt(now_s)
+            self._events.forget(job.name)
             if gone is not None:
                 self.preemptions += 1
                 self._timeline(now_s, job)
@@ -345,7 +339,7 @@ class ClusterLoop:
         """The next arrival, job event or wake-up (inf when nothing is left to happen)."""
         if self.stalled:
             return math.inf
-        due, other_s = self._top_due(), self._next_other_s()
+        due, other_s = self._events.top_due(), self._next_other_s()
         return due if due < other_s else other_s
 
     def _next_other_s(self) -> float:
@@ -357,50 +351,25 @@ class ClusterLoop:
             best = min(best, self.jobs[self._next_arrival].spec.arrival_s)
         return best
 
-    def _top_due(self) -> float:
-        """When the earliest queued job event is due (inf: none); stale ones are dropped."""
-        events = self._events
-        while events:
-            due, _, job = events[0]
-            if not _stale(job, due):
-                return due
-            heapq.heappop(events)  # the job changed since
-            self._unqueue(job.name, due)
-        return math.inf
-
-    def _push(self, job: ClusterJob, due: float | None = None) -> None:
-        """Queue the job's next event (``due``: its :meth:`next_due_s`, when known)."""
-        if due is None:
-            due = job.training.next_due_s(job)
-        queued = self._queued
-        if due < math.inf and due != queued.get(job.name):
-            queued[job.name] = due
-            self._seq += 1
-            heapq.heappush(self._events, (due, self._seq, job))
-
-    def _unqueue(self, name: str, due: float) -> None:
-        queued = self._queued
-        if queued.get(name) == due:
-            del queued[name]
-
     def _due_jobs(self, now_s: float, top_checked: bool = False) -> None:
         """Advance the jobs whose events are due by ``now_s``.
 
-        With ``top_checked`` the first one is known current (:meth:`_top_due` just
-        checked it), so it is not checked again.
+        With ``top_checked`` the first one is known current (:meth:`JobEvents.top_due`
+        just checked it), so it is not checked again.
         """
-        events, queued = self._events, self._queued
-        limit_s = now_s + _EPS * max(1.0, abs(now_s))
-        while events and events[0][0] <= limit_s:
-            due, _, job = heapq.heappop(events)
-            if queued.get(job.name) == due:
-                del queued[job.name]
-            if not top_checked and _stale(job, due):
+        events = self._events
+        heap, pop = events.heap, events.pop
+        scale = now_s if now_s > 0.0 else -now_s  # max(1.0, abs(now_s)), without the calls
+        limit_s = now_s + _EPS * (scale if scale > 1.0 else 1.0)
+        while heap and heap[0][0] <= limit_s:
+            due, job = pop()
+            if not top_checked and events.stale(job, due):
                 continue
             top_checked = False
-            nxt = job.training.advance(job, max(due, job.last_s))
+            last_s = job.last_s
+            nxt = job.training.advance(job, last_s if last_s > due else due)  # max(due, last_s)
             if job.finish_s is None:
-                self._push(job, nxt)
+                events.push(job, nxt)
             else:
                 self._complete(job)
 
@@ -410,7 +379,7 @@ class ClusterLoop:
         del self.active[index]  # O(log n) to find: ``active`` stays in arrival order
         self._active_names.discard(job.name)
         self._views.drop(rank[job.name], job.name)
-        self._holding.discard(job.name)
+        self._set_holding(job, False)
         self._dirty.discard(job.name)
         self._own_batch.discard(job.name)
         self.decision_due = True
@@ -425,18 +394,29 @@ class ClusterLoop:
         (:meth:`_decide`).  A polling job (real workers) can change at any time: with
         those, every active job moves.
         """
-        if self._polls:
-            return list(self.active)
-        by_name = self._by_name
-        return [by_name[name] for name in sorted(self._holding, key=self._rank.__getitem__)]
+        return list(self.active) if self._polls else self._held[:]
+
+    def _set_holding(self, job: ClusterJob, holds: bool) -> None:
+        """Whether ``job`` is among the holding jobs; ``_held`` stays in arrival order.
+
+        Kept sorted as jobs come and go, not sorted at every decision: a decision on
+        1,024 GPUs sees dozens of holding jobs, and a job starts or stops at few.
+        """
+        name = job.name
+        if holds == (name in self._holding):
+            return
+        rank = self._rank
+        if holds:
+            self._holding.add(name)
+            insort(self._held, job, key=lambda j: rank[j.name])
+        else:
+            self._holding.discard(name)
+            del self._held[bisect_left(self._held, rank[name], key=lambda j: rank[j.name])]
 
     def _track(self, job: ClusterJob) -> None:
         """Note what a change to ``job`` (not finished) did to the sets above."""
         name = job.name
-        if job.placement:
-            self._holding.add(name)
-        else:
-            self._holding.discard(name)
+        self._set_holding(job, bool(job.placement))
         if job.batch_target != job.default_batch:
             self._own_batch.add(name)
         else:
@@ -452,26 +432,34 @@ class ClusterLoop:
         :meth:`_movers`); the others' views are those kept from before.
         """
         movers = self._movers()
-        for job in movers:
-            job.advance(now_s)
-            if job.done:
-                self._complete(job)
+        self._events.forget_all()  # they move: each one's due is the one it now says
         by_name = self._by_name
-        if self._polls:
+        if self._polls:  # every active job moves, and a polling job's due is asked of it
+            for job in movers:
+                job.advance(now_s)
+                if job.done:
+                    self._complete(job)
             for name in self._dirty.union(self._holding):
                 self._set_view(name, by_name[name].view())
             for job in movers:
                 if not job.done:
                     self._set_view(job.name, job.view())
-            held = tuple(map(self._view_of, sorted(self._holding, key=self._rank.__getitem__)))
+            held = tuple(self._view_of(job.name) for job in self._held)
         else:
-            # the movers still active are the jobs that hold GPUs, in arrival order
-            views = []
+            # the movers are the jobs that hold GPUs, in arrival order: each is brought to
+            # now (its due is what its advance says) and, unless it finished, viewed
+            views, rank, keep, known = [], self._rank, self._views.set, self._events.known
             for job in movers:
-                if job.finish_s is None:
-                    view = job.view()
-                    self._set_view(job.name, view)
-                    views.append(view)
+                due = job.training.advance(job, now_s)
+                if job.finish_s is not None:
+                    self._complete(job)
+                    continue
+                name = job.name
+                if due is not None:
+                    known[name] = due
+                view = job.view()
+                keep(rank[name], name, view)
+                views.append(view)
             for name in self._dirty.difference(self._holding):
                 self._set_view(name, by_name[name].view())
             held = tuple(views)
@@ -515,7 +503,7 @@ class ClusterLoop:
         self.wake_at_s = math.inf if wake is None else now_s + max(wake, MIN_WAKE_S)
         allocations = decision.allocation_map()
         batches = decision.batch_map()
-        holding = self._holding
+        holding, push, known = self._holding, self._events.push, self._events.known
         for job in self._named(allocations, batches):
             name = job.name
             if name not in holding:
@@ -523,15 +511,15 @@ class ClusterLoop:
             target = job.batch_target
             job.set_batch(batches.get(name))
             placement = allocations.get(name, ())
-            if placement != job.placement:  # else reallocate() changes nothing
+            if placement is not job.placement and placement != job.placement:  # else a no-op
                 before = job.placement, job.batch_size
                 job.reallocate(placement, now_s)
                 if (job.placement, job.batch_size) != before:
                     self._timeline(now_s, job)
             elif name in holding and job.batch_target == target:
-                self._push(job)  # it keeps its GPUs and batch: the sets above stay
-                continue
-            self._push(job)
+                push(job, known.get(name))  # unchanged since observe(), which knew its due
+                continue  # it keeps its GPUs and batch: the sets above stay
+            push(job)
             self._track(job)
         self._log(now_s, len(obs.jobs), decision)
 
@@ -555,8 +543,12 @@ class ClusterLoop:
         """
         if self._polls:
             return list(self.active)
-        names = self._holding.union(allocations, batches, self._own_batch)
+        others = self._own_batch.union(allocations, batches)
+        others.difference_update(self._holding)
+        if not others:  # the common case: the holding jobs, kept in arrival order
+            return self._held[:]
         by_name = self._by_name
+        names = others.union(self._holding)
         return [by_name[name] for name in sorted(names, key=self._rank.__getitem__)]
 
     def _timeline(self, t: float, job: ClusterJob) -> None:

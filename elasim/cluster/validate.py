@@ -38,10 +38,10 @@ def validate_decision(
     A decision that keeps the very placement tuple a job holds needs no check of its
     cells: they were checked when it was given (a job on a lost node was preempted).
 
-    The GPUs given per node are summed over the nodes named only (a 1,024-GPU cluster
-    has 256 nodes, and a decision names a few of them per job); an overfull node is
-    reported by its index, the lowest first.  A bad batch size does not end the run
-    (:func:`_good_batches`).
+    The GPUs given per node are summed in a list by node index, not a dict: a decision
+    on 1,024 GPUs names hundreds of cells, each a list index instead of a dict lookup;
+    an overfull node is reported by its index, the lowest first.  A bad batch size does
+    not end the run (:func:`_good_batches`).
     """
 
     def bad(detail: str) -> PolicyError:
@@ -49,24 +49,22 @@ def validate_decision(
 
     if not isinstance(raw, ClusterDecision):
         raise bad(f"decide() returned {type(raw).__name__} {raw!r:.60}, not a ClusterDecision")
-    usable = obs.usable_nodes
-    used: dict[int, int] = {}
+    usable, per_node = obs.usable_nodes, obs.gpus_per_node
+    used = [0] * obs.num_nodes  # GPUs given per node (any node a job holds is one of them)
     for name, placement in raw.allocations:
         if name not in active:
             raise bad(f"allocated GPUs to {name!r}, which is not an active job")
-        checked = placement is jobs[name].placement
-        for node, gpus in placement:
-            if not checked:
+        if placement is not jobs[name].placement:
+            for node, gpus in placement:
                 if not (isinstance(node, int) and 0 <= node < usable):
                     raise bad(f"placed {name!r} on node {node!r}; usable nodes are 0..{usable - 1}")
                 if not (isinstance(gpus, int) and gpus > 0):
                     raise bad(f"gave {name!r} {gpus!r} GPUs on node {node}; must be an int > 0")
-            used[node] = used.get(node, 0) + gpus
-    per_node = obs.gpus_per_node
-    over = [node for node, total in used.items() if total > per_node]
-    if over:
-        node = min(over)
-        raise bad(f"node {int(node)} given {used[node]} GPUs; it has {per_node}")
+        for node, gpus in placement:
+            used[node] += gpus
+    if max(used, default=0) > per_node:
+        node = next(node for node, total in enumerate(used) if total > per_node)
+        raise bad(f"node {node} given {used[node]} GPUs; it has {per_node}")
     for name, _ in raw.batch_sizes:
         if name not in active:
             raise bad(f"set the batch size of {name!r}, which is not an active job")

@@ -37,11 +37,19 @@ __all__ = [
 #: GPUs per node a job holds: ``((node index, gpus), ...)``, sorted by node, gpus > 0.
 Placement = tuple[tuple[int, int], ...]
 _gpus_of = itemgetter(1)  # a placement cell's GPUs (``sum(map(...))`` runs in C)
+_first = itemgetter(0)  # a pair's key
 
 
 def placement_gpus(placement: Placement) -> int:
     """GPUs in a placement."""
     return sum(map(_gpus_of, placement))
+
+
+#: Placement tuples of tuple cells found sorted, by id (each is kept here, so its id is
+#: not reused while it is): a job keeps its placement tuple for many decisions, and
+#: checking its cells again at each was a loop over them per job per decision.
+_sorted_seen: dict[int, Placement] = {}
+_SORTED_SEEN_MAX = 1 << 14  # then forgotten all at once (a cache: no result depends on it)
 
 
 def _sorted_cells(placement: Placement) -> Placement:
@@ -50,12 +58,18 @@ def _sorted_cells(placement: Placement) -> Placement:
     A kept placement is then the job's own tuple, which the loop checks and compares
     by identity first (a decision keeps hundreds of them on a large cluster).
     """
-    if type(placement) is tuple:
-        for i in range(1, len(placement)):
-            if not placement[i - 1] < placement[i]:
-                return tuple(sorted(placement))
+    if type(placement) is not tuple:
+        return tuple(sorted(placement))
+    if _sorted_seen.get(id(placement)) is placement:
         return placement
-    return tuple(sorted(placement))
+    for i in range(1, len(placement)):
+        if not placement[i - 1] < placement[i]:
+            return tuple(sorted(placement))
+    if all(type(cell) is tuple for cell in placement):  # immutable: stays sorted
+        if len(_sorted_seen) >= _SORTED_SEEN_MAX:
+            _sorted_seen.clear()
+        _sorted_seen[id(placement)] = placement
+    return placement
 
 
 def placement_nodes(placement: Placement) -> int:
@@ -259,7 +273,12 @@ class ClusterDecision:
         wake_after_s: float | None = None,
     ) -> ClusterDecision:
         """Build a decision from mappings, in a canonical (sorted) order."""
-        allocs = tuple(sorted((k, _sorted_cells(v)) for k, v in allocations.items() if v))
+        # by name alone (names are unique), and a one-cell tuple is sorted already
+        allocs = tuple(
+            (k, v if type(v) is tuple and len(v) == 1 else _sorted_cells(v))
+            for k, v in sorted(allocations.items(), key=_first)
+            if v
+        )
         batches = tuple(sorted((batch_sizes or {}).items()))
         return cls(allocs, batches, wake_after_s)
 

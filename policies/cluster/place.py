@@ -11,16 +11,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .base import ClusterJobView, Placement, placement_gpus
+from .base import ClusterJobView, Placement
 
 __all__ = ["place"]
 
 
-def _fits(placement: Placement, free: list[int]) -> bool:
-    nodes = len(free)
+def _keep(placement: Placement, count: int, free: list[int]) -> bool:
+    """Take ``placement`` off ``free`` if it holds ``count`` GPUs, all free; else leave it.
+
+    One pass over the cells for the count and the room, and one to take them: a
+    decision on a large cluster keeps most jobs where they are.
+    """
+    nodes, total = len(free), 0
     for node, gpus in placement:
         if not (0 <= node < nodes and free[node] >= gpus):
             return False
+        total += gpus
+    if total != count:
+        return False
+    for node, gpus in placement:
+        free[node] -= gpus
     return True
 
 
@@ -75,15 +85,14 @@ def place(
     free = [gpus_per_node] * num_nodes
     out: dict[str, Placement] = {}
     todo: list[tuple[int, str]] = []
+    wanted = counts.get
     for job in jobs:
-        count = counts.get(job.name, 0)
+        count = wanted(job.name, 0)
         if count <= 0:
             continue
         placement = job.placement
-        if placement and placement_gpus(placement) == count and _fits(placement, free):
-            for node, gpus in job.placement:
-                free[node] -= gpus
-            out[job.name] = job.placement
+        if placement and _keep(placement, count, free):
+            out[job.name] = placement
         else:
             todo.append((count, job.name))
     for count, name in sorted(todo, key=lambda t: (-t[0], t[1])):
