@@ -224,9 +224,9 @@ def _promises_kept(
 
 
 # Many examples: each is two short simulations (milliseconds), and the windows that
-# broke a promise were rare (47 of 12,000 for receding, 10 of 10,000 for
-# uniform_progress, mostly 16 nodes on the real 1-node traces), which the full
-# check's 8 examples would seldom meet.
+# broke a promise were rare (benchmarks/search_guarantees.py: a few per thousand,
+# mostly 16 nodes on the real 1-node traces), which the full check's 8 examples
+# would seldom meet.
 @settings(
     max_examples=300,
     deadline=None,
@@ -246,9 +246,9 @@ def test_deadline_policies_keep_their_promises_on_many_windows(
 
 
 # Tight deadlines too, for uniform_progress's one promise (the deadline): it ran every
-# usable spot node even where more nodes train slower, and missed 32 of 3,000 random
+# usable spot node even where more nodes train slower, and missed 44 of 3,000 random
 # windows at 1.1x to 2x.  (``deadline`` and ``receding`` still pay up to 2.6 % and
-# 0.2 % above their bound at 16 nodes and 1.1x: docs/concepts/policies.md, Known limits.)
+# 0.5 % above their bound at 16 nodes and 1.1x: docs/concepts/policies.md, Known limits.)
 @settings(
     max_examples=300,
     deadline=None,
