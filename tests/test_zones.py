@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 from test_policies_builtin import make_obs
@@ -183,11 +184,35 @@ def test_a_zone_file_s_errors_name_the_file_the_zone_and_the_line(tmp_path):
     for rows, (where, what) in cases.items():
         file = tmp_path / "zones.csv"
         file.write_text(header + rows)
-        out = runner.invoke(app, ["simulate", "-t", str(file), "-p", "failover"])
-        assert out.exit_code == 2, out.output
-        lines = out.output.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith(f"error: {file}{where}"), out.output
-        assert what is None or what in lines[0]
+        for command in (
+            ["simulate", "-t", str(file), "-p", "failover"],
+            ["traces", "validate", str(file)],
+        ):
+            out = runner.invoke(app, command)
+            assert out.exit_code == 2, out.output
+            lines = out.output.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith(f"error: {file}{where}"), out.output
+            assert what is None or what in lines[0]
+
+
+def test_traces_validate_and_show_read_a_zone_file_as_simulate_does(tmp_path):
+    """`traces validate` is what the README sends users to before a run: it must take
+    the files `simulate` takes (it refused the `zone` column as an unknown one)."""
+    header = "# on_demand_price_per_hour: 3.06\ntime_s,available,price_per_hour,zone\n"
+    file = tmp_path / "zones.csv"
+    file.write_text(header + "0,4,1.0,a\n3600,0,1.0,a\n0,4,1.5,b\n18000,0,1.5,b\n")
+    runner = CliRunner()
+    out = runner.invoke(app, ["traces", "validate", str(file)])
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.output.split())  # the console wraps long lines
+    assert "ok (capacity trace in 2 zones: a (2 rows), b (2 rows))" in said
+    shown = runner.invoke(
+        app, ["traces", "show", str(file), "--json", "-o", str(tmp_path / "z.png")]
+    )
+    assert shown.exit_code == 0, shown.output
+    payload = json.loads(shown.stdout)
+    assert set(payload["zones"]) == {"a", "b"} and payload["zones"]["b"]["max_available"] == 4
+    assert all(Path(p).is_file() for p in payload["plots"].values())
 
 
 def test_the_relaxed_trace_is_the_best_zone_at_every_moment():

@@ -144,23 +144,28 @@ def compare(
     spec: JobSpec,
     real_dir: Path | None = typer.Argument(None, help="Directory of an `elasim run --out`."),
     sim_dir: Path | None = typer.Argument(None, help="Directory of an `elasim simulate --out`."),
-    profile: Path | None = typer.Option(None, "--profile", help="Profile for the simulation."),
+    profile: Path | None = typer.Option(
+        None, "--profile", help="Profile for the simulation (needed with --trace)."
+    ),
     time_scale: float = typer.Option(600.0, "--time-scale", help="Trace seconds per real second."),
     max_steps: int = typer.Option(3000, "--max-steps", help="Work of the real run (steps)."),
     force: bool = typer.Option(
         False, "--force", help="Compare even when the two runs are not the same job."
     ),
-    out: Path = typer.Option(Path("compare-out"), "--out", "-o"),
+    out: Path = typer.Option(
+        Path("compare-out"), "--out", "-o", help="Folder for compare.json and compare.png."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print compare.json to stdout."),
 ) -> None:
     """Compare a measured run with a simulation, event by event (or run both first).
 
-    Two runs that are not runs of the same job (spec, time scale, work) are refused
-    in one line, unless ``--force``.  A job in several zones (``--trace`` repeated, or
-    a file with a zone column; ``--checkpoint-size-gb``, by default the job's own
+    With --trace (and --profile, from elasim calibrate) it runs the job and simulates
+    it first.  Two runs that are not runs of the same job (spec, time scale, work) are
+    refused in one line, unless --force.  A job in several zones (--trace repeated, or
+    a file with a zone column; --checkpoint-size-gb, by default the job's own
     checkpoint) is run and simulated moving between them; each move is matched with
-    the simulated one between the same zones (``move a->b``, its pause the
-    checkpoint's transfer).
+    the simulated one between the same zones (move a->b, its pause the checkpoint's
+    transfer).
     """
     from elasim.compare import compare_runs
 

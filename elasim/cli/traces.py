@@ -70,31 +70,53 @@ def traces_show(
     out: Path | None = typer.Option(None, "--out", "-o", help="PNG path for the plot."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Summarise a trace and plot it."""
-    from elasim.traces import load_trace, plot_trace, summarize
+    """Summarise a trace and plot it (a file with a ``zone`` column: each zone)."""
+    from elasim.traces import plot_trace, summarize
+    from elasim.traces.zones import ZoneSet, load_zones
 
-    trace = _run_guarded(load_trace, name)
-    summary = summarize(trace)
+    loaded = _run_guarded(load_zones, [name])
     png = out or Path(f"{Path(name).stem}.png")
-    _run_guarded(plot_trace, trace, png)
+    if not isinstance(loaded, ZoneSet):
+        summaries, plots = {"": summarize(loaded)}, {"": png}
+        _run_guarded(plot_trace, loaded, png)
+    else:  # one summary column and one plot per zone
+        summaries = {zone.name: summarize(zone) for zone in loaded.traces}
+        plots = {z.name: png.with_name(f"{png.stem}-{z.name}{png.suffix}") for z in loaded.traces}
+        for zone in loaded.traces:
+            _run_guarded(plot_trace, zone, plots[zone.name])
     if as_json:
-        sys.stdout.write(json.dumps(_json_safe({**summary, "plot": str(png)})) + "\n")
+        if "" in summaries:
+            payload = {**summaries[""], "plot": str(png)}
+        else:
+            payload = {"zones": summaries, "plots": {k: str(v) for k, v in plots.items()}}
+        sys.stdout.write(json.dumps(_json_safe(payload)) + "\n")
         return
     table = Table(title=f"{name}")
     table.add_column("field")
-    table.add_column("value", justify="right")
-    for key, value in summary.items():
-        table.add_row(key, _fmt(value) if not isinstance(value, dict | list) else json.dumps(value))
+    for zone in summaries:
+        table.add_column(zone or "value", justify="right")
+    for key in next(iter(summaries.values())):
+        cells = [summary.get(key) for summary in summaries.values()]
+        table.add_row(
+            key, *(_fmt(v) if not isinstance(v, dict | list) else json.dumps(v) for v in cells)
+        )
     out_console.print(table)
-    out_console.print(f"plot: {png}")
+    out_console.print("plot: " + ", ".join(str(p) for p in plots.values()))
 
 
 @traces_app.command("validate")
 def traces_validate(path: str = typer.Argument(..., help="Trace CSV to check.")) -> None:
-    """Check a trace file; print one line and exit 2 if it is malformed."""
-    from elasim.traces import load_trace
+    """Check a trace file; print one line and exit 2 if it is malformed.
 
-    trace = _run_guarded(load_trace, path)
+    A file with a ``zone`` column is checked as ``simulate`` reads it: every zone.
+    """
+    from elasim.traces.zones import ZoneSet, load_zones
+
+    trace = _run_guarded(load_zones, [path])
+    if isinstance(trace, ZoneSet):
+        zones = ", ".join(f"{z.name} ({len(z.time_s):,} rows)" for z in trace.traces)
+        out_console.print(f"{path}: ok (capacity trace in {len(trace.traces)} zones: {zones})")
+        return
     rows = len(trace.time_s) if hasattr(trace, "available") else len(trace.submit_time_s)
     out_console.print(f"{path}: ok ({trace.kind} trace, {rows:,} rows)")
 
