@@ -485,7 +485,13 @@ class PolicyBase(ConfiguredPolicy):
 
     Subclasses define ``name: ClassVar[str]``, a nested frozen dataclass ``Config``
     (validating itself in ``__post_init__``) and ``decide``.
+
+    Attributes:
+        plans_for_deadline: the policy spends a deadline's slack (and without one holds
+            every usable spot node, as ``greedy``): the CLI says so when none is given.
     """
+
+    plans_for_deadline: ClassVar[bool] = False
 
     def decide(self, obs: Observation) -> Decision:  # pragma: no cover - abstract
         """Return the node counts to hold from now on."""

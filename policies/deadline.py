@@ -84,6 +84,7 @@ class DeadlinePolicy(PolicyBase):
     """
 
     name: ClassVar[str] = "deadline"
+    plans_for_deadline: ClassVar[bool] = True
 
     @dataclass(frozen=True)
     class Config:

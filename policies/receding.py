@@ -163,6 +163,7 @@ class RecedingPolicy(PolicyBase):
     """
 
     name: ClassVar[str] = "receding"
+    plans_for_deadline: ClassVar[bool] = True
 
     @dataclass(frozen=True)
     class Config:

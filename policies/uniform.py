@@ -61,6 +61,7 @@ class UniformProgressPolicy(PolicyBase):
     """
 
     name: ClassVar[str] = "uniform_progress"
+    plans_for_deadline: ClassVar[bool] = True
 
     @dataclass(frozen=True)
     class Config:

@@ -204,3 +204,19 @@ def test_simulate_with_the_optimum_plans_each_problem_once(monkeypatch, extra, p
     summary = json.loads(result.stdout)
     if plans == 1 and not extra:
         assert summary["cost_vs_optimal"] == 1.0  # the run is its own optimum
+
+
+def test_a_deadline_policy_without_a_deadline_says_it_runs_as_greedy():
+    """Without --deadline-h, `receding` holds every usable spot node (greedy's result):
+    one warning line says so, so that the result is not read as the policy's own."""
+    for policy in ("receding", "uniform_progress", "deadline"):
+        out = invoke("simulate", "-t", "spot_us_east.csv", "-p", policy, "--json")
+        assert out.exit_code == 0
+        said = " ".join(out.stderr.split())
+        assert f"warning: {policy} plans for a deadline; without --deadline-h" in said
+    quiet = invoke("simulate", "-t", "spot_us_east.csv", "-p", "greedy", "--json")
+    assert "plans for a deadline" not in quiet.stderr
+    with_deadline = invoke(
+        "simulate", "-t", "spot_us_east.csv", "-p", "receding", "--deadline-h", "20", "--json"
+    )
+    assert "plans for a deadline" not in with_deadline.stderr

@@ -185,7 +185,7 @@ def simulate(
                 target_samples=target_samples,
                 batch=batch,
             )
-        _warn_if_infeasible(job, spec)
+        _warn_if_infeasible(job, spec, policy)
         config = dataclasses.replace(config, record_timeline=out is not None)
         result, summary, extra = _simulated(spec, config, trace, policy, job, yardstick)
         if out is not None:
@@ -280,11 +280,21 @@ def _report_simulation(
         )
 
 
-def _warn_if_infeasible(job: Any, spec: JobSpec) -> None:
-    """One line before the run when no policy can meet the deadline."""
+def _warn_if_infeasible(job: Any, spec: JobSpec, policy: Any) -> None:
+    """One line before the run when no policy can meet the deadline, or there is none.
+
+    A deadline policy without a deadline runs as ``greedy`` would, which a user
+    comparing the two would otherwise take for the policy's own result.
+    """
     from elasim.sim import fastest_finish_h
 
     if spec.deadline_s is None:
+        if getattr(policy, "plans_for_deadline", False):
+            err_console.print(
+                f"[yellow]warning: {policy.name} plans for a deadline; without --deadline-h "
+                "it holds every usable spot node, as greedy does[/]",
+                soft_wrap=True,
+            )
         return
     fastest_h = _run_guarded(fastest_finish_h, job, spec)
     deadline_h = spec.deadline_s / 3600.0
