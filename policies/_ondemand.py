@@ -160,6 +160,28 @@ def fastest_count(obs: Observation, least: int = 1) -> int:
     return max(counts, key=lambda n: (obs.goodput(n), -n))
 
 
+def held_spot_beside(obs: Observation, on_demand: int) -> int:
+    """The spot nodes held to keep beside ``on_demand`` committed ones: those that finish soonest.
+
+    For a policy that may not take new spot nodes (the slack no longer covers their
+    pause and their loss) but holds some: keeping them all is not always fastest
+    (where two nodes train slower than one, a spot node beside one on-demand node slows
+    the job), so each count from the held ones down to none is weighed, a change
+    costing one rescale; ties keep what is held.
+    """
+    held = min(obs.spot_held, usable_spot(obs))
+    best, best_s = held, math.inf
+    for spot in range(held, -1, -1):
+        rate = training_rate(obs, on_demand + spot)
+        if rate <= 0.0:
+            continue
+        pause = 0.0 if spot == obs.spot_held else obs.rescale_cost_s
+        finish_s = pause + obs.remaining_samples / rate
+        if finish_s < best_s:
+            best, best_s = spot, finish_s
+    return best
+
+
 def flat_out(obs: Observation) -> Decision:
     """The fastest count, now: on-demand nodes held first, then usable spot, then on-demand.
 

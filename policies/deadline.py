@@ -22,6 +22,7 @@ from ._ondemand import (
     cost_effective_spot,
     fastest_count,
     flat_out,
+    held_spot_beside,
     job_plan,
     job_samples,
     training_rate,
@@ -389,7 +390,7 @@ class DeadlinePolicy(PolicyBase):
         if spot > held and budget < self.venture_usd(
             obs, on_demand + spot, spot - held, per_sample, alone=False
         ):
-            spot = min(held, spot)
+            spot = held_spot_beside(obs, on_demand)  # no new ones: of the held, those that help
         return spot
 
     def commit(self, obs: Observation, plan: OnDemandPlan, budget: float) -> Decision:

@@ -11,6 +11,7 @@ from ._ondemand import (
     DEFAULT_OVERHEAD_FRACTION,
     DEFAULT_SAFETY_MARGIN_S,
     OnDemandPlan,
+    held_spot_beside,
     job_samples,
 )
 from .base import Decision, Observation, PolicyBase
@@ -156,7 +157,10 @@ class RecedingPolicy(PolicyBase):
     faster fallback leaves spot more of the slack (at 16 nodes and a 1.1x deadline the
     plan's 14 nodes leave none, 16 leave 40 minutes).  So it meets every deadline the
     plan meets and pays at most the plan plus ``risk_fraction`` of it: the stated
-    bet, 5 % by default (``deadline``'s 0.5 % cannot pay the fallback's speed).
+    bet, 5 % by default (``deadline``'s 0.5 % cannot pay the fallback's speed).  The
+    plan is priced from what the job observes; at 16 nodes and a 1.1x deadline that
+    can be a node dearer than the plan replayed alone, and the bound then holds
+    against the priced plan only (docs/concepts/policies.md, Known limits).
 
     Time per decision: one frontier per availability level seen (``O(max_nodes)``
     each) and a sweep of their steps: ``O(max_nodes**2)``.
@@ -429,7 +433,8 @@ class RecedingPolicy(PolicyBase):
         decision = self.deadline.commit(obs, plan, budget)
         if decision.spot_nodes <= obs.spot_held or self.spot_safe(obs, spare):
             return decision
-        return Decision(obs.spot_held, decision.on_demand_nodes, decision.wake_after_s)
+        spot = held_spot_beside(obs, decision.on_demand_nodes)  # no new ones
+        return Decision(spot, decision.on_demand_nodes, decision.wake_after_s)
 
     def failure_s(self, obs: Observation) -> float:
         """Slack one loss of spot nodes can cost: a checkpoint interval rolled back, a rescale.

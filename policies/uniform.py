@@ -12,6 +12,7 @@ from ._ondemand import (
     OnDemandPlan,
     fastest_count,
     flat_out,
+    held_spot_beside,
     job_plan,
     job_samples,
     training_rate,
@@ -47,13 +48,14 @@ class UniformProgressPolicy(PolicyBase):
     **N nodes** (our generalisation): the on-demand unit is ``k0``, the node count of
     the cheapest pure on-demand plan (:func:`~elasim.policies._ondemand.job_plan`),
     and "on the line" means progressing at least at ``k0`` on-demand nodes' rate.
-    Spot is used whenever available: every usable spot node (rule 1).  Behind the
-    line, on-demand nodes *top up* the spot ones: the fewest whose total rate is at
-    least ``k0``'s, ``k0`` without spot (rule 2).  At the safety net the fewest
-    on-demand nodes (``k0`` or more) that still finish hold to the end, with every
-    usable spot node beside them (as greedy with fallback).  At one node this is the
-    published rule.  Unlike ``deadline``, it promises nothing about cost: it is the
-    published baseline.
+    Spot is used whenever available: the usable spot count that trains fastest, every
+    usable node where more nodes train faster (rule 1).  Behind the line, on-demand
+    nodes *top up* the spot ones: the fewest whose total rate is at least ``k0``'s,
+    ``k0`` without spot (rule 2).  At the safety net the fewest on-demand nodes (``k0``
+    or more) that still finish hold to the end, with the fastest spot count beside
+    them, new spot nodes only while the slack covers taking and losing them (else the
+    held ones that help).  At one node this is the published rule.  Unlike
+    ``deadline``, it promises nothing about cost: it is the published baseline.
 
     Stateless: the hysteresis reads the nodes held.  Without a deadline, or without
     on-demand nodes, it holds every usable spot node; when no on-demand count meets
@@ -190,5 +192,5 @@ class UniformProgressPolicy(PolicyBase):
                 best, best_rate = spot, rate
         joins = obs.rescale_cost_s if obs.spot_held + obs.on_demand_held else 0.0
         if best > obs.spot_held and self.slack_s(obs, on_demand) < joins + obs.worst_pause_s:
-            best = min(best, obs.spot_held)
+            best = held_spot_beside(obs, on_demand)  # no new ones: the held that help
         return best

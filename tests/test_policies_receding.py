@@ -207,3 +207,17 @@ def test_rides_out_an_outage_that_the_slack_covers_twice() -> None:
     short_outages(policy, 3900.0)
     assert policy.decide(deadline_obs(now_s=7000.0)).total_nodes == 0
     assert policy.decide(deadline_obs(now_s=8000.0)).on_demand_nodes == 8
+
+
+def test_committed_nodes_keep_only_the_held_spot_nodes_that_help() -> None:
+    # as uniform_progress's case: spot at 0.01 USD/h, one spot node held beside one
+    # on-demand node where two nodes train slower than one; no budget for new ones
+    dip = {"max_nodes": 4, "throughput_samples_per_s": (0.0, 100.0, 90.0, 95.0, 120.0)}
+    held = {"spot_available": 3, "spot_held": 1, "on_demand_held": 1}
+    for now_s in (14_750.0, 14_900.0, 15_000.0):
+        obs = deadline_obs(
+            0.5, now_s=now_s, deadline_s=20_000.0, spot_price_per_hour=0.01, spent_usd=5.0,
+            **held, **dip,
+        )  # fmt: skip
+        decision = receding(safety_margin_s=300.0).decide(obs)
+        assert (decision.spot_nodes, decision.on_demand_nodes) == (0, 1), now_s

@@ -94,3 +94,13 @@ def test_uniform_runs_on_the_spot_count_that_trains_fastest() -> None:
     decision = uniform().decide(obs)
     assert (decision.spot_nodes, decision.on_demand_nodes) == (1, 0)
     assert decision.wake_after_s is not None  # it looks again (the safety net's time)
+
+
+def test_the_net_keeps_only_the_held_spot_nodes_that_help() -> None:
+    # one node 100/s, two 90/s: a spot node held beside the one on-demand node slows the
+    # job (5 556 s of work left for 5 100 s); with no slack for new spot nodes the net
+    # keeps none rather than the one held (a reviewer's case: it kept it and was late)
+    dip = {"max_nodes": 4, "throughput_samples_per_s": (0.0, 100.0, 90.0, 95.0, 120.0)}
+    held = {"spot_available": 3, "spot_held": 1, "on_demand_held": 1}
+    obs = deadline_obs(0.5, now_s=14_900.0, deadline_s=20_000.0, **held, **dip)
+    assert uniform(safety_margin_s=300.0).decide(obs) == Decision(0, 1, None)

@@ -202,6 +202,16 @@ def test_traces_validate_and_show_read_a_zone_file_as_simulate_does(tmp_path):
     file = tmp_path / "zones.csv"
     file.write_text(header + "0,4,1.0,a\n3600,0,1.0,a\n0,4,1.5,b\n18000,0,1.5,b\n")
     runner = CliRunner()
+    slash = tmp_path / "slash.csv"  # a zone name that is no file name: its plot's is safe
+    slash.write_text(header + "0,4,1.0,us/a\n3600,0,1.0,us/a\n0,4,1.5,b\n18000,0,1.5,b\n")
+    out = runner.invoke(app, ["traces", "show", str(slash), "-o", str(tmp_path / "s.png")])
+    assert out.exit_code == 0 and (tmp_path / "s-us_a.png").is_file(), out.output
+    binary = tmp_path / "binary.csv"  # not text: the reader's one line, naming the file
+    binary.write_bytes(b"time_s,available\n0,\xff\xfe\n")
+    out = runner.invoke(app, ["traces", "validate", str(binary)])
+    assert out.exit_code == 2 and f"error: {binary}:2: not UTF-8 text" in " ".join(
+        out.output.split()
+    )
     out = runner.invoke(app, ["traces", "validate", str(file)])
     assert out.exit_code == 0, out.output
     said = " ".join(out.output.split())  # the console wraps long lines

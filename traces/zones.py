@@ -106,10 +106,18 @@ def load_zones(names_or_paths: Sequence[str | Path]) -> CapacityTrace | JobTrace
 
 
 def _has_zone_column(path: Path) -> bool:
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip() and not line.startswith("#"):
-                return ZONE_COLUMN in [c.strip() for c in line.split(",")]
+    """Whether the header names a zone column.
+
+    A file that is not UTF-8 text has none: the reader then says what is wrong with
+    it, naming the file and the line.
+    """
+    try:
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip() and not line.startswith("#"):
+                    return ZONE_COLUMN in [c.strip() for c in line.split(",")]
+    except UnicodeDecodeError:
+        return False
     return False
 
 

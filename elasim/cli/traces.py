@@ -81,7 +81,10 @@ def traces_show(
         _run_guarded(plot_trace, loaded, png)
     else:  # one summary column and one plot per zone
         summaries = {zone.name: summarize(zone) for zone in loaded.traces}
-        plots = {z.name: png.with_name(f"{png.stem}-{z.name}{png.suffix}") for z in loaded.traces}
+        plots = {
+            z.name: png.with_name(f"{png.stem}-{_file_safe(z.name)}{png.suffix}")
+            for z in loaded.traces
+        }
         for zone in loaded.traces:
             _run_guarded(plot_trace, zone, plots[zone.name])
     if as_json:
@@ -102,6 +105,11 @@ def traces_show(
         )
     out_console.print(table)
     out_console.print("plot: " + ", ".join(str(p) for p in plots.values()))
+
+
+def _file_safe(name: str) -> str:
+    """A zone's name as part of a file name (a zone may be called ``us/a``)."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) or "zone"
 
 
 @traces_app.command("validate")
