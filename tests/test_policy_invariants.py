@@ -124,12 +124,7 @@ def check_invariants(trace: CapacityTrace, nodes: int, offset_s: float) -> dict[
     }
     for name, options in OTHERS:
         runs[name] = simulate(config, trace=trace, policy=make_policy(name, options), job=spec)
-    for name in DEADLINE_POLICIES:
-        runs[name] = simulate(config, trace=trace, policy=make_policy(name), job=spec)
-        assert runs[name].deadline_met, f"{name} missed the deadline on {where}"
-        if name in BOUNDED_POLICIES:
-            bet = make_policy(name).config.risk_fraction
-            assert runs[name].cost_usd <= plan_usd * (1 + bet) + 0.01, (where, name, plan_usd)
+    runs.update(promises_kept(trace, spec, config, plan_usd, where, DEADLINE_POLICIES))
     costs = {name: r.cost_usd for name, r in runs.items() if r.deadline_met}
     costs["on_demand"] = plan_usd
     cheapest = min(costs, key=costs.get)
@@ -202,36 +197,61 @@ def _shared(root: str) -> tuple[CapacityTrace, ...]:
     return tuple(shared_spot_traces(Path(root)))
 
 
-def _promises_kept(
+def promises_kept(
     trace: CapacityTrace,
+    spec,
+    config: SimConfig,
+    plan_usd: float,
+    where: str,
+    policies: tuple[str, ...],
+) -> dict:
+    """Run each deadline policy: it meets the deadline, and a bounded one its bet.
+
+    The one check of those promises, for the full invariants and the many-window tests.
+    """
+    runs = {}
+    for name in policies:
+        policy = make_policy(name)
+        run = runs[name] = simulate(config, trace=trace, policy=policy, job=spec)
+        assert run.deadline_met, f"{name} missed the deadline on {where}"
+        if name in BOUNDED_POLICIES:
+            limit = plan_usd * (1 + policy.config.risk_fraction) + 0.01
+            assert run.cost_usd <= limit, (where, name, run.cost_usd, limit)
+    return runs
+
+
+def _promises_on_window(
+    shared_traces: Path,
+    index: int,
     nodes: int,
-    offset_s: float,
+    where: float,
     factor: float = 1.5,
     policies: tuple[str, ...] = DEADLINE_POLICIES,
 ) -> None:
-    """The deadline policies alone: each meets the deadline, receding within its bet."""
+    """:func:`promises_kept` on a window of the real and bundled traces."""
+    traces = (*_shared(str(shared_traces)), *map(load_trace, BUNDLED))
+    trace = traces[index % len(traces)]
+    offset_s = where * float(trace.duration_s)
     spec, config = job(nodes), config_for(nodes, offset_s, factor)
     baseline = on_demand_baseline(trace, spec, config, SimConfig())
     assert baseline is not None
-    where = f"{trace.name} at {nodes} nodes from {offset_s:.0f} s, deadline {factor}x"
-    for name in policies:
-        policy = make_policy(name)
-        run = simulate(config, trace=trace, policy=policy, job=spec)
-        assert run.deadline_met, f"{name} missed the deadline on {where}"
-        if name in BOUNDED_POLICIES:
-            limit = baseline[0] * (1 + policy.config.risk_fraction) + 0.01
-            assert run.cost_usd <= limit, (where, name, run.cost_usd, limit)
+    at = f"{trace.name} at {nodes} nodes from {offset_s:.0f} s, deadline {factor}x"
+    promises_kept(trace, spec, config, baseline[0], at, policies)
+
+
+#: Many windows: each is a few short simulations (milliseconds).
+MANY_WINDOWS = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 # Many examples: each is two short simulations (milliseconds), and the windows that
 # broke a promise were rare (benchmarks/search_guarantees.py: a few per thousand,
 # mostly 16 nodes on the real 1-node traces), which the full check's 8 examples
 # would seldom meet.
-@settings(
-    max_examples=300,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@MANY_WINDOWS
 @given(
     index=st.integers(0, 8),
     nodes=st.sampled_from(NODES),
@@ -240,20 +260,14 @@ def _promises_kept(
 def test_deadline_policies_keep_their_promises_on_many_windows(
     shared_traces: Path, index: int, nodes: int, where: float
 ) -> None:
-    traces = (*_shared(str(shared_traces)), *map(load_trace, BUNDLED))
-    trace = traces[index % len(traces)]
-    _promises_kept(trace, nodes, where * float(trace.duration_s))
+    _promises_on_window(shared_traces, index, nodes, where)
 
 
 # Tight deadlines too, for uniform_progress's one promise (the deadline): it ran every
 # usable spot node even where more nodes train slower, and missed 44 of 3,000 random
 # windows at 1.1x to 2x.  (``deadline`` and ``receding`` still pay up to 2.6 % and
 # 0.5 % above their bound at 16 nodes and 1.1x: docs/concepts/policies.md, Known limits.)
-@settings(
-    max_examples=300,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@MANY_WINDOWS
 @given(
     index=st.integers(0, 8),
     nodes=st.sampled_from(NODES),
@@ -263,10 +277,7 @@ def test_deadline_policies_keep_their_promises_on_many_windows(
 def test_uniform_progress_meets_tight_deadlines(
     shared_traces: Path, index: int, nodes: int, where: float, factor: float
 ) -> None:
-    traces = (*_shared(str(shared_traces)), *map(load_trace, BUNDLED))
-    trace = traces[index % len(traces)]
-    offset_s = where * float(trace.duration_s)
-    _promises_kept(trace, nodes, offset_s, factor, ("uniform_progress",))
+    _promises_on_window(shared_traces, index, nodes, where, factor, ("uniform_progress",))
 
 
 def test_the_synthetic_traces_say_so() -> None:
