@@ -13,8 +13,10 @@ Three estimates enter, all from the observation:
 * the start pause is ``obs.resume_cost_s`` (boot, group formation, checkpoint load,
   warm-up, for ``max_nodes`` nodes: an upper bound for fewer), or
   ``obs.rescale_cost_s`` when the environment gives none;
-* the periodic checkpoints take ``1 - obs.training_share`` of the running time (the
-  current interval and write time; ``auto`` only lengthens the interval later);
+* the periodic checkpoints come as the job's schedule writes them
+  (``obs.checkpoint_schedule``: ``auto``'s interval grows while nothing is
+  preempted, :func:`on_demand_time_s`), or take ``1 - obs.training_share`` of the
+  running time when the observation carries no schedule;
 * ``overhead_fraction``, an option of the policies, is any further share of running
   time to assume lost (0 by default: the model has no other steady loss).
 
@@ -41,6 +43,8 @@ __all__ = [
     "fastest_finish_s",
     "job_plan",
     "job_samples",
+    "on_demand_time_s",
+    "preemption_usd",
     "start_pause_s",
     "training_rate",
 ]
@@ -99,6 +103,62 @@ def _time_s(obs: Observation, nodes: int, samples: float, overhead: float, pause
     return pause_s + samples / goodput
 
 
+def on_demand_time_s(
+    obs: Observation,
+    nodes: int,
+    samples: float,
+    pause_s: float,
+    *,
+    overhead: float = 0.0,
+    from_start: bool = False,
+) -> float:
+    """``pause_s`` plus ``samples`` on ``nodes`` on-demand nodes, checkpoints as they come.
+
+    Nodes that are never preempted let ``auto``'s checkpoint interval grow, so the
+    time follows the job's schedule (:meth:`CheckpointSchedule.run_time_s`) rather
+    than today's share; without a schedule in the observation, today's share.
+    ``from_start``: the whole job's plan, from a cold start at time 0 with no
+    preemption (the plan a user could buy, as it is replayed); otherwise from now,
+    with one checkpoint write more than the schedule gives (the job's next one may
+    come before a full interval has passed).
+    """
+    schedule = obs.checkpoint_schedule
+    if schedule is None or not schedule.auto:
+        return _time_s(obs, nodes, samples, overhead, pause_s)
+    goodput = obs.goodput(nodes) * (1.0 - overhead)
+    if goodput <= 0.0:
+        return math.inf
+    write_s = obs.checkpoint_write_s
+    if from_start:
+        train_s = schedule.run_time_s(samples / goodput, write_s, 0.0, 0)
+        return pause_s + train_s
+    start_s = obs.now_s + pause_s
+    first = obs.checkpoint_interval_s  # set at the last checkpoint: not longer
+    train_s = schedule.run_time_s(samples / goodput, write_s, start_s, obs.preemptions, first)
+    return pause_s + write_s + train_s
+
+
+def preemption_usd(obs: Observation, nodes: int, usd_per_sample: float) -> float:
+    """What one more preemption adds in checkpoints over the rest of the run.
+
+    ``auto``'s interval shortens with every preemption and stays shorter, so losing a
+    spot node costs more than its pause: every remaining sample on ``nodes`` nodes
+    then carries more checkpoint writes.  A top-up of one spot node beside 14
+    on-demand ones that was lost ended 0.5 % above the plan (its budget covered the
+    pauses, not this).  0 without an ``auto`` schedule.
+    """
+    schedule = obs.checkpoint_schedule
+    goodput = obs.goodput(nodes)
+    if schedule is None or not schedule.auto or goodput <= 0.0:
+        return 0.0
+    train_s, write_s = obs.remaining_samples / goodput, obs.checkpoint_write_s
+    now = schedule.run_time_s(train_s, write_s, obs.now_s, obs.preemptions)
+    after = schedule.run_time_s(train_s, write_s, obs.now_s, obs.preemptions + 1)
+    if not now > 0.0:
+        return 0.0
+    return usd_per_sample * obs.remaining_samples * max(after / now - 1.0, 0.0)
+
+
 def cheapest_on_demand(
     obs: Observation,
     samples: float,
@@ -106,18 +166,21 @@ def cheapest_on_demand(
     *,
     pause_s: float,
     overhead_fraction: float = DEFAULT_OVERHEAD_FRACTION,
+    from_start: bool = False,
 ) -> OnDemandPlan | None:
     """The cheapest on-demand node count that does ``samples`` within ``within_s``.
 
     Returns None when on-demand nodes are not offered or no count is fast enough.
-    Ties go to fewer nodes.
+    Ties go to fewer nodes.  ``from_start``: see :func:`on_demand_time_s`.
     """
     price = obs.on_demand_price_per_hour
     if not math.isfinite(price):
         return None
     best: OnDemandPlan | None = None
     for nodes in range(obs.min_nodes, obs.max_nodes + 1):
-        finish = _time_s(obs, nodes, samples, overhead_fraction, pause_s)
+        finish = on_demand_time_s(
+            obs, nodes, samples, pause_s, overhead=overhead_fraction, from_start=from_start
+        )
         if finish > within_s:
             continue
         cost = nodes * price * finish / 3600.0
@@ -146,6 +209,7 @@ def job_plan(
         obs.deadline_s,
         pause_s=start_pause_s(obs),
         overhead_fraction=overhead_fraction,
+        from_start=True,
     )
 
 

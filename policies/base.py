@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
 from ._quick import quick_init
+from .checkpoints import CheckpointSchedule
 
 __all__ = [
     "Decision",
@@ -233,6 +234,11 @@ class Observation:
         checkpoint_write_s: what one checkpoint write takes (estimated or measured).
             With the interval it gives :attr:`training_share`, which a policy that
             plans to the minute (``deadline``) must not leave out.
+        checkpoint_schedule: the rule the interval follows (None: the environment
+            gives none, and the interval stays as it is): with ``preemptions``, how
+            the interval will grow on nodes that are never preempted
+            (:meth:`~elasim.policies.checkpoints.CheckpointSchedule.run_time_s`).
+        preemptions: preemptions the job has seen so far.
         zones: every zone the job may run in, in the run's order; empty for a run in
             one zone.  The job runs in one zone at a time (as SkyPilot's managed jobs
             do): ``spot_available`` and ``spot_price_per_hour`` are always the current
@@ -263,6 +269,8 @@ class Observation:
     spent_usd: float = 0.0
     checkpoint_interval_s: float = math.inf
     checkpoint_write_s: float = 0.0
+    checkpoint_schedule: CheckpointSchedule | None = None
+    preemptions: int = 0
     zones: tuple[ZoneView, ...] = ()
     zone: int = 0
     zone_move_s: float = 0.0

@@ -13,6 +13,7 @@ from ._ondemand import (
     OnDemandPlan,
     held_spot_beside,
     job_samples,
+    on_demand_time_s,
 )
 from .base import Decision, Observation, PolicyBase
 from .deadline import DeadlinePolicy
@@ -296,10 +297,13 @@ class RecedingPolicy(PolicyBase):
         nodes are taken or released (which would flap between the two).
         """
         assert obs.deadline_s is not None
-        rate = self.deadline.rate(obs, fallback)
-        if rate <= 0.0:
-            return -math.inf
-        finish = obs.worst_pause_s + obs.remaining_samples / rate
+        finish = on_demand_time_s(
+            obs,
+            fallback,
+            obs.remaining_samples,
+            obs.worst_pause_s,
+            overhead=self.deadline.config.overhead_fraction,
+        )
         return obs.deadline_s - obs.now_s - finish - self.deadline.margin_s(obs)
 
     def frontier(self, obs: Observation, available: int, cap: float) -> list[_Vertex]:
@@ -431,7 +435,12 @@ class RecedingPolicy(PolicyBase):
         ``spot_us_west.csv``: the random-window search found it).
         """
         decision = self.deadline.commit(obs, plan, budget)
-        if decision.spot_nodes <= obs.spot_held or self.spot_safe(obs, spare):
+        if decision.spot_nodes <= obs.spot_held:
+            return decision
+        # the spare of the count committed to, which may be fewer nodes than the
+        # fallback whose spare the caller holds (less slack to lose spot in)
+        spare = min(spare, self.spare_s(obs, decision.on_demand_nodes))
+        if self.spot_safe(obs, spare):
             return decision
         spot = held_spot_beside(obs, decision.on_demand_nodes)  # no new ones
         return Decision(spot, decision.on_demand_nodes, decision.wake_after_s)

@@ -152,10 +152,15 @@ def test_spot_past_the_last_safe_moment_only_while_the_margin_covers_a_loss() ->
     # = 9 135 s; 8 spot nodes keep the fallback's pace, and a loss costs 60 s
     # (rescale) + 60 s (an interval rolled back), which the margin covers once the
     # job is on spot; moving onto spot is a start (60 s) too, which it does not cover:
-    # deadline's commitment (7 on-demand nodes, one spot node beside them)
+    # deadline's commitment, 7 on-demand nodes, without the spot node deadline puts
+    # beside them: 7 nodes have less slack than the fallback's 8, not enough to lose it
     late = {"progress": 0.5, "spent_usd": 1.0, "spot_available": 8}
     obs = deadline_obs(now_s=9135.0, **late)
-    assert receding(safety_margin_s=120.0).decide(obs) == Decision(1, 7, None)
+    policy = receding(safety_margin_s=120.0)
+    assert policy.decide(obs) == Decision(0, 7, None)
+    plan = policy.deadline.plan(obs)
+    budget = policy.deadline.budget_usd(obs, policy.budget_plan(obs, plan))
+    assert policy.deadline.commit(obs, plan, budget) == Decision(1, 7, None)
     on_spot = deadline_obs(now_s=9135.0, spot_held=8, **late)
     assert receding(safety_margin_s=120.0).decide(on_spot) == Decision(8, 0, 1800.0)
     # a margin of 180 s covers the start and a loss: spare 0 at 9 075 s, spot

@@ -473,6 +473,8 @@ class JobLoop:
             spent_usd=self.books.spot_cost_usd + self.books.on_demand_cost_usd,
             checkpoint_interval_s=self.checkpoint_interval_s,
             checkpoint_write_s=estimates.checkpoint_write_s(),
+            checkpoint_schedule=self.schedule,
+            preemptions=self.books.preemptions,
         )
 
     def _decide(self, now_s: float) -> None:

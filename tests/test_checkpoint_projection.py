@@ -1,0 +1,72 @@
+"""The on-demand plan's time follows the job's own checkpoint schedule (issue 25).
+
+Without preemptions ``auto``'s checkpoint interval grows with the clock; a plan that
+assumed today's interval for the whole run overestimated its time by up to 170 s on
+a six-hour job, and ``deadline`` bought a node more than the plan replayed needs.
+These drive the real job model (an ``on_demand`` run) and check the policies'
+estimate against it: never below (the deadline guarantee needs that), and above by no
+more than the start pause, which the estimate takes for ``max_nodes`` nodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from elasim.job import load_job
+from elasim.jobmodel import JobSpec
+from elasim.policies import OnDemandPolicy
+from elasim.policies._ondemand import on_demand_time_s, start_pause_s
+from elasim.policies.checkpoints import CheckpointSchedule
+from elasim.sim import simulate
+from elasim.traces import load_trace
+
+
+class _Recorder(OnDemandPolicy):
+    """``on_demand`` that keeps the observations it was given."""
+
+    def __init__(self, config: OnDemandPolicy.Config) -> None:
+        super().__init__(config)
+        self.seen: list = []
+
+    def decide(self, obs):
+        self.seen.append(obs)
+        return super().decide(obs)
+
+
+@pytest.mark.parametrize("trace_name", ["spot_p3_bamboo.csv", "spot_us_east.csv"])
+@pytest.mark.parametrize("nodes", [1, 4, 14])
+def test_plan_time_bounds_the_replay_closely(trace_name: str, nodes: int) -> None:
+    trace = load_trace(trace_name)
+    job = dataclasses.replace(
+        load_job("resnet50_v100").with_nodes(1, 16), target_samples=1200.0 * 3600 * 6
+    )
+    spec = JobSpec(start_offset_s=0.3 * float(trace.duration_s), on_demand_price_per_hour=3.06)
+    policy = _Recorder(OnDemandPolicy.Config(nodes))
+    replay_s = simulate(spec, trace=trace, policy=policy, job=job).completion_time_h * 3600.0
+    obs = policy.seen[0]
+    pause = start_pause_s(obs)
+    estimate = on_demand_time_s(obs, nodes, obs.remaining_samples, pause, from_start=True)
+    today = pause + obs.remaining_samples / (obs.goodput(nodes) * obs.training_share)
+    assert replay_s <= estimate <= replay_s + pause
+    assert estimate < today  # today's interval for the whole run overestimates
+
+
+def test_fixed_interval_keeps_its_share() -> None:
+    fixed = CheckpointSchedule(600.0)
+    assert fixed.run_time_s(6000.0, 60.0, 0.0, 0) == pytest.approx(6600.0)
+    assert CheckpointSchedule(math.inf).run_time_s(6000.0, 60.0, 0.0, 0) == 6000.0
+
+
+def test_auto_interval_grows_and_a_preemption_shortens_it() -> None:
+    auto = CheckpointSchedule(None, prior_mtbf_s=3600.0)
+    train_s, write_s = 8 * 3600.0, 30.0
+    today = auto.current_interval_s(write_s, 0.0, 0)
+    at_today = train_s * (today + write_s) / today
+    projected = auto.run_time_s(train_s, write_s, 0.0, 0)
+    assert train_s < projected < at_today
+    assert auto.run_time_s(train_s, write_s, 0.0, 1) > projected  # shorter intervals
+    # a short run ends before its first checkpoint: no write is counted
+    assert auto.run_time_s(today / 2, write_s, 0.0, 0) == today / 2
