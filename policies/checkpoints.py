@@ -9,6 +9,8 @@ the run.  One rule, read by both, so the plan and the replay cannot drift apart.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from dataclasses import dataclass
 
@@ -22,7 +24,7 @@ __all__ = [
 #: Checkpoint cycles :meth:`CheckpointSchedule.run_time_s` follows one by one; past
 #: them the last cycle's training share is kept (the share only grows without
 #: preemptions, so that overestimates the time: a bound, cheaply).
-PROJECTED_CYCLES = 64
+PROJECTED_CYCLES = 256
 
 #: ``auto`` never checkpoints more often than once a minute of trace time (a free
 #: checkpoint would otherwise be taken continuously).
@@ -126,14 +128,38 @@ class CheckpointSchedule:
             return train_s
         if self.interval_s is not None:  # fixed: the share is the same all along
             return train_s * (interval + cost) / interval
-        wall, now = 0.0, start_s
-        for _ in range(PROJECTED_CYCLES):
-            if train_s <= interval:
-                return wall + train_s
-            train_s -= interval
-            wall += interval
-            now += interval
-            interval = self.current_interval_s(cost, now, preemptions)
-            wall += cost
-            now += cost
-        return wall + train_s * (interval + cost) / interval
+        if train_s <= interval:
+            return train_s  # done before the first checkpoint
+        trained, walls, last = _cycles(self, cost, start_s, preemptions, interval)
+        k = bisect.bisect_left(trained, train_s)  # >= 1: more than the first interval
+        if k < len(trained):  # done in cycle k, after k writes
+            return walls[k - 1] + train_s - trained[k - 1]
+        return walls[-1] + (train_s - trained[-1]) * (last + cost) / last
+
+
+@functools.lru_cache(maxsize=256)
+def _cycles(
+    schedule: CheckpointSchedule, cost: float, start_s: float, preemptions: int, first: float
+) -> tuple[tuple[float, ...], tuple[float, ...], float]:
+    """The cycles of :meth:`CheckpointSchedule.run_time_s`, once per start.
+
+    ``trained[k]`` and ``walls[k]``: training and wall seconds when cycle ``k + 1``
+    starts training (after ``k + 1`` writes); ``last``: the interval in force after
+    the last of them.  Why: a deadline policy asks the time of every node count
+    (up to 16) at every decision, each a walk of up to :data:`PROJECTED_CYCLES`
+    cycles that do not depend on the count; remembered (a pure function of its
+    arguments), one walk serves them all.
+    """
+    trained: list[float] = []
+    walls: list[float] = []
+    done, wall, now, interval = 0.0, 0.0, start_s, first
+    for _ in range(PROJECTED_CYCLES):
+        done += interval
+        wall += interval
+        now += interval
+        interval = schedule.current_interval_s(cost, now, preemptions)
+        wall += cost
+        now += cost
+        trained.append(done)
+        walls.append(wall)
+    return tuple(trained), tuple(walls), interval
