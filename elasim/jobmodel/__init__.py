@@ -17,6 +17,7 @@ between them, run it unchanged.
 * :mod:`.fluid`: the simulator's actuator, the fluid progress model.
 * :mod:`.durability`: what survives a loss of nodes (the fluid job holds its parts).
 * :mod:`.loop`: :class:`JobLoop`, observe -> decide -> apply.
+* :mod:`.timeline`: :class:`TimelineRow`, one row of the job's timeline.
 * :mod:`.summary`: :class:`RunSummary`, the one summary schema.
 * :mod:`.zones`: a job in several zones (:class:`ZonedJobLoop`, :class:`ZoneReplay`).
 """

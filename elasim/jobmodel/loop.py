@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 from elasim.policies import (
     Decision,
@@ -72,6 +72,7 @@ from .errors import PolicyError, _policy_error
 from .options import JobRules
 from .replay import CapacityReplay, ReplayItem
 from .rules import CheckpointSchedule
+from .timeline import TimelineRow
 
 __all__ = ["JobLoop", "PolicyError", "TimelineRow"]
 
@@ -81,35 +82,6 @@ _EPS = 1e-9
 _CHECKPOINT, _PAUSE, _PREEMPT = EventKind.CHECKPOINT, EventKind.PAUSE, EventKind.PREEMPT
 #: The earliest a policy's ``wake_after_s`` can ask to be asked again (trace seconds).
 MIN_WAKE_S = 1e-3
-
-
-class TimelineRow(NamedTuple):
-    """The world at one moment (trace seconds), for ``timeline.parquet``.
-
-    A named tuple rather than a frozen dataclass: the simulator makes one per turn,
-    and a tuple is several times cheaper to build.
-
-    Attributes:
-        time_s: trace time.
-        spot_available: spot nodes available.
-        spot_held: spot nodes paid for (starting ones included).
-        on_demand_held: on-demand nodes paid for.
-        group_nodes: nodes in the training group.
-        price_per_hour: spot price.
-        progress: fraction of the target done.
-        state: the job's state.
-        step: steps committed (executor; 0 in the simulator).
-    """
-
-    time_s: float
-    spot_available: int
-    spot_held: int
-    on_demand_held: int
-    group_nodes: int
-    price_per_hour: float
-    progress: float
-    state: str
-    step: int = 0
 
 
 class JobLoop:
