@@ -73,6 +73,7 @@ from .options import JobRules
 from .replay import CapacityReplay, ReplayItem
 from .rules import CheckpointSchedule
 from .timeline import TimelineRow
+from .zones import ZoneMoves
 
 __all__ = ["JobLoop", "PolicyError", "TimelineRow"]
 
@@ -99,6 +100,8 @@ class JobLoop:
         timeline_every_s: least trace time between two timeline rows that differ only
             in time and progress (0: a row at every turn).
         record_timeline: keep timeline rows at all.
+        zones: a job in several zones: where it is and its moves (:mod:`.zones`), over
+            ``replay``, the zones' replay; None: one zone.
     """
 
     def __init__(
@@ -112,8 +115,10 @@ class JobLoop:
         prior_mtbf_s: float = math.inf,
         timeline_every_s: float = 0.0,
         record_timeline: bool = True,
+        zones: ZoneMoves | None = None,
     ) -> None:
         self.policy = policy
+        self.zones = zones
         self.actuator = actuator
         self.meter = actuator.meter
         self.estimates = actuator.estimates
@@ -217,7 +222,7 @@ class JobLoop:
             due = now_s + max(interval - self._since_checkpoint_s, 0.0)
             if due < best:
                 best = due
-        return best
+        return best if self.zones is None else self.zones.next_s(best)  # or an arrival
 
     def _inputs(self, now_s: float) -> bool:
         """Trace items and leaves due by ``now_s``, each at its own time; True: done."""
@@ -425,7 +430,7 @@ class JobLoop:
         meter, estimates = self.meter, self.estimates
         spot, od = meter.paid()
         rules = self.rules
-        return Observation(
+        obs = Observation(
             now_s=now_s,
             spot_available=self.available,
             spot_held=spot,
@@ -446,6 +451,7 @@ class JobLoop:
             checkpoint_interval_s=self.checkpoint_interval_s,
             checkpoint_write_s=estimates.checkpoint_write_s(),
         )
+        return obs if self.zones is None else self.zones.observed(obs, self.available, self.price)
 
     def _decide(self, now_s: float) -> None:
         obs = self.observe(now_s)
@@ -486,11 +492,31 @@ class JobLoop:
         # a Hold (:func:`~.actions.hold`), carried out here rather than built and passed
         # through _carry_out: every turn holds
         target = self.target
-        spot = hold_spot(target, self.available, self._caps)
-        events = self.actuator.apply(spot, target.on_demand_nodes, now_s, fresh)
+        if self.zones is not None and self.zones.moving(target):
+            if self._move(target, now_s):  # arrived: the policy is asked again
+                return now_s
+            spot, on_demand, fresh = 0, 0, True  # on the way: nothing held
+        else:
+            spot, on_demand = hold_spot(target, self.available, self._caps), target.on_demand_nodes
+        events = self.actuator.apply(spot, on_demand, now_s, fresh)
         if events:
             self._took(events)
         return self._last_s if self._last_s > now_s else now_s
+
+    def _move(self, target: Decision, now_s: float) -> bool:
+        """A move between zones (:mod:`.zones`) under way or named; True: arrived now."""
+        zones = self.zones
+        assert zones is not None
+        if target.zone is not None:  # depart: the leaves and caps concern old nodes
+            self.target = Decision(target.spot_nodes, target.on_demand_nodes, target.wake_after_s)
+            self.available, self.price = zones.depart(target.zone, now_s)
+            self._leaves.clear()
+            self._caps.clear()
+        if not zones.arrive(now_s):
+            return False
+        self.actuator.moved(now_s)  # its nodes start afresh in the new zone
+        self.decision_due = True
+        return True
 
     def _checkpoint(self, now_s: float) -> None:
         """A periodic checkpoint is due (the timer restarts even if none was written)."""

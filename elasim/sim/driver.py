@@ -27,7 +27,6 @@ from elasim.jobmodel import (
     JobLoop,
     JobRules,
     JobSpec,
-    ZonedJobLoop,
     build_job_loop,
     pause_for,
     summarize,
@@ -307,8 +306,8 @@ def simulate(
         details["skipped_background_jobs"] = cluster.skipped_jobs
     if oracle_report is not None:
         details["oracle_plan"] = oracle_report.as_dict()
-    if isinstance(loop, ZonedJobLoop):
-        details.update(loop.zone_details())
+    if loop.zones is not None:
+        details.update(loop.zones.details())
     result = _result_of(loop, end_s, recorded, details)
     log.debug("simulated %s in %.3f s", recorded.trace, time.perf_counter() - start)
     return result
