@@ -193,6 +193,30 @@ def test_a_job_in_several_zones_is_the_one_job_loop_told_of_each_arrival():
     assert told == pytest.approx([t + 90.0 for t, _, _ in moves])
 
 
+def test_a_compressed_replay_compresses_each_zone_once_and_the_spec_as_one_zone_s():
+    """``--time-scale`` (a real run's simulation): every zone's times over the scale once,
+    each keeping its name, the spec's times as a one-zone run's, the transfer as fast."""
+    from elasim.sim.driver import _compressed
+
+    zones, scale = two_zones(), 60.0
+    spec = JobSpec(
+        notice_s=120.0,
+        deadline_s=30 * H,
+        start_offset_s=1800.0,
+        checkpoint_interval_s=600.0,
+        checkpoint_cost_s=6.0,
+        transfer_gbps=2.0,
+    )
+    compressed, fast = _compressed(spec, zones, scale)
+    one_zone, _ = _compressed(spec, zones.traces[0], scale)
+    assert compressed == one_zone.replace(transfer_gbps=2.0 * scale)
+    assert (compressed.notice_s, compressed.start_offset_s) == (2.0, 30.0)
+    assert isinstance(fast, ZoneSet) and fast.names == zones.names
+    for quick, slow in zip(fast.traces, zones.traces, strict=True):
+        assert list(quick.time_s) == [t / scale for t in slow.time_s]
+        assert quick.duration_s == slow.duration_s / scale
+
+
 def test_cli_takes_several_traces_and_a_zone_column(tmp_path):
     header = "# on_demand_price_per_hour: 3.06\ntime_s,available,price_per_hour,zone\n"
     rows = "0,4,1.0,a\n3600,0,1.0,a\n7200,4,1.0,a\n0,4,1.5,b\n18000,0,1.5,b\n"

@@ -205,10 +205,15 @@ def _compressed(
         zones = tuple(
             dataclasses.replace(scale_trace(zone, scale), name=zone.name) for zone in trace.traces
         )
-        compressed, _ = _compressed(spec, zones[0], scale)
+        compressed = _compressed_spec(spec, scale)
         return compressed.replace(transfer_gbps=spec.transfer_gbps * scale), ZoneSet(zones)
     if not isinstance(trace, CapacityTrace):
         raise ValueError("--time-scale applies to capacity traces only")
+    return _compressed_spec(spec, scale), scale_trace(trace, scale)
+
+
+def _compressed_spec(spec: JobSpec, scale: float) -> JobSpec:
+    """The spec's times at ``scale`` trace seconds per second (whatever its trace)."""
 
     def shrink(value: float | None) -> float | None:
         return None if value is None else value / scale
@@ -219,7 +224,7 @@ def _compressed(
         start_offset_s=shrink(spec.start_offset_s),
         checkpoint_interval_s=shrink(spec.checkpoint_interval_s),
         checkpoint_cost_s=shrink(spec.checkpoint_cost_s),
-    ), scale_trace(trace, scale)
+    )
 
 
 def capacity_for(
