@@ -191,6 +191,8 @@ def test_a_job_in_several_zones_is_the_one_job_loop_told_of_each_arrival():
     moves = loop.zones.details()["moves"]
     assert moves[0] == [H, "a", "b"] and len(moves) >= 2
     assert told == pytest.approx([t + 90.0 for t, _, _ in moves])
+    with pytest.raises(ValueError, match="zones' replay"):  # the zones and the loop agree
+        JobLoop(policy, Told(job, loop.rules), loop.rules, zones=loop.zones)
 
 
 def test_a_compressed_replay_compresses_each_zone_once_and_the_spec_as_one_zone_s():

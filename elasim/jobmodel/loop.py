@@ -117,6 +117,8 @@ class JobLoop:
         record_timeline: bool = True,
         zones: ZoneMoves | None = None,
     ) -> None:
+        if zones is not None and zones.replay is not replay:
+            raise ValueError("a job in several zones reads its zones' replay (zones.replay)")
         self.policy = policy
         self.zones = zones
         self.actuator = actuator
