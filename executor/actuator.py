@@ -233,6 +233,13 @@ class GroupActuator:
         """Ask rank 0 for a checkpoint at the next step boundary."""
         return self._convert(self.group.checkpoint())
 
+    def moved(self, now_s: float) -> None:
+        """Arrived in another zone: nothing to forget (real workers restart anyway).
+
+        The group released every worker when the move began; the next :meth:`apply`
+        starts new ones, which load the moved checkpoint.
+        """
+
     def settle(self, now_s: float) -> list[EventRecord]:
         """Real changes complete inside :meth:`apply`; nothing ends on its own."""
         return []

@@ -321,9 +321,8 @@ class Controller:
         scale = self.config.time_scale
         real = [measured.get(id(e), (e.time_s / scale, None)) for e in loop.events]
         summary = summarize(loop, end)
-        zones = getattr(loop, "zone_details", None)
-        if zones is not None:  # a job in several zones: its moves
-            summary["zones"] = zones()
+        if loop.zones is not None:  # a job in several zones: its moves
+            summary["zones"] = loop.zones.details()
         return ControllerResult(
             summary=summary,
             completion_time_s=loop.done_s,

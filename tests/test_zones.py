@@ -154,6 +154,71 @@ def test_a_move_restarts_from_nothing_in_the_new_zone_at_the_profile_s_cold_star
     assert resume.pause.rendezvous_s > 0
 
 
+def test_a_job_in_several_zones_is_the_one_job_loop_told_of_each_arrival():
+    """No subclass of the job loop (a job's life exists once): the zones are a part the
+    one :class:`JobLoop` consults, and the actuator's ``moved``, a typed command every
+    actuator has, comes once per arrival, when the checkpoint arrives."""
+    from elasim.executor.actuator import GroupActuator
+    from elasim.jobmodel import Actuator, FluidJob, JobLoop, ZoneMoves, build_job_loop
+    from elasim.sim import resolve
+    from elasim.sim.driver import SimShell
+
+    commands = [name for name, v in vars(Actuator).items() if callable(v) and name[0] != "_"]
+    assert "moved" in commands
+    for actuator in (FluidJob, GroupActuator):
+        assert all(callable(getattr(actuator, name, None)) for name in commands), actuator
+    told: list[float] = []
+
+    class Told(FluidJob):
+        def moved(self, now_s: float) -> None:
+            told.append(now_s)
+            super().moved(now_s)
+
+    zones = two_zones()
+    spec = JobSpec(rescale="restart", checkpoint_size_gb=90.0, transfer_gbps=8.0)  # 90 s
+    job = load_job("resnet50_v100").with_nodes(1, 4)
+    spec, _, policy, job = resolve(spec, trace=zones, policy=make_policy("failover"), job=job)
+    loop = build_job_loop(
+        spec,
+        zones,
+        policy,
+        lambda rules: Told(job, rules),
+        on_demand_price_per_hour=3.06,
+        horizon_s=5 * 86400.0,
+    )
+    assert type(loop) is JobLoop and isinstance(loop.zones, ZoneMoves)
+    SimShell.run(loop)
+    moves = loop.zones.details()["moves"]
+    assert moves[0] == [H, "a", "b"] and len(moves) >= 2
+    assert told == pytest.approx([t + 90.0 for t, _, _ in moves])
+    with pytest.raises(ValueError, match="zones' replay"):  # the zones and the loop agree
+        JobLoop(policy, Told(job, loop.rules), loop.rules, zones=loop.zones)
+
+
+def test_a_compressed_replay_compresses_each_zone_once_and_the_spec_as_one_zone_s():
+    """``--time-scale`` (a real run's simulation): every zone's times over the scale once,
+    each keeping its name, the spec's times as a one-zone run's, the transfer as fast."""
+    from elasim.sim.driver import _compressed
+
+    zones, scale = two_zones(), 60.0
+    spec = JobSpec(
+        notice_s=120.0,
+        deadline_s=30 * H,
+        start_offset_s=1800.0,
+        checkpoint_interval_s=600.0,
+        checkpoint_cost_s=6.0,
+        transfer_gbps=2.0,
+    )
+    compressed, fast = _compressed(spec, zones, scale)
+    one_zone, _ = _compressed(spec, zones.traces[0], scale)
+    assert compressed == one_zone.replace(transfer_gbps=2.0 * scale)
+    assert (compressed.notice_s, compressed.start_offset_s) == (2.0, 30.0)
+    assert isinstance(fast, ZoneSet) and fast.names == zones.names
+    for quick, slow in zip(fast.traces, zones.traces, strict=True):
+        assert list(quick.time_s) == [t / scale for t in slow.time_s]
+        assert quick.duration_s == slow.duration_s / scale
+
+
 def test_cli_takes_several_traces_and_a_zone_column(tmp_path):
     header = "# on_demand_price_per_hour: 3.06\ntime_s,available,price_per_hour,zone\n"
     rows = "0,4,1.0,a\n3600,0,1.0,a\n7200,4,1.0,a\n0,4,1.5,b\n18000,0,1.5,b\n"

@@ -17,8 +17,9 @@ between them, run it unchanged.
 * :mod:`.fluid`: the simulator's actuator, the fluid progress model.
 * :mod:`.durability`: what survives a loss of nodes (the fluid job holds its parts).
 * :mod:`.loop`: :class:`JobLoop`, observe -> decide -> apply.
+* :mod:`.timeline`: :class:`TimelineRow`, one row of the job's timeline.
 * :mod:`.summary`: :class:`RunSummary`, the one summary schema.
-* :mod:`.zones`: a job in several zones (:class:`ZonedJobLoop`, :class:`ZoneReplay`).
+* :mod:`.zones`: a job in several zones (:class:`ZoneMoves`, :class:`ZoneReplay`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from .rules import (
 )
 from .spec import SPEC_FLAGS, JobSpec, SpecMismatchError
 from .summary import RunSummary, summarize
-from .zones import ZonedJobLoop, ZoneReplay, zone_move_s
+from .zones import ZoneMoves, ZoneReplay, zone_move_s
 
 __all__ = [
     "CHECKPOINT_AUTO",
@@ -79,7 +80,7 @@ __all__ = [
     "pause_for",
     "summarize",
     "young_daly_interval_s",
-    "ZonedJobLoop",
+    "ZoneMoves",
     "ZoneReplay",
     "zone_move_s",
 ]

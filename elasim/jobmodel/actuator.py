@@ -8,8 +8,9 @@ job trains.  Everything else about the job's life is in :mod:`.loop`.
 
 The loop uses it in three roles, each a small protocol of its own:
 
-* :class:`Actuator`, the commands: apply, preempt, checkpoint, and what ends or
-  happens on its own (settle, admit, poll);
+* :class:`Actuator`, the commands: apply, preempt, checkpoint, moved (a job in
+  several zones arrived in another), and what ends or happens on its own (settle,
+  admit, poll);
 * :class:`Meter`, what the job is doing now: state, holdings, progress (read only);
 * :class:`Estimates`, what the policy's observation and the loop's rules need to
   know about the job: throughput, pauses, step and checkpoint-write times.
@@ -135,6 +136,13 @@ class Actuator(Protocol):
 
     def checkpoint(self, now_s: float) -> list[EventRecord]:
         """Write a periodic checkpoint now."""
+
+    def moved(self, now_s: float) -> None:
+        """The job's checkpoint arrived in another zone (:mod:`.zones`); nothing is held.
+
+        The next :meth:`apply` starts the job there from nothing: an actuator that
+        keeps anything of the old zone (warm slots, starts in flight) forgets it here.
+        """
 
     def settle(self, now_s: float) -> list[EventRecord]:
         """What ends on its own at ``now_s`` (pauses, checkpoint writes)."""

@@ -26,7 +26,7 @@ from .loop import JobLoop
 from .options import JobRules
 from .replay import CapacityReplay
 from .spec import JobSpec
-from .zones import ZonedJobLoop, ZoneReplay, zone_move_s
+from .zones import ZoneMoves, ZoneReplay, zone_move_s
 
 __all__ = ["build_job_loop", "job_rules"]
 
@@ -81,8 +81,8 @@ def build_job_loop(
             ``price_per_hour`` and ``duration_s``); its replay starts at the spec's
             offset, gives the spec's notice, and reports no more than ``max_nodes``.
             A zone set (``kind == "zones"``, its ``traces``) is replayed so, zone by
-            zone, under a :class:`~.zones.ZonedJobLoop` whose moves take the spec's
-            checkpoint size over its transfer bandwidth.
+            zone, the loop given a :class:`~.zones.ZoneMoves` whose moves take the
+            spec's checkpoint size over its transfer bandwidth.
         policy: the scaling policy.
         make_actuator: builds the environment's side of the job from the rules.
         on_demand_price_per_hour: the price that applies (``inf``: none offered).
@@ -130,10 +130,11 @@ def _zoned_loop(
     rules: JobRules,
     replayed: dict[str, Any],
     **kwargs: Any,
-) -> ZonedJobLoop:
+) -> JobLoop:
     """The loop of a job in several zones (:mod:`.zones`), each zone replayed alike."""
     if spec.checkpoint_size_gb is None:
         raise ValueError("resolve the spec's checkpoint size first (checkpoint_size_gb)")
     replay = ZoneReplay.from_traces(zones.traces, **replayed)
     move_s = zone_move_s(spec.checkpoint_size_gb, spec.transfer_gbps)
-    return ZonedJobLoop(policy, actuator, rules, replay=replay, move_s=move_s, **kwargs)
+    zoned = ZoneMoves(replay, move_s)
+    return JobLoop(policy, actuator, rules, replay=replay, zones=zoned, **kwargs)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 from elasim.policies import (
     Decision,
@@ -72,6 +72,8 @@ from .errors import PolicyError, _policy_error
 from .options import JobRules
 from .replay import CapacityReplay, ReplayItem
 from .rules import CheckpointSchedule
+from .timeline import TimelineRow
+from .zones import ZoneMoves
 
 __all__ = ["JobLoop", "PolicyError", "TimelineRow"]
 
@@ -81,35 +83,6 @@ _EPS = 1e-9
 _CHECKPOINT, _PAUSE, _PREEMPT = EventKind.CHECKPOINT, EventKind.PAUSE, EventKind.PREEMPT
 #: The earliest a policy's ``wake_after_s`` can ask to be asked again (trace seconds).
 MIN_WAKE_S = 1e-3
-
-
-class TimelineRow(NamedTuple):
-    """The world at one moment (trace seconds), for ``timeline.parquet``.
-
-    A named tuple rather than a frozen dataclass: the simulator makes one per turn,
-    and a tuple is several times cheaper to build.
-
-    Attributes:
-        time_s: trace time.
-        spot_available: spot nodes available.
-        spot_held: spot nodes paid for (starting ones included).
-        on_demand_held: on-demand nodes paid for.
-        group_nodes: nodes in the training group.
-        price_per_hour: spot price.
-        progress: fraction of the target done.
-        state: the job's state.
-        step: steps committed (executor; 0 in the simulator).
-    """
-
-    time_s: float
-    spot_available: int
-    spot_held: int
-    on_demand_held: int
-    group_nodes: int
-    price_per_hour: float
-    progress: float
-    state: str
-    step: int = 0
 
 
 class JobLoop:
@@ -127,6 +100,8 @@ class JobLoop:
         timeline_every_s: least trace time between two timeline rows that differ only
             in time and progress (0: a row at every turn).
         record_timeline: keep timeline rows at all.
+        zones: a job in several zones: where it is and its moves (:mod:`.zones`), over
+            ``replay``, the zones' replay; None: one zone.
     """
 
     def __init__(
@@ -140,8 +115,12 @@ class JobLoop:
         prior_mtbf_s: float = math.inf,
         timeline_every_s: float = 0.0,
         record_timeline: bool = True,
+        zones: ZoneMoves | None = None,
     ) -> None:
+        if zones is not None and zones.replay is not replay:
+            raise ValueError("a job in several zones reads its zones' replay (zones.replay)")
         self.policy = policy
+        self.zones = zones
         self.actuator = actuator
         self.meter = actuator.meter
         self.estimates = actuator.estimates
@@ -245,7 +224,7 @@ class JobLoop:
             due = now_s + max(interval - self._since_checkpoint_s, 0.0)
             if due < best:
                 best = due
-        return best
+        return best if self.zones is None else self.zones.next_s(best)  # or an arrival
 
     def _inputs(self, now_s: float) -> bool:
         """Trace items and leaves due by ``now_s``, each at its own time; True: done."""
@@ -453,7 +432,7 @@ class JobLoop:
         meter, estimates = self.meter, self.estimates
         spot, od = meter.paid()
         rules = self.rules
-        return Observation(
+        obs = Observation(
             now_s=now_s,
             spot_available=self.available,
             spot_held=spot,
@@ -476,6 +455,7 @@ class JobLoop:
             checkpoint_schedule=self.schedule,
             preemptions=self.books.preemptions,
         )
+        return obs if self.zones is None else self.zones.observed(obs, self.available, self.price)
 
     def _decide(self, now_s: float) -> None:
         obs = self.observe(now_s)
@@ -516,11 +496,31 @@ class JobLoop:
         # a Hold (:func:`~.actions.hold`), carried out here rather than built and passed
         # through _carry_out: every turn holds
         target = self.target
-        spot = hold_spot(target, self.available, self._caps)
-        events = self.actuator.apply(spot, target.on_demand_nodes, now_s, fresh)
+        if self.zones is not None and self.zones.moving(target):
+            if self._move(target, now_s):  # arrived: the policy is asked again
+                return now_s
+            spot, on_demand, fresh = 0, 0, True  # on the way: nothing held
+        else:
+            spot, on_demand = hold_spot(target, self.available, self._caps), target.on_demand_nodes
+        events = self.actuator.apply(spot, on_demand, now_s, fresh)
         if events:
             self._took(events)
         return self._last_s if self._last_s > now_s else now_s
+
+    def _move(self, target: Decision, now_s: float) -> bool:
+        """A move between zones (:mod:`.zones`) under way or named; True: arrived now."""
+        zones = self.zones
+        assert zones is not None
+        if target.zone is not None:  # depart: the leaves and caps concern old nodes
+            self.target = Decision(target.spot_nodes, target.on_demand_nodes, target.wake_after_s)
+            self.available, self.price = zones.depart(target.zone, now_s)
+            self._leaves.clear()
+            self._caps.clear()
+        if not zones.arrive(now_s):
+            return False
+        self.actuator.moved(now_s)  # its nodes start afresh in the new zone
+        self.decision_due = True
+        return True
 
     def _checkpoint(self, now_s: float) -> None:
         """A periodic checkpoint is due (the timer restarts even if none was written)."""

@@ -1,4 +1,7 @@
-"""A job that may run in one of several zones: the zones' replays and the loop that moves.
+"""A job that may run in one of several zones: the zones' replays, and where the job is.
+
+The job's life is the one :class:`~.loop.JobLoop`'s; a job in several zones is that
+loop given a :class:`ZoneMoves` (``zones=``), which it consults where zones matter.
 
 Semantics (the issue leaves them to us; SkyPilot's managed jobs work the same way):
 
@@ -27,14 +30,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from elasim.policies import Decision, Observation, Policy, ZoneView
+from elasim.policies import Decision, Observation, ZoneView
 
-from .actuator import Actuator
-from .loop import _EPS, JobLoop
-from .options import JobRules
+from .actions import EPS_S
 from .replay import CapacityReplay, ReplayItem
 
-__all__ = ["ZoneReplay", "ZonedJobLoop", "zone_move_s"]
+__all__ = ["ZoneMoves", "ZoneReplay", "zone_move_s"]
 
 #: Gigabytes to gigabits.
 _BITS_PER_BYTE = 8.0
@@ -107,33 +108,29 @@ class ZoneReplay:
         return out
 
 
-class ZonedJobLoop(JobLoop):
-    """The job loop of a job in several zones (see the module docstring).
+class ZoneMoves:
+    """Where a job in several zones is, and its moves: the zones part of its one loop.
+
+    A :class:`~.loop.JobLoop` given one (``zones=``) consults it at the few points
+    where zones matter, and keeps its own state itself (the target, the capacity, the
+    leaves and caps, the actuator):
+
+    * :meth:`observed`: the observation's zone fields;
+    * :meth:`moving` and :meth:`depart`: a decision that names another zone departs;
+    * :meth:`arrive`: while the checkpoint travels nothing is held; on arrival the
+      actuator is told (:meth:`~.actuator.Actuator.moved`) and the policy asked again;
+    * :meth:`next_s`: the arrival is a wake-up;
+    * :meth:`details`: what a summary states about the zones.
 
     Args:
-        policy: the scaling policy.
-        actuator: the environment's side of the job.
-        rules: the job's rules (trace seconds).
-        replay: the zones' replay.
+        replay: the zones' replay, the one the loop reads.
         move_s: what moving the checkpoint to another zone takes (trace seconds).
-        **kwargs: as :class:`~.loop.JobLoop` takes them.
     """
 
-    def __init__(
-        self,
-        policy: Policy,
-        actuator: Actuator,
-        rules: JobRules,
-        *,
-        replay: ZoneReplay,
-        move_s: float,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(policy, actuator, rules, replay=replay, **kwargs)
-        self.zones = replay
+    def __init__(self, replay: ZoneReplay, move_s: float) -> None:
+        self.replay = replay
         self.move_s = float(move_s)
-        self.zone = 0
-        self._arrive_s: float | None = None  # while moving: when the checkpoint arrives
+        self.arrive_s: float | None = None  # while moving: when the checkpoint arrives
         #: every move: ``(time_s, from_zone, to_zone)``
         self.moves: list[tuple[float, int, int]] = []
         #: when each move's checkpoint arrived (the clock's reading: a real run's late
@@ -141,57 +138,47 @@ class ZonedJobLoop(JobLoop):
         #: while it travels
         self.arrivals_s: list[float | None] = []
 
-    def turn(self, now_s: float) -> float:
-        """As :meth:`JobLoop.turn`; a move in progress has work at its arrival."""
-        next_s = super().turn(now_s)
-        if self._arrive_s is not None and not self.finished and self._arrive_s < next_s:
-            return self._arrive_s
-        return next_s
+    @property
+    def zone(self) -> int:
+        """The current zone (the one moved to, while the checkpoint travels)."""
+        return self.replay.zone
 
-    def observe(self, now_s: float) -> Observation:
-        """The one-zone observation, with every zone, the current one and the move time."""
-        obs = super().observe(now_s)
-        state = list(self.zones.state)
-        state[self.zone] = (self.available, self.price)
+    def observed(self, obs: Observation, available: int, price: float) -> Observation:
+        """``obs`` with every zone, the current one (``available`` at ``price``), the move time."""
+        state = list(self.replay.state)
+        state[self.zone] = (available, price)
         views = tuple(
             ZoneView(name, available, price)
-            for name, (available, price) in zip(self.zones.names, state, strict=True)
+            for name, (available, price) in zip(self.replay.names, state, strict=True)
         )
         return dataclasses.replace(obs, zones=views, zone=self.zone, zone_move_s=self.move_s)
 
-    def _reconcile(self, now_s: float) -> float:
-        target = self.target
-        if target.zone is not None:  # clamp leaves only another zone: a move
-            self.target = Decision(target.spot_nodes, target.on_demand_nodes, target.wake_after_s)
-            self._depart(target.zone, now_s)
-        if self._arrive_s is None:
-            return super()._reconcile(now_s)
-        if now_s < self._arrive_s - _EPS:  # on the way: nothing held
-            self._fresh = False
-            events = self.actuator.apply(0, 0, now_s, True)
-            if events:
-                self._took(events)
-            return self._last_s if self._last_s > now_s else now_s
-        self._arrive_s = None  # arrived: the policy is asked again, here
-        moved = getattr(self.actuator, "moved", None)  # the model's (real workers restart)
-        if moved is not None:
-            moved(now_s)
-        self.arrivals_s.append(now_s)
-        self.decision_due = True
-        return now_s
+    def moving(self, target: Decision) -> bool:
+        """Whether ``target`` names another zone (clamp leaves only another), or one travels."""
+        return target.zone is not None or self.arrive_s is not None
 
-    def _depart(self, zone: int, now_s: float) -> None:
-        """Leave for ``zone``: its capacity from now on, no leave or cap carried over."""
-        if self._arrive_s is not None:  # sent elsewhere before the last move arrived
+    def depart(self, zone: int, now_s: float) -> tuple[int, float]:
+        """Leave for ``zone`` at ``now_s``; returns its ``(available, price)`` now."""
+        if self.arrive_s is not None:  # sent elsewhere before the last move arrived
             self.arrivals_s.append(None)
         self.moves.append((now_s, self.zone, zone))
-        self.zone = zone
-        self.available, self.price = self.zones.set_zone(zone)
-        self._leaves.clear()
-        self._caps.clear()
-        self._arrive_s = now_s + self.move_s
+        self.arrive_s = now_s + self.move_s
+        return self.replay.set_zone(zone)
 
-    def zone_details(self) -> dict[str, Any]:
+    def arrive(self, now_s: float) -> bool:
+        """Whether the checkpoint has arrived by ``now_s`` (then the move is over)."""
+        if self.arrive_s is None or now_s < self.arrive_s - EPS_S:
+            return False
+        self.arrive_s = None
+        self.arrivals_s.append(now_s)
+        return True
+
+    def next_s(self, next_s: float) -> float:
+        """The loop's next work ``next_s``, or the arrival if that comes first."""
+        arrive_s = self.arrive_s
+        return arrive_s if arrive_s is not None and arrive_s < next_s else next_s
+
+    def details(self) -> dict[str, Any]:
         """What a summary states about the zones: their names, the moves, the last zone.
 
         Each move is ``[time_s, from, to]``; ``move_transfer_s`` holds each one's
@@ -199,16 +186,17 @@ class ZonedJobLoop(JobLoop):
         checkpoint travels), so a real run's moves can be compared with a
         simulation's (:mod:`elasim.compare`).
         """
+        names = self.replay.names
         transfers: list[float | None] = [
             None if a is None else a - t
             for (t, _, _), a in zip(self.moves, self.arrivals_s, strict=False)
         ]
         transfers += [None] * (len(self.moves) - len(transfers))
         return {
-            "zones": list(self.zones.names),
+            "zones": list(names),
             "zone_moves": len(self.moves),
             "zone_move_h": len(self.moves) * self.move_s / 3600.0,
-            "final_zone": self.zones.names[self.zone],
-            "moves": [[t, self.zones.names[a], self.zones.names[b]] for t, a, b in self.moves],
+            "final_zone": names[self.zone],
+            "moves": [[t, names[a], names[b]] for t, a, b in self.moves],
             "move_transfer_s": transfers,
         }

@@ -27,7 +27,6 @@ from elasim.jobmodel import (
     JobLoop,
     JobRules,
     JobSpec,
-    ZonedJobLoop,
     build_job_loop,
     pause_for,
     summarize,
@@ -206,10 +205,15 @@ def _compressed(
         zones = tuple(
             dataclasses.replace(scale_trace(zone, scale), name=zone.name) for zone in trace.traces
         )
-        compressed, _ = _compressed(spec, zones[0], scale)
+        compressed = _compressed_spec(spec, scale)
         return compressed.replace(transfer_gbps=spec.transfer_gbps * scale), ZoneSet(zones)
     if not isinstance(trace, CapacityTrace):
         raise ValueError("--time-scale applies to capacity traces only")
+    return _compressed_spec(spec, scale), scale_trace(trace, scale)
+
+
+def _compressed_spec(spec: JobSpec, scale: float) -> JobSpec:
+    """The spec's times at ``scale`` trace seconds per second (whatever its trace)."""
 
     def shrink(value: float | None) -> float | None:
         return None if value is None else value / scale
@@ -220,7 +224,7 @@ def _compressed(
         start_offset_s=shrink(spec.start_offset_s),
         checkpoint_interval_s=shrink(spec.checkpoint_interval_s),
         checkpoint_cost_s=shrink(spec.checkpoint_cost_s),
-    ), scale_trace(trace, scale)
+    )
 
 
 def capacity_for(
@@ -307,8 +311,8 @@ def simulate(
         details["skipped_background_jobs"] = cluster.skipped_jobs
     if oracle_report is not None:
         details["oracle_plan"] = oracle_report.as_dict()
-    if isinstance(loop, ZonedJobLoop):
-        details.update(loop.zone_details())
+    if loop.zones is not None:
+        details.update(loop.zones.details())
     result = _result_of(loop, end_s, recorded, details)
     log.debug("simulated %s in %.3f s", recorded.trace, time.perf_counter() - start)
     return result
