@@ -26,6 +26,7 @@ from ._ondemand import (
     job_plan,
     job_samples,
     on_demand_time_s,
+    preemption_usd,
     training_rate,
 )
 from ._zones import ZoneUptime
@@ -227,16 +228,20 @@ class DeadlinePolicy(PolicyBase):
         Their boot, the group's pause and, when spot nodes are the whole group
         (``alone``), the work a drop that takes every node without notice rolls back:
         half a checkpoint interval on average.  Beside on-demand nodes a drop costs
-        the survivors a failure pause instead, bounded by the worst pause.
+        the survivors a failure pause instead, bounded by the worst pause.  Either
+        way a drop shortens the checkpoint interval for the rest of the run
+        (:func:`preemption_usd`: on a flaky trace one early loss can cost more than
+        the 0.5 % bet, so the bet then rules early ventures out).
         """
         if new <= 0:
             return 0.0
         boot_usd = new * obs.spot_price_per_hour * obs.worst_pause_s / 3600.0
+        interval_usd = preemption_usd(obs, nodes, usd_per_sample)
         if alone:
             lost_s = obs.rescale_cost_s + 0.5 * min(obs.checkpoint_interval_s, 86400.0)
         else:  # the survivors' failure pause (detection included) when the nodes go
             lost_s = obs.rescale_cost_s + obs.worst_pause_s
-        return boot_usd + usd_per_sample * obs.goodput(nodes) * lost_s
+        return boot_usd + interval_usd + usd_per_sample * obs.goodput(nodes) * lost_s
 
     # -- the decision -----------------------------------------------------------------
 

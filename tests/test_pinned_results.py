@@ -24,7 +24,7 @@ receding deadline`` alone, whose policy now waits out the outages its slack cove
 ``spot_us_east.csv uniform_progress deadline`` alone (73.59 -> 73.29 USD), whose policy
 now runs on the spot count that trains fastest, not every usable one, and tops the
 safety net up with spot only where it is faster and the slack covers its pauses.
-And once more (issue 25): ``spot_us_east.csv deadline deadline`` alone (35.94 -> 35.80
+And once more (issue 25): ``spot_us_east.csv deadline deadline`` alone (35.94 -> 35.99
 USD), whose on-demand time now follows the job's checkpoint schedule (the interval
 grows on nodes never preempted) instead of today's interval for the whole run.
 """
