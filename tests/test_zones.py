@@ -195,6 +195,26 @@ def test_a_zone_file_s_errors_name_the_file_the_zone_and_the_line(tmp_path):
             assert what is None or what in lines[0]
 
 
+def test_a_zone_file_s_quoted_cells_stay_whole(tmp_path):
+    """A quoted cell that holds a comma or a quote is one cell in its zone's rows, as in
+    any trace (each zone's rows were joined with bare commas, which split it in two)."""
+    from elasim.traces import TraceError
+
+    header = '# on_demand_price_per_hour: 3.06\ntime_s,zone,available,"price_per_hour"\n'
+    file = tmp_path / "zones.csv"
+    file.write_text(header + '0,"a",4,"1.0"\n3600,a,0,1.0\n0,b,4,1.5\n18000,"b",0,"2"\n')
+    zones = load_zones([file])
+    assert isinstance(zones, ZoneSet) and zones.names == ("a", "b")
+    assert [list(t.price_per_hour) for t in zones.traces] == [[1.0, 1.0], [1.5, 2.0]]
+    for cell, shown in (('"1,5"', "'1,5'"), ('"1,""5"', "'1,\"5'")):
+        file.write_text(header + f"0,a,4,1.0\n3600,a,0,{cell}\n0,b,4,1.5\n9,b,4,1.5\n")
+        with pytest.raises(TraceError) as raised:
+            load_zones([file])
+        error = raised.value
+        assert (error.line, error.column) == (4, 4), str(error)
+        assert f"zone 'a': column 'price_per_hour': {shown} is not a number" in str(error)
+
+
 def test_traces_validate_and_show_read_a_zone_file_as_simulate_does(tmp_path):
     """`traces validate` is what the README sends users to before a run: it must take
     the files `simulate` takes (it refused the `zone` column as an unknown one)."""
