@@ -172,6 +172,30 @@ def test_cli_takes_several_traces_and_a_zone_column(tmp_path):
     assert refused.exit_code != 0
 
 
+def test_a_zone_without_prices_is_named_with_its_file_in_the_run_s_warning(tmp_path):
+    """In several zones only those without a price column cost nothing: one warning
+    line per such zone, naming it and its file (it said "this trace has no prices",
+    untrue of the priced zone, and named no file)."""
+    header = "# on_demand_price_per_hour: 3.06\n"
+    priced, bare = tmp_path / "a.csv", tmp_path / "b.csv"
+    priced.write_text(header + "time_s,available,price_per_hour\n0,4,1.0\n3600,0,1.0\n7200,4,1.0\n")
+    bare.write_text(header + "time_s,available\n0,4\n18000,0\n")
+    one = tmp_path / "zones.csv"  # one file, no price column: every zone is named
+    one.write_text(header + "time_s,available,zone\n0,4,a\n3600,0,a\n0,4,b\n18000,0,b\n")
+    cases = {
+        (str(priced), str(bare)): [f"zone 'b' ({bare}) has no prices"],
+        (str(one),): [f"zone 'a' ({one}) has no prices", f"zone 'b' ({one}) has no prices"],
+    }
+    runner = CliRunner()
+    for files, expected in cases.items():
+        traces = [arg for file in files for arg in ("-t", file)]
+        out = runner.invoke(app, ["simulate", *traces, "-p", "failover"], env={"COLUMNS": "400"})
+        assert out.exit_code == 0, out.output
+        said = [line for line in out.output.splitlines() if "no prices" in line]
+        assert [line.split(", so")[0] for line in said] == expected, out.output
+        assert all(line.endswith("pass --spot-price-per-hour to price them") for line in said)
+
+
 def test_a_zone_file_s_errors_name_the_file_the_zone_and_the_line(tmp_path):
     """Bad input in a zone-column file: one line naming the user's file (not a temporary
     one, as when zones were split through temp files), the zone and the line; exit 2."""
