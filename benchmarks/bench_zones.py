@@ -220,11 +220,13 @@ def live(zones: ZoneSet, nodes: int, windows: int) -> None:
         ratios_fixed.append(fo_usd / each[fixed][1])
         times_best.append(fo_h / each[best][0])
         moves.append(fo_moves)
-    print(f"  failover / best zone in hindsight: cost median {statistics.median(ratios_best):.3f} "
-          f"(worst {max(ratios_best):.3f}), completion time median "
-          f"{statistics.median(times_best):.3f}; / {fixed} (best on average): cost median "
-          f"{statistics.median(ratios_fixed):.3f}; moves median {statistics.median(moves):g}, "
-          f"max {max(moves)} ({_kinds_text(kinds)})")  # fmt: skip
+    print(f"  per window, failover's cost (USD) / the best zone's in hindsight (where greedy "
+          f"cost least that window): median {statistics.median(ratios_best):.3f} (worst "
+          f"{max(ratios_best):.3f}); its completion time / that zone's: median "
+          f"{statistics.median(times_best):.3f}; its cost / {fixed}'s (greedy's lowest mean "
+          f"cost over the windows): median {statistics.median(ratios_fixed):.3f}; its moves: "
+          f"median {statistics.median(moves):g}, max {max(moves)} "
+          f"({_kinds_text(kinds)})")  # fmt: skip
 
 
 def _deadline_spec(zones: ZoneSet, job, nodes: int, seed: int) -> JobSpec:
@@ -263,10 +265,12 @@ def deadline(zones: ZoneSet, nodes: int, windows: int) -> None:
         ratios_fixed.append(usd / each[fixed][1])
         moves.append(n)
         met.append(ok)
-    print(f"  deadline over the zones / deadline in the best zone in hindsight: cost median "
-          f"{statistics.median(ratios):.3f} (best {min(ratios):.3f}, worst {max(ratios):.3f}); "
-          f"/ in {fixed} (best on average): median {statistics.median(ratios_fixed):.3f}; "
-          f"moves median {statistics.median(moves):g}, max {max(moves)} ({_kinds_text(kinds)}); "
+    print(f"  per window, deadline's cost (USD) over the zones / in the best zone in hindsight "
+          f"(the cheapest that met the deadline there): median {statistics.median(ratios):.3f} "
+          f"(best {min(ratios):.3f}, worst {max(ratios):.3f}); / in {fixed} (of the zones that met "
+          f"every window's deadline, the lowest mean cost): median "
+          f"{statistics.median(ratios_fixed):.3f}; its moves: median "
+          f"{statistics.median(moves):g}, max {max(moves)} ({_kinds_text(kinds)}); "
           f"deadlines met "
           f"{sum(met)}/{len(met)} (staying, in every zone: {everywhere}/{len(rows)})")  # fmt: skip
 
@@ -299,17 +303,28 @@ def bounds(zones: ZoneSet, nodes: int, windows: int) -> None:
 
 
 def price_summary(zones: ZoneSet) -> str:
-    """Each zone's spot price over the windows' span: time-weighted mean and range."""
+    """The zones' spot prices where the windows start, in words with their units.
+
+    Over trace time 0 to the shortest zone's end (:attr:`ZoneSet.duration_s`, where
+    every window starts; a job that outlasts it runs on into the repeated trace), per
+    zone: the time-weighted mean price and the lowest and highest in effect; then the
+    dearest zone's mean over the cheapest's, how far apart the zones' prices are.
+    """
     if not zones.priced:
-        return f"{SPOT_PRICE} in every zone"
-    parts = []
+        return f"spot price: {SPOT_PRICE} USD per node-hour in every zone (flat)"
+    means, parts = [], []
     for t in zones.traces:
         edges = np.clip(np.append(t.time_s, t.duration_s), 0.0, zones.duration_s)
         weights = np.diff(edges)
         seen = t.price_per_hour[weights > 0]  # type: ignore[index]
-        mean = float(np.average(t.price_per_hour, weights=weights))
-        parts.append(f"{t.name} {mean:.3f} ({seen.min():.3f}-{seen.max():.3f})")
-    return "; ".join(parts)
+        means.append(float(np.average(t.price_per_hour, weights=weights)))
+        parts.append(f"{t.name} {means[-1]:.3f} ({seen.min():.3f} to {seen.max():.3f})")
+    return (
+        f"spot price, USD per node-hour, over trace days 0 to {zones.duration_s / 86400:.1f} "
+        "(the shortest zone's trace, where every window starts), per zone time-weighted "
+        f"mean (lowest to highest): {'; '.join(parts)}; the dearest zone's mean / the "
+        f"cheapest's: {max(means) / min(means):.3f}"
+    )
 
 
 def _zones_of(label: str, folder: str, names: tuple[str, ...], args) -> ZoneSet:
@@ -360,7 +375,7 @@ def main() -> None:
     for label, (folder, names, nodes) in SETS.items():
         zones = _zones_of(label, folder, names, args)
         print(f"{label}: {len(zones.names)} zones ({', '.join(zones.names)}), up to {nodes} nodes")
-        print(f"  spot USD/h over the windows' span, mean (range): {price_summary(zones)}")
+        print(f"  {price_summary(zones)}")
         live(zones, nodes, args.windows)
         deadline_h = 1.5 * fastest_finish_h(load_job(JOB).with_nodes(1, nodes), JobSpec())
         print(f"  with a deadline of {deadline_h:.2f} h (1.5 x the fastest time):")

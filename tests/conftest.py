@@ -122,3 +122,13 @@ def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
         pytest.skip("../shared/traces-real is not beside the checkout")
     return SHARED_TRACES
+
+
+@pytest.fixture
+def shared_traces_if_any() -> Path | None:
+    """``../shared/traces-real`` where it lies beside the checkout, else None.
+
+    For a property that holds on the bundled traces too: without ``../shared`` (a
+    user's clone) it is checked on those alone instead of skipped.
+    """
+    return SHARED_TRACES if SHARED_TRACES.is_dir() else None

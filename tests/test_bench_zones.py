@@ -111,3 +111,21 @@ def test_real_prices_of_the_16_node_zones(bench) -> None:
     folder, names, _ = bench.SETS["1-node"]
     priced, missing = bench.priced_zones(bench.zone_set(folder, names))
     assert list(missing) == ["us-east-1a"] and len(priced.names) == 8
+
+
+def test_the_price_line_says_its_units_span_and_ratio(bench) -> None:
+    """Over trace days 0 to the shortest zone's end (2 here): zone a's 9.0 after day 2.5
+    is not in it; the mean weights each price by its time; the ratio is of the means."""
+    day = 86400.0
+    a = CapacityTrace(
+        "a", [0, day, 2.5 * day], [2, 2, 2], price_per_hour=[1.0, 2.0, 9.0], duration_s=3 * day
+    )
+    b = CapacityTrace("b", [0, day / 2], [1, 2], price_per_hour=[3.0, 3.0], duration_s=2 * day)
+    assert bench.price_summary(ZoneSet((a, b))) == (
+        "spot price, USD per node-hour, over trace days 0 to 2.0 (the shortest zone's trace, "
+        "where every window starts), per zone time-weighted mean (lowest to highest): "
+        "a 1.500 (1.000 to 2.000); b 3.000 (3.000 to 3.000); the dearest zone's mean / the "
+        "cheapest's: 2.000"
+    )
+    flat = ZoneSet((_zone("a"), _zone("b")))
+    assert bench.price_summary(flat) == "spot price: 0.918 USD per node-hour in every zone (flat)"

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import click
+from typing import Any
+
 import typer.main
 from typer.testing import CliRunner
 
 from elasim.cli import app
 
 
-def _commands(command: click.Command, path: str = "elasim"):
+def _commands(command: Any, path: str = "elasim"):
+    """Every command and subcommand, by duck type: typer has its own copy of click, whose
+    groups are no ``click.Group`` (by ``isinstance`` this found the top command alone)."""
     yield path, command
-    if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
-            yield from _commands(sub, f"{path} {name}")
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, f"{path} {name}")
 
 
 def test_every_option_of_every_command_has_help() -> None:
@@ -62,3 +64,24 @@ def test_cluster_policies_show_what_each_option_means() -> None:
         for option in info.options:
             assert option.doc, f"{info.name}.{option.name} has no doc"
             assert " ".join(option.doc.split()[:3]) in text, (info.name, option.name)
+
+
+def test_every_help_fits_80_columns_with_names_and_words_whole() -> None:
+    """At 80 columns no flag's name is cut (``--checkpoint-inte…`` was all a reader of
+    ``simulate --help`` saw of ``--checkpoint-interval-s``), nor a word of its help."""
+    runner = CliRunner()
+    commands = list(_commands(typer.main.get_command(app)))
+    assert {"elasim simulate", "elasim traces show", "elasim cluster run"} <= dict(commands).keys()
+    for path, command in commands:
+        args = [*path.split()[1:], "--help"]
+        result = runner.invoke(app, args, env={"COLUMNS": "80", "TERM": "dumb"})
+        assert result.exit_code == 0, (path, result.output)
+        assert max(map(len, result.output.splitlines())) <= 80, path
+        shown = set(result.output.split())
+        assert "…" not in result.output, (path, result.output)
+        for param in command.params:
+            if getattr(param, "hidden", False) or param.param_type_name != "option":
+                continue
+            words = [*param.opts, *param.secondary_opts, *(param.help or "").split()]
+            cut = [word for word in words if word not in shown]
+            assert not cut, (path, param.opts[0], cut)

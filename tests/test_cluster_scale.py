@@ -271,19 +271,65 @@ def test_a_policy_with_its_kept_tables_answers_as_a_fresh_one(policy: str) -> No
     assert len(seen) > 50 and all(seen)
 
 
-def test_a_decision_sorts_cells_and_keeps_a_sorted_placement_itself() -> None:
-    # ClusterDecision.of remembers the placement tuples it found sorted (by id): one
-    # seen sorted is returned itself again, an unsorted one (or one with a list cell,
-    # which could change) is always sorted into a new tuple
-    kept = ((1, 2), (3, 1), (7, 4))
-    for _ in range(2):
-        decision = ClusterDecision.of({"a": kept, "b": ((5, 1), (2, 2)), "c": [(4, 1), (0, 1)]})
-        assert decision.allocations[0][1] is kept
-        assert decision.allocations[1:] == (("b", ((2, 2), (5, 1))), ("c", ((0, 1), (4, 1))))
-    cells = [[2, 1], [0, 1]]
-    mutable = tuple(cells)
-    assert ClusterDecision.of({"a": mutable}).allocations == (("a", ([0, 1], [2, 1])),)
-    cells[1][0] = 3  # now sorted as it stands: returned itself
-    assert ClusterDecision.of({"a": mutable}).allocations[0][1] is mutable
-    cells[1][0] = 0  # unsorted again: a list cell is never remembered sorted
-    assert ClusterDecision.of({"a": mutable}).allocations == (("a", ([0, 1], [2, 1])),)
+def test_a_decision_sorts_cells_it_is_given_unsorted_and_keeps_a_tuple_itself() -> None:
+    # ClusterDecision.of sorts a placement that is not a tuple into a sorted tuple, and
+    # keeps a tuple itself, unchecked (the loop sorts it where it checks the decision)
+    kept, backwards = ((1, 2), (3, 1), (7, 4)), ((5, 1), (2, 2))
+    decision = ClusterDecision.of({"a": kept, "b": backwards, "c": [(4, 1), (0, 1)]})
+    assert decision.allocations == (("a", kept), ("b", backwards), ("c", ((0, 1), (4, 1))))
+    assert decision.allocations[0][1] is kept
+
+
+class _Backwards:
+    """A policy that answers as ``inner`` with each placement's cells reversed, as lists."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name = inner, inner.name
+
+    def decide(self, obs: ClusterObservation) -> ClusterDecision:
+        decision = self.inner.decide(obs)
+        cells = tuple((n, tuple(list(c) for c in reversed(p))) for n, p in decision.allocations)
+        return dataclasses.replace(decision, allocations=cells)
+
+
+def test_the_loop_sorts_a_placement_a_policy_gives_unsorted() -> None:
+    """A policy's placement is kept as a sorted tuple of tuples, however it was given.
+
+    The loop hands policies only such tuples (so a kept one needs no check): a policy
+    whose cells come backwards, as lists, in a ClusterDecision built without ``of``,
+    runs as the same policy with sorted cells, decision log included.
+    """
+    setup = ClusterSetup("pollux-workload-1", "tiresias", num_nodes=4)
+    loop, backwards = build_loop(setup), build_loop(setup)
+    backwards.policy = _Backwards(backwards.policy)
+    loop.run_to_end()
+    backwards.run_to_end()
+    assert any(nodes > 1 for _, _, _, nodes, _ in loop.timeline)  # cells to sort
+    assert _fingerprint(backwards) == _fingerprint(loop)
+
+
+def test_running_a_cluster_policy_leaves_no_state_in_the_policies_package() -> None:
+    """No module of ``elasim.policies`` keeps a container a run fills (two loops in one
+    process share modules, and ids are process-wide: a memo by ``id`` there was a hazard)."""
+    import importlib
+    import pkgutil
+
+    import elasim.policies
+
+    modules = [
+        importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(elasim.policies.__path__, "elasim.policies.")
+    ]
+
+    def containers() -> dict[str, str]:
+        return {
+            f"{module.__name__}.{name}": repr(value)
+            for module in modules
+            for name, value in vars(module).items()
+            if not name.startswith("__") and isinstance(value, dict | list | set)
+        }
+
+    before = containers()
+    for policy in ("fifo", "tiresias"):
+        build_loop(ClusterSetup("pollux-workload-1", policy, num_nodes=4)).run_to_end()
+    assert containers() == before

@@ -237,6 +237,30 @@ def test_cli_takes_several_traces_and_a_zone_column(tmp_path):
     assert refused.exit_code != 0
 
 
+def test_a_zone_without_prices_is_named_with_its_file_in_the_run_s_warning(tmp_path):
+    """In several zones only those without a price column cost nothing: one warning
+    line per such zone, naming it and its file (it said "this trace has no prices",
+    untrue of the priced zone, and named no file)."""
+    header = "# on_demand_price_per_hour: 3.06\n"
+    priced, bare = tmp_path / "a.csv", tmp_path / "b.csv"
+    priced.write_text(header + "time_s,available,price_per_hour\n0,4,1.0\n3600,0,1.0\n7200,4,1.0\n")
+    bare.write_text(header + "time_s,available\n0,4\n18000,0\n")
+    one = tmp_path / "zones.csv"  # one file, no price column: every zone is named
+    one.write_text(header + "time_s,available,zone\n0,4,a\n3600,0,a\n0,4,b\n18000,0,b\n")
+    cases = {
+        (str(priced), str(bare)): [f"zone 'b' ({bare}) has no prices"],
+        (str(one),): [f"zone 'a' ({one}) has no prices", f"zone 'b' ({one}) has no prices"],
+    }
+    runner = CliRunner()
+    for files, expected in cases.items():
+        traces = [arg for file in files for arg in ("-t", file)]
+        out = runner.invoke(app, ["simulate", *traces, "-p", "failover"], env={"COLUMNS": "400"})
+        assert out.exit_code == 0, out.output
+        said = [line for line in out.output.splitlines() if "no prices" in line]
+        assert [line.split(", so")[0] for line in said] == expected, out.output
+        assert all(line.endswith("pass --spot-price-per-hour to price them") for line in said)
+
+
 def test_a_zone_file_s_errors_name_the_file_the_zone_and_the_line(tmp_path):
     """Bad input in a zone-column file: one line naming the user's file (not a temporary
     one, as when zones were split through temp files), the zone and the line; exit 2."""
@@ -258,6 +282,26 @@ def test_a_zone_file_s_errors_name_the_file_the_zone_and_the_line(tmp_path):
             lines = out.output.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith(f"error: {file}{where}"), out.output
             assert what is None or what in lines[0]
+
+
+def test_a_zone_file_s_quoted_cells_stay_whole(tmp_path):
+    """A quoted cell that holds a comma or a quote is one cell in its zone's rows, as in
+    any trace (each zone's rows were joined with bare commas, which split it in two)."""
+    from elasim.traces import TraceError
+
+    header = '# on_demand_price_per_hour: 3.06\ntime_s,zone,available,"price_per_hour"\n'
+    file = tmp_path / "zones.csv"
+    file.write_text(header + '0,"a",4,"1.0"\n3600,a,0,1.0\n0,b,4,1.5\n18000,"b",0,"2"\n')
+    zones = load_zones([file])
+    assert isinstance(zones, ZoneSet) and zones.names == ("a", "b")
+    assert [list(t.price_per_hour) for t in zones.traces] == [[1.0, 1.0], [1.5, 2.0]]
+    for cell, shown in (('"1,5"', "'1,5'"), ('"1,""5"', "'1,\"5'")):
+        file.write_text(header + f"0,a,4,1.0\n3600,a,0,{cell}\n0,b,4,1.5\n9,b,4,1.5\n")
+        with pytest.raises(TraceError) as raised:
+            load_zones([file])
+        error = raised.value
+        assert (error.line, error.column) == (4, 4), str(error)
+        assert f"zone 'a': column 'price_per_hour': {shown} is not a number" in str(error)
 
 
 def test_traces_validate_and_show_read_a_zone_file_as_simulate_does(tmp_path):

@@ -10,9 +10,10 @@ of ``traces/reader.py``'s docstring: plain decimal literals only; ``nan``, ``inf
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .errors import TraceError
@@ -21,6 +22,7 @@ __all__ = [
     "CellError",
     "format_float",
     "iter_lines",
+    "join_csv_line",
     "parse_float",
     "parse_int",
     "read_text",
@@ -102,6 +104,18 @@ def split_csv_line(line: str) -> list[str]:
         return next(csv.reader([line], strict=True))
     except (csv.Error, StopIteration) as exc:
         raise CellError(f"malformed quoting: {exc}") from None
+
+
+def join_csv_line(cells: Sequence[str]) -> str:
+    """The line :func:`split_csv_line` splits into ``cells``: quoted as CSV quotes.
+
+    A cell holding a comma, a quote or a line break is quoted (its quotes doubled),
+    the others are written as they are (``csv.QUOTE_MINIMAL``), so a line rebuilt from
+    a quoted one splits into the same cells, where joining them with commas did not.
+    """
+    out = io.StringIO()
+    csv.writer(out, lineterminator="").writerow(cells)
+    return out.getvalue()
 
 
 # --------------------------------------------------------------------------- reading

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from .cells import CellError, iter_lines, read_text, split_csv_line
+from .cells import CellError, iter_lines, join_csv_line, read_text, split_csv_line
 from .errors import TraceError
 from .model import CapacityTrace, JobTrace, TraceMetadata
 from .reader import parse_trace_text
@@ -133,7 +133,7 @@ def _zone_lines(text: str, shown: str) -> tuple[int, int, dict[str, list[str]]]:
     header = split_csv_line(lines[at])
     column = [c.strip() for c in header].index(ZONE_COLUMN)
     head = ["" if line.startswith("# duration_s:") else line for line in lines[:at]]
-    head.append(",".join(c for i, c in enumerate(header) if i != column))
+    head.append(_without(header, column, lines[at]))
     zones: dict[str, list[str]] = {}
     for number, line in enumerate(lines[at + 1 :], start=at + 2):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -146,8 +146,18 @@ def _zone_lines(text: str, shown: str) -> tuple[int, int, dict[str, list[str]]]:
         if not zone:
             raise TraceError(f"no zone in column {column + 1} ({ZONE_COLUMN})", shown, number)
         rows = zones.setdefault(zone, [*head, *[""] * (len(lines) - at - 1)])
-        rows[number - 1] = ",".join(c for i, c in enumerate(cells) if i != column)
+        rows[number - 1] = _without(cells, column, line)
     return at, column, zones
+
+
+def _without(cells: list[str], column: int, line: str) -> str:
+    """``line`` (split into ``cells``) less its zone column, quoted as it was needed.
+
+    A line with no quote is its cells joined by commas; one with a quote is joined as
+    CSV quotes, so a quoted cell that holds a comma or a quote stays one cell.
+    """
+    kept = [c for i, c in enumerate(cells) if i != column]
+    return ",".join(kept) if '"' not in line else join_csv_line(kept)
 
 
 def _split_zones(path: Path, shown: str) -> ZoneSet:

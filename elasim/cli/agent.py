@@ -39,7 +39,9 @@ def agent_command(
         help="This host's copy of the run's worker-settings.json (0600; required).",
     ),
     log_dir: Path | None = log_dir_option(),
-    connect_timeout_s: float = typer.Option(30.0, "--connect-timeout-s"),
+    connect_timeout_s: float = typer.Option(
+        30.0, "--connect-timeout-s", help="Keep retrying the controller this long (real s)."
+    ),
 ) -> None:
     """Contribute worker slots on this host to an elasim run controller.
 

@@ -72,8 +72,12 @@ def cluster_policy_option() -> Any:
 
 def trained_job_option() -> Any:
     """``--job`` of the real commands: what the workers train."""
-    return typer.Option(
-        "elasim.executor.synthetic:synthetic_job", "--job", help="ElasticJob import spec."
+    return typer.Option(  # the default named in words: in full it was cut at 80 columns
+        "elasim.executor.synthetic:synthetic_job",
+        "--job",
+        help="ElasticJob import spec, module:factory (default: synthetic_job in "
+        "elasim.executor.synthetic).",
+        show_default=False,
     )
 
 

@@ -21,7 +21,7 @@ import typer
 
 from elasim.jobmodel import JobSpec
 
-from .spec_options import SpecFlags, with_spec
+from .spec_options import CHECKPOINT_PANEL, SpecFlags, with_spec
 from .tools import (
     UsageError,
     check_bind,
@@ -128,10 +128,16 @@ def run_command(
     flags: dict[str, Any],
     time_scale: float = typer.Option(600.0, "--time-scale", help="Trace seconds per real second."),
     checkpoint_interval_steps: int | None = typer.Option(
-        None, "--checkpoint-interval-steps", help="Also checkpoint every N steps."
+        None,
+        "--checkpoint-interval-steps",
+        help="Also checkpoint every N steps.",
+        rich_help_panel=CHECKPOINT_PANEL,
     ),
     checkpoint_dir: Path | None = typer.Option(
-        None, "--checkpoint-dir", help="Checkpoint folder (default: <out>/checkpoints or temp)."
+        None,
+        "--checkpoint-dir",
+        help="Checkpoint folder (default: <out>/checkpoints or temp).",
+        rich_help_panel=CHECKPOINT_PANEL,
     ),
     max_steps: int = typer.Option(2000, "--max-steps", help="The job's work, in steps."),
     max_wall_s: float = max_wall_option(),

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from elasim import __version__
@@ -194,7 +195,7 @@ def simulate(
     if as_json:
         sys.stdout.write(json.dumps(_json_safe(summary)) + "\n")
     else:
-        _report_simulation(summary, spec, job.name, out, plot)
+        _report_simulation(summary, spec, job.name, out, plot, _unpriced(trace, spec))
     _exit_if_unfinished(summary)
 
 
@@ -264,7 +265,12 @@ def _exit_if_unfinished(summary: dict[str, Any]) -> None:
 
 
 def _report_simulation(
-    summary: dict[str, Any], spec: JobSpec, job_name: str, out: Path | None, plot: bool
+    summary: dict[str, Any],
+    spec: JobSpec,
+    job_name: str,
+    out: Path | None,
+    plot: bool,
+    unpriced: list[str],
 ) -> None:
     """``simulate``'s output for a person: the summary table, then what to know about it.
 
@@ -272,7 +278,7 @@ def _report_simulation(
     person also gets a title and the names of the files written to ``--out``.
     """
     title = f"{spec.policy} on {spec.trace} ({job_name}, {spec.rescale.value})"
-    _print_simulation(summary, title)
+    _print_simulation(summary, title, unpriced)
     if out is not None:
         out_console.print(
             f"wrote {out}/summary.json, events.parquet, timeline.parquet"
@@ -356,7 +362,7 @@ def _write_simulation(
     _run_guarded(write_json, out / "run_info.json", info)
 
 
-def _print_simulation(summary: dict[str, Any], title: str) -> None:
+def _print_simulation(summary: dict[str, Any], title: str, unpriced: list[str]) -> None:
     table = Table(title=title)
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -365,10 +371,28 @@ def _print_simulation(summary: dict[str, Any], title: str) -> None:
             table.add_row(label, _fmt(summary.get(key)))
     out_console.print(table)
     if not summary["simulator"].get("priced", True):
-        err_console.print(
-            "[yellow]this trace has no prices, so its nodes cost nothing; "
-            "pass --spot-price-per-hour to price them[/]"
-        )
+        for line in unpriced:
+            err_console.print(f"[yellow]{escape(line)}[/]", highlight=False, soft_wrap=True)
+
+
+def _unpriced(trace: Any, spec: JobSpec) -> list[str]:
+    """What to know of a run whose nodes cost nothing: one line per zone without prices.
+
+    Each names its zone and the file it came from: in several zones only those
+    without a price column cost nothing (the others' prices count), so "this trace
+    has no prices" was untrue of them and did not say which file to fix.
+    """
+    from elasim.traces.zones import ZoneSet
+
+    fix = "so its nodes cost nothing; pass --spot-price-per-hour to price them"
+    if not isinstance(trace, ZoneSet):
+        return [f"this trace has no prices, {fix}"]
+    files = spec.zone_traces or (spec.trace,) * len(trace.traces)  # or one zone column
+    return [
+        f"zone {zone.name!r} ({file}) has no prices, {fix}"
+        for zone, file in zip(trace.traces, files, strict=True)
+        if zone.price_per_hour is None
+    ]
 
 
 # -- policies and jobs --------------------------------------------------------------------

@@ -26,7 +26,12 @@ from elasim.jobmodel import JobSpec
 
 from .tools import UsageError, alias, parse_interval, parse_offset, parse_sets, run_guarded
 
-__all__ = ["SpecFlags", "parse_job_options", "with_spec"]
+__all__ = ["CHECKPOINT_PANEL", "SpecFlags", "parse_job_options", "with_spec"]
+
+#: The help panel of the node bounds, checkpoints and deadline (a command's own
+#: checkpoint flags join it: in its main panel, beside ``--no-plot``, their names were
+#: cut to fit 80 columns).
+CHECKPOINT_PANEL = "Nodes, checkpoints and deadline"
 
 
 @dataclass(frozen=True)
@@ -195,14 +200,25 @@ def _moves(flags: SpecFlags) -> dict[str, tuple[Any, Any, str]]:
     }
 
 
+#: The help panel of each group of flags.  A panel is a table of its own, sized to its
+#: own flags: in one table with a command's (``--yardstick/--no-yardstick``), the long
+#: names (``--on-demand-price-per-hour``) were cut to fit 80 columns.
+_PANELS: tuple[tuple[str, Callable[[SpecFlags], dict[str, tuple[Any, Any, str]]]], ...] = (
+    ("Trace, policy and job", _what_runs),
+    (CHECKPOINT_PANEL, _how_it_runs),
+    ("Start and prices", _where_and_price),
+    ("Zone moves", _moves),
+)
+
+
 def _options(flags: SpecFlags) -> dict[str, tuple[Any, Any, str]]:
     """``name -> (type, typer option, spec field)`` of every flag (hidden aliases too)."""
-    return {
-        **_what_runs(flags),
-        **_how_it_runs(flags),
-        **_where_and_price(flags),
-        **_moves(flags),
-    }
+    options = {}
+    for panel, group in _PANELS:
+        for name, (kind, option, field) in group(flags).items():
+            option.rich_help_panel = panel
+            options[name] = (kind, option, field)
+    return options
 
 
 def parse_job_options(raw: list[str] | None) -> dict[str, Any]:

@@ -70,7 +70,9 @@ def sweep(
         "0", "--notice-s", help="Preemption notice(s), trace s, comma-separated."
     ),
     rescale: str = typer.Option("inplace", "--rescale", help="One or more, comma-separated."),
-    cluster_gpus: int | None = typer.Option(None, "--cluster-gpus"),
+    cluster_gpus: int | None = typer.Option(
+        None, "--cluster-gpus", help="Cluster size, for a shared-cluster job trace."
+    ),
     workers: int = typer.Option(0, "--workers", help="Processes (0: one per core)."),
     backend: str = typer.Option("local", "--backend", help="'local' processes or 'ray'."),
     address: str | None = typer.Option(

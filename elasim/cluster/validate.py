@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Container, Mapping, MutableSet
+from collections.abc import Callable, Container, Mapping, MutableSet
+from operator import lt
 
 from elasim.jobmodel import PolicyError
 from elasim.jobmodel.loop import _policy_error
-from elasim.policies.cluster import ClusterDecision, ClusterObservation, ClusterPolicy
+from elasim.policies.cluster import (
+    ClusterDecision,
+    ClusterObservation,
+    ClusterPolicy,
+    Placement,
+)
 
 from .job import ClusterJob
 
@@ -37,6 +43,7 @@ def validate_decision(
 
     A decision that keeps the very placement tuple a job holds needs no check of its
     cells: they were checked when it was given (a job on a lost node was preempted).
+    Any other is checked and sorted where it is not (:func:`_entering`), once.
 
     The GPUs given per node are summed in a list by node index, not a dict: a decision
     on 1,024 GPUs names hundreds of cells, each a list index instead of a dict lookup;
@@ -51,15 +58,13 @@ def validate_decision(
         raise bad(f"decide() returned {type(raw).__name__} {raw!r:.60}, not a ClusterDecision")
     usable, per_node = obs.usable_nodes, obs.gpus_per_node
     used = [0] * obs.num_nodes  # GPUs given per node (any node a job holds is one of them)
+    unsorted: dict[str, Placement] = {}
     for name, placement in raw.allocations:
         if name not in active:
             raise bad(f"allocated GPUs to {name!r}, which is not an active job")
         if placement is not jobs[name].placement:
-            for node, gpus in placement:
-                if not (isinstance(node, int) and 0 <= node < usable):
-                    raise bad(f"placed {name!r} on node {node!r}; usable nodes are 0..{usable - 1}")
-                if not (isinstance(gpus, int) and gpus > 0):
-                    raise bad(f"gave {name!r} {gpus!r} GPUs on node {node}; must be an int > 0")
+            if (kept := _entering(name, placement, usable, bad)) is not placement:
+                unsorted[name] = kept
         for node, gpus in placement:
             used[node] += gpus
     if max(used, default=0) > per_node:
@@ -74,7 +79,34 @@ def validate_decision(
     names = [name for name, _ in raw.allocations]
     if len(set(names)) != len(names):
         raise bad("allocated to the same job twice")
+    if unsorted:  # a policy's own tuple, or a ClusterDecision built without ``of``
+        sort = tuple((n, unsorted.get(n, p)) for n, p in raw.allocations)
+        raw = dataclasses.replace(raw, allocations=sort)
     return _good_batches(raw, policy, jobs, set() if warned is None else warned)
+
+
+def _entering(
+    name: str, placement: Placement, usable: int, bad: Callable[[str], PolicyError]
+) -> Placement:
+    """A new placement for job ``name``, checked, as the loop keeps it.
+
+    That is a tuple of tuple cells sorted by node: ``placement`` itself where it is one
+    already (what :func:`~elasim.policies.cluster.place` builds), else a sorted copy.
+    The loop hands a policy only such tuples, so a policy that keeps a job's placement
+    returns one the loop need not sort or check again: the job's own, by identity.
+    """
+    for node, gpus in placement:
+        if not (isinstance(node, int) and 0 <= node < usable):
+            raise bad(f"placed {name!r} on node {node!r}; usable nodes are 0..{usable - 1}")
+        if not (isinstance(gpus, int) and gpus > 0):
+            raise bad(f"gave {name!r} {gpus!r} GPUs on node {node}; must be an int > 0")
+    if (
+        type(placement) is tuple
+        and all(type(cell) is tuple for cell in placement)
+        and all(map(lt, placement, placement[1:]))
+    ):
+        return placement
+    return tuple(sorted(tuple(cell) for cell in placement))
 
 
 def _good_batches(

@@ -45,33 +45,6 @@ def placement_gpus(placement: Placement) -> int:
     return sum(map(_gpus_of, placement))
 
 
-#: Placement tuples of tuple cells found sorted, by id (each is kept here, so its id is
-#: not reused while it is): a job keeps its placement tuple for many decisions, and
-#: checking its cells again at each was a loop over them per job per decision.
-_sorted_seen: dict[int, Placement] = {}
-_SORTED_SEEN_MAX = 1 << 14  # then forgotten all at once (a cache: no result depends on it)
-
-
-def _sorted_cells(placement: Placement) -> Placement:
-    """``tuple(sorted(placement))``: the placement itself when it is that already.
-
-    A kept placement is then the job's own tuple, which the loop checks and compares
-    by identity first (a decision keeps hundreds of them on a large cluster).
-    """
-    if type(placement) is not tuple:
-        return tuple(sorted(placement))
-    if _sorted_seen.get(id(placement)) is placement:
-        return placement
-    for i in range(1, len(placement)):
-        if not placement[i - 1] < placement[i]:
-            return tuple(sorted(placement))
-    if all(type(cell) is tuple for cell in placement):  # immutable: stays sorted
-        if len(_sorted_seen) >= _SORTED_SEEN_MAX:
-            _sorted_seen.clear()
-        _sorted_seen[id(placement)] = placement
-    return placement
-
-
 def placement_nodes(placement: Placement) -> int:
     """Nodes a placement spans."""
     return len(placement)
@@ -272,11 +245,18 @@ class ClusterDecision:
         batch_sizes: Mapping[str, int] | None = None,
         wake_after_s: float | None = None,
     ) -> ClusterDecision:
-        """Build a decision from mappings, in a canonical (sorted) order."""
-        # by name alone (names are unique), and a one-cell tuple is sorted already
+        """Build a decision from mappings, in a canonical (sorted) order.
+
+        Jobs are sorted by name, and a placement that is not a tuple is sorted into
+        one.  A tuple is kept as it is, unchecked: a job's kept placement is then the
+        job's own tuple, which the loop compares by identity first (a decision keeps
+        hundreds of them on a large cluster), and the loop sorts any other placement
+        where it checks the decision, once, so a policy that builds an unsorted tuple
+        still has its job placed sorted.
+        """
         allocs = tuple(
-            (k, v if type(v) is tuple and len(v) == 1 else _sorted_cells(v))
-            for k, v in sorted(allocations.items(), key=_first)
+            (k, v if type(v) is tuple else tuple(sorted(v)))
+            for k, v in sorted(allocations.items(), key=_first)  # names are unique
             if v
         )
         batches = tuple(sorted((batch_sizes or {}).items()))
