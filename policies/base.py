@@ -229,6 +229,9 @@ class Observation:
             included), as the job's books have it when the policy is asked.  A policy
             that must stay within a budget (``deadline`` keeps its cost below the
             cheapest on-demand plan) needs it and cannot see it otherwise.
+        on_demand_spent_usd: the part of ``spent_usd`` paid for on-demand nodes (a
+            start of on-demand nodes is paid while they boot: ``deadline`` credits the
+            plan's start only as far as it is paid).
         checkpoint_interval_s: running time between periodic checkpoints now (the
             ``auto`` schedule's current value; ``inf``: none).
         checkpoint_write_s: what one checkpoint write takes (estimated or measured).
@@ -267,6 +270,7 @@ class Observation:
     recent_events: tuple[ObservedEvent, ...] = ()
     resume_cost_s: float | None = None
     spent_usd: float = 0.0
+    on_demand_spent_usd: float = 0.0
     checkpoint_interval_s: float = math.inf
     checkpoint_write_s: float = 0.0
     checkpoint_schedule: CheckpointSchedule | None = None
@@ -291,6 +295,7 @@ class Observation:
             and 0.0 <= self.rescale_cost_s < inf
             and (self.resume_cost_s is None or 0.0 <= self.resume_cost_s < inf)
             and 0.0 <= self.spent_usd < inf
+            and 0.0 <= self.on_demand_spent_usd <= self.spent_usd
             and self.checkpoint_interval_s > 0
             and 0.0 <= self.checkpoint_write_s < inf
             and (not self.zones or 0 <= self.zone < len(self.zones))
@@ -326,6 +331,8 @@ class Observation:
             raise ValueError("resume_cost_s must be a finite number >= 0 or None")
         if not (math.isfinite(self.spent_usd) and self.spent_usd >= 0):
             raise ValueError("spent_usd must be a finite number >= 0")
+        if not 0.0 <= self.on_demand_spent_usd <= self.spent_usd:
+            raise ValueError("on_demand_spent_usd must be within [0, spent_usd]")
         if not self.checkpoint_interval_s > 0:
             raise ValueError("checkpoint_interval_s must be > 0 (inf: no checkpoints)")
         if not (math.isfinite(self.checkpoint_write_s) and self.checkpoint_write_s >= 0):

@@ -187,7 +187,7 @@ class DeadlinePolicy(PolicyBase):
         started = 0.0
         if obs.on_demand_held >= plan.nodes:
             hourly = plan.nodes * obs.on_demand_price_per_hour
-            started = min(hourly * plan.start_pause_s / 3600.0, obs.spent_usd)
+            started = min(hourly * plan.start_pause_s / 3600.0, obs.on_demand_spent_usd)
         return (
             self.config.risk_fraction * plan.cost_usd
             + plan.usd_per_sample * done

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ._common import HOLD_NOTHING, TIME_EPS_S, check_bool, usable_spot, wake_after
-from ._ondemand import DEFAULT_SAFETY_MARGIN_S, job_plan, training_rate
+from ._ondemand import DEFAULT_SAFETY_MARGIN_S, job_plan, on_demand_time_s
 from .base import Decision, Observation, PolicyBase
 from .registry import register
 
@@ -83,12 +83,9 @@ class GreedyPolicy(PolicyBase):
             return Decision(spot, obs.max_nodes - spot, None)
         time_left = obs.deadline_s - obs.now_s
 
-        def finish_s(on_demand: int) -> float:
-            rate = training_rate(obs, on_demand)
-            if rate <= 0.0:
-                return math.inf
+        def finish_s(on_demand: int) -> float:  # the deadline policies' estimate
             switch = 0.0 if on_demand == obs.on_demand_held else obs.worst_pause_s
-            return switch + obs.remaining_samples / rate
+            return on_demand_time_s(obs, on_demand, obs.remaining_samples, switch)
 
         spare = time_left - finish_s(plan.nodes) - DEFAULT_SAFETY_MARGIN_S - obs.worst_pause_s
         if obs.on_demand_held == 0 and spare > TIME_EPS_S:

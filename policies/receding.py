@@ -14,6 +14,7 @@ from ._ondemand import (
     held_spot_beside,
     job_samples,
     on_demand_time_s,
+    preemption_s,
 )
 from .base import Decision, Observation, PolicyBase
 from .deadline import DeadlinePolicy
@@ -401,7 +402,7 @@ class RecedingPolicy(PolicyBase):
             return self._commit(obs, plan, budget, spare)
         frontiers: dict[int, list[_Vertex]] = {}
         lam = self.price_of_work(obs, plan, frontiers)
-        available = usable_spot(obs) if self.spot_safe(obs, spare) else 0
+        available = usable_spot(obs) if self.spot_safe(obs, spare, fallback) else 0
         if not available and not obs.on_demand_held and len(obs.zones) > 1:
             ahead = spare - self.deadline.reserve_s(obs, plan)
             move = self.deadline.move(obs, plan, budget, (spare, ahead))
@@ -440,27 +441,29 @@ class RecedingPolicy(PolicyBase):
         # the spare of the count committed to, which may be fewer nodes than the
         # fallback whose spare the caller holds (less slack to lose spot in)
         spare = min(spare, self.spare_s(obs, decision.on_demand_nodes))
-        if self.spot_safe(obs, spare):
+        if self.spot_safe(obs, spare, decision.on_demand_nodes):
             return decision
         spot = held_spot_beside(obs, decision.on_demand_nodes)  # no new ones
         return Decision(spot, decision.on_demand_nodes, decision.wake_after_s)
 
-    def failure_s(self, obs: Observation) -> float:
-        """Slack one loss of spot nodes can cost: a checkpoint interval rolled back, a rescale.
+    def failure_s(self, obs: Observation, nodes: int) -> float:
+        """Slack one loss of spot nodes can cost, the job finishing on ``nodes`` nodes.
 
-        The restart on on-demand nodes is counted in the spare already.
+        A checkpoint interval rolled back, a rescale, and the shorter intervals the
+        loss leaves for the rest of the run (:func:`preemption_s`).  The restart on
+        on-demand nodes is counted in the spare already.
         """
         interval = min(obs.checkpoint_interval_s + obs.checkpoint_write_s, 86400.0)
-        return obs.rescale_cost_s + interval
+        return obs.rescale_cost_s + interval + preemption_s(obs, nodes)
 
-    def spot_safe(self, obs: Observation, spare_s: float) -> bool:
+    def spot_safe(self, obs: Observation, spare_s: float, nodes: int) -> bool:
         """Whether the spare and the safety margin cover one loss of spot nodes.
 
-        Without this a loss near the last safe moment (a checkpoint interval of seven
-        minutes rolled back against the margin's five) makes the job late even on
-        every on-demand node.
+        ``nodes``: the on-demand count the spare is counted for.  Without this a loss
+        near the last safe moment (a checkpoint interval of seven minutes rolled back
+        against the margin's five) makes the job late even on every on-demand node.
         """
-        return spare_s + self.config.safety_margin_s >= self.failure_s(obs)
+        return spare_s + self.config.safety_margin_s >= self.failure_s(obs, nodes)
 
     def _spot_at_last_moment(
         self, obs: Observation, fallback: int, spare: float, plan: OnDemandPlan, budget: float
@@ -474,7 +477,7 @@ class RecedingPolicy(PolicyBase):
         moment (the optimum does), at most until one failure has spent the margin.
         """
         on_spot = obs.spot_held > 0 and obs.on_demand_held == 0
-        if not self.spot_safe(obs, spare if on_spot else spare - obs.worst_pause_s):
+        if not self.spot_safe(obs, spare if on_spot else spare - obs.worst_pause_s, fallback):
             return 0  # moving onto spot is a start too: a loss then costs both
         need = self.deadline.rate(obs, fallback)
         for spot in range(obs.min_nodes, usable_spot(obs) + 1):

@@ -77,3 +77,23 @@ def test_auto_interval_grows_and_a_preemption_shortens_it() -> None:
     assert auto.run_time_s(train_s, write_s, 0.0, 1) > projected  # shorter intervals
     # a short run ends before its first checkpoint: no write is counted
     assert auto.run_time_s(today / 2, write_s, 0.0, 0) == today / 2
+
+
+def test_a_loss_costs_its_shorter_intervals_in_time_and_money() -> None:
+    from test_policies_builtin import deadline_obs
+
+    from elasim.policies import RecedingPolicy
+    from elasim.policies._ondemand import preemption_s, preemption_usd
+
+    plain = deadline_obs(0.5, now_s=3600.0, checkpoint_write_s=30.0)
+    auto = dataclasses.replace(
+        plain, checkpoint_schedule=CheckpointSchedule(None, prior_mtbf_s=3600.0), preemptions=1
+    )
+    assert preemption_s(plain, 4) == 0.0 and preemption_usd(plain, 4, 1e-6) == 0.0
+    extra_s = preemption_s(auto, 4)
+    assert extra_s > 0.0 and preemption_usd(auto, 4, 1e-6) > 0.0
+    # receding's loss of spot: the rescale, an interval rolled back, and these seconds
+    policy = RecedingPolicy()
+    assert policy.failure_s(auto, 4) - policy.failure_s(plain, 4) == pytest.approx(
+        extra_s + auto.checkpoint_interval_s - plain.checkpoint_interval_s
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -553,3 +554,20 @@ def test_config_errors_are_clear(name: str, options: dict[str, Any], fragment: s
     cls = type(make_policy(name))
     with pytest.raises(ValueError, match=fragment):
         cls.Config(**options)
+
+
+def test_deadline_budget_credits_the_plans_start_as_far_as_on_demand_paid_it() -> None:
+    # the plan's two nodes held and booting (60 s start: 0.1 USD), after 5 USD of spot:
+    # the start is credited as far as on-demand money paid it, not the spot money
+    # (crediting it whole while the nodes booted let receding grow past its bet)
+    policy = deadline_policy()
+    booting = deadline_obs(now_s=3000.0, on_demand_held=2, spent_usd=5.02)
+    plan = policy.plan(booting)
+    assert plan is not None and plan.nodes == 2
+    start_usd = 2 * 3.0 * plan.start_pause_s / 3600.0
+    half = dataclasses.replace(booting, on_demand_spent_usd=0.02)
+    paid = dataclasses.replace(booting, spent_usd=5.0 + start_usd, on_demand_spent_usd=start_usd)
+    assert policy.budget_usd(half, plan) == pytest.approx(policy.budget_usd(booting, plan) + 0.02)
+    # paid in full: the start's money and its credit cancel
+    spot_only = dataclasses.replace(booting, spent_usd=5.0)
+    assert policy.budget_usd(paid, plan) == pytest.approx(policy.budget_usd(spot_only, plan))

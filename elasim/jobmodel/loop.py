@@ -450,6 +450,7 @@ class JobLoop:
             max_nodes=rules.max_nodes,
             recent_events=tuple(self._recent),
             spent_usd=self.books.spot_cost_usd + self.books.on_demand_cost_usd,
+            on_demand_spent_usd=self.books.on_demand_cost_usd,
             checkpoint_interval_s=self.checkpoint_interval_s,
             checkpoint_write_s=estimates.checkpoint_write_s(),
             checkpoint_schedule=self.schedule,
