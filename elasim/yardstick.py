@@ -29,7 +29,7 @@ and two plain ratios beside them:
 * ``cost_vs_greedy = cost / plain greedy cost``.  Why: greedy with fallback pays for
   on-demand nodes it may not need, so a policy can close most of its gap and still
   cost more than plain greedy, which met the same deadline (issue 24: ``deadline`` at
-  122.9 USD, plain greedy 111.4 USD, greedy with fallback 258.7 USD);
+  122.9 USD, plain greedy 111.4 USD, greedy with fallback 255.5 USD);
 * ``cost_vs_optimal = cost / optimal cost``: how far from the best possible plan,
   without the baseline's help (the optimum's replay can be a little dearer than a
   lucky run, so slightly under 1 happens).

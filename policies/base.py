@@ -229,9 +229,8 @@ class Observation:
             included), as the job's books have it when the policy is asked.  A policy
             that must stay within a budget (``deadline`` keeps its cost below the
             cheapest on-demand plan) needs it and cannot see it otherwise.
-        on_demand_spent_usd: the part of ``spent_usd`` paid for on-demand nodes (a
-            start of on-demand nodes is paid while they boot: ``deadline`` credits the
-            plan's start only as far as it is paid).
+        on_demand_spent_usd: the part of ``spent_usd`` paid for on-demand nodes
+            (``deadline`` credits the plan's start only as far as it is paid).
         checkpoint_interval_s: running time between periodic checkpoints now (the
             ``auto`` schedule's current value; ``inf``: none).
         checkpoint_write_s: what one checkpoint write takes (estimated or measured).
@@ -504,9 +503,12 @@ class PolicyBase(ConfiguredPolicy):
     Attributes:
         plans_for_deadline: the policy spends a deadline's slack (and without one holds
             every usable spot node, as ``greedy``): the CLI says so when none is given.
+        moves_between_zones: the policy may move; the CLI warns when one that does
+            not is given several zones.
     """
 
     plans_for_deadline: ClassVar[bool] = False
+    moves_between_zones: ClassVar[bool] = False
 
     def decide(self, obs: Observation) -> Decision:  # pragma: no cover - abstract
         """Return the node counts to hold from now on."""

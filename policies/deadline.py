@@ -87,6 +87,7 @@ class DeadlinePolicy(PolicyBase):
     """
 
     name: ClassVar[str] = "deadline"
+    moves_between_zones: ClassVar[bool] = True
     plans_for_deadline: ClassVar[bool] = True
 
     @dataclass(frozen=True)

@@ -37,6 +37,7 @@ class FailoverPolicy(PolicyBase):
     """
 
     name: ClassVar[str] = "failover"
+    moves_between_zones: ClassVar[bool] = True
 
     @dataclass(frozen=True)
     class Config:

@@ -169,6 +169,7 @@ class RecedingPolicy(PolicyBase):
     """
 
     name: ClassVar[str] = "receding"
+    moves_between_zones: ClassVar[bool] = True
     plans_for_deadline: ClassVar[bool] = True
 
     @dataclass(frozen=True)

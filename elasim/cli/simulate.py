@@ -187,6 +187,7 @@ def simulate(
                 batch=batch,
             )
         _warn_if_infeasible(job, spec, policy)
+        _warn_if_zone_blind(trace, policy)
         config = dataclasses.replace(config, record_timeline=out is not None)
         result, summary, extra = _simulated(spec, config, trace, policy, job, yardstick)
         if out is not None:
@@ -277,13 +278,39 @@ def _report_simulation(
     Why apart from :func:`simulate`: ``--json`` prints the summary alone, while a
     person also gets a title and the names of the files written to ``--out``.
     """
-    title = f"{spec.policy} on {spec.trace} ({job_name}, {spec.rescale.value})"
+    where = " + ".join(spec.zone_traces) if spec.zone_traces else spec.trace
+    title = f"{spec.policy} on {where} ({job_name}, {spec.rescale.value})"
     _print_simulation(summary, title, unpriced)
     if out is not None:
         out_console.print(
             f"wrote {out}/summary.json, events.parquet, timeline.parquet"
             + (", timeline.png" if plot else "")
         )
+
+
+def _warn_if_zone_blind(trace: Any, policy: Any) -> None:
+    """One line when a policy that never moves is given several zones.
+
+    It runs in the first zone all along, which a user who gave two traces would
+    otherwise take for a comparison of the zones.
+    """
+    from elasim.policies import policy_names
+    from elasim.policies.registry import get_policy_class
+
+    zones = getattr(trace, "traces", None)
+    if getattr(trace, "kind", None) != "zones" or not zones:
+        return
+    if getattr(policy, "moves_between_zones", False):
+        return
+    movers = [
+        n for n in policy_names() if getattr(get_policy_class(n), "moves_between_zones", False)
+    ]
+    err_console.print(
+        f"[yellow]warning: {getattr(policy, 'name', 'this policy')} does not move between "
+        f"zones: it runs in the first, {zones[0].name}, all along ({', '.join(movers)} move)[/]",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _warn_if_infeasible(job: Any, spec: JobSpec, policy: Any) -> None:
@@ -369,6 +396,10 @@ def _print_simulation(summary: dict[str, Any], title: str, unpriced: list[str]) 
     for key, label in _SUMMARY_ROWS:
         if key in summary:
             table.add_row(label, _fmt(summary.get(key)))
+    zones = summary["simulator"]
+    if zones.get("zones"):  # several zones: where it moved, and where it ended
+        table.add_row("zone moves", _fmt(zones.get("zone_moves")))
+        table.add_row("final zone", str(zones.get("final_zone")))
     out_console.print(table)
     if not summary["simulator"].get("priced", True):
         for line in unpriced:
