@@ -44,6 +44,7 @@ __all__ = [
     "job_plan",
     "job_samples",
     "on_demand_time_s",
+    "preemption_bound_s",
     "preemption_s",
     "preemption_usd",
     "start_pause_s",
@@ -148,15 +149,37 @@ def on_demand_time_s(
 
 
 def _one_more_loss(obs: Observation, nodes: int) -> tuple[float, float]:
-    """The rest of the run on ``nodes`` nodes, as it is and after one more preemption."""
+    """The rest of the run on ``nodes`` nodes, as it is and after one more preemption.
+
+    Both from a restart after the worst pause, each with the interval the schedule
+    gives then (a loss sets it anew), so that they differ by the loss alone.
+    """
     schedule = obs.checkpoint_schedule
     goodput = obs.goodput(nodes)
     if schedule is None or not schedule.auto or goodput <= 0.0:
         return 0.0, 0.0
     train_s, write_s = obs.remaining_samples / goodput, obs.checkpoint_write_s
-    now = schedule.run_time_s(train_s, write_s, obs.now_s, obs.preemptions)
-    after = schedule.run_time_s(train_s, write_s, obs.now_s, obs.preemptions + 1)
+    start_s = obs.now_s + obs.worst_pause_s
+    now = schedule.run_time_s(train_s, write_s, start_s, obs.preemptions)
+    after = schedule.run_time_s(train_s, write_s, start_s, obs.preemptions + 1)
     return now, after
+
+
+def preemption_bound_s(obs: Observation, nodes: int) -> float:
+    """An upper bound of :func:`preemption_s`, from the walk the spare already took.
+
+    A loss at most halves ``auto``'s estimate of the time between failures, and the
+    interval shrinks no faster than that estimate, so the writes at most double: the
+    extra is at most today's checkpoint time for the rest of the run, plus one write.
+    Why: the exact figure is two more walks of the schedule per decision (a tenth of
+    a long simulation), and it matters only where the spare lies within this bound.
+    """
+    goodput = obs.goodput(nodes)
+    if obs.checkpoint_schedule is None or goodput <= 0.0:
+        return 0.0
+    pause = obs.worst_pause_s
+    total_s = on_demand_time_s(obs, nodes, obs.remaining_samples, pause)
+    return max(total_s - pause - obs.remaining_samples / goodput, 0.0) + obs.checkpoint_write_s
 
 
 def preemption_s(obs: Observation, nodes: int) -> float:

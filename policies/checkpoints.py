@@ -132,37 +132,64 @@ class CheckpointSchedule:
             return train_s * (interval + cost) / interval
         if train_s <= interval:
             return train_s  # done before the first checkpoint
-        trained, walls, last = _cycles(self, cost, start_s, preemptions, interval)
+        walk = _walk(self, cost, start_s, preemptions, interval)
+        trained, walls = walk.upto(train_s)
         k = bisect.bisect_left(trained, train_s)  # >= 1: more than the first interval
         if k < len(trained):  # done in cycle k, after k writes
             return walls[k - 1] + train_s - trained[k - 1]
+        last = walk.interval
         return walls[-1] + (train_s - trained[-1]) * (last + cost) / last
 
 
-@functools.lru_cache(maxsize=16)
-def _cycles(
-    schedule: CheckpointSchedule, cost: float, start_s: float, preemptions: int, first: float
-) -> tuple[tuple[float, ...], tuple[float, ...], float]:
-    """The cycles of :meth:`CheckpointSchedule.run_time_s`, once per start.
+class _Walk:
+    """The cycles of :meth:`CheckpointSchedule.run_time_s` from one start, walked lazily.
 
     ``trained[k]`` and ``walls[k]``: training and wall seconds when cycle ``k + 1``
-    starts training (after ``k + 1`` writes); ``last``: the interval in force after
-    the last of them.  Why: a deadline policy asks the time of every node count
-    (up to 16) at every decision, each a walk of up to :data:`PROJECTED_CYCLES`
-    cycles that do not depend on the count; remembered (a pure function of its
-    arguments, so what it keeps changes no answer), one walk serves them all.  A
-    decision's starts are few and the next decision's are new, so few are kept.
+    starts training (after ``k + 1`` writes); ``interval``: the one in force after the
+    last of them.  Why: a deadline policy asks the time of every node count (up to
+    16) at every decision, and the cycles do not depend on the count: one walk serves
+    them all, and it goes only as far as the longest ask (up to
+    :data:`PROJECTED_CYCLES`), not always to the end.
     """
-    trained: list[float] = []
-    walls: list[float] = []
-    done, wall, now, interval = 0.0, 0.0, start_s, first
-    for _ in range(PROJECTED_CYCLES):
-        done += interval
-        wall += interval
-        now += interval
-        interval = schedule.current_interval_s(cost, now, preemptions)
-        wall += cost
-        now += cost
-        trained.append(done)
-        walls.append(wall)
-    return tuple(trained), tuple(walls), interval
+
+    def __init__(
+        self, schedule: CheckpointSchedule, cost: float, start_s: float, lost: int, first: float
+    ) -> None:
+        self.schedule, self.cost, self.lost = schedule, cost, lost
+        self.trained: list[float] = []
+        self.walls: list[float] = []
+        self.done, self.wall, self.now, self.interval = 0.0, 0.0, start_s, first
+
+    def upto(self, train_s: float) -> tuple[list[float], list[float]]:
+        """The cycles until ``train_s`` of training (or the last one walked)."""
+        trained, walls = self.trained, self.walls
+        if trained and trained[-1] >= train_s or len(trained) >= PROJECTED_CYCLES:
+            return trained, walls
+        schedule, cost, lost = self.schedule, self.cost, self.lost
+        done, wall, now, interval = self.done, self.wall, self.now, self.interval
+        while len(trained) < PROJECTED_CYCLES:
+            done += interval
+            wall += interval
+            now += interval
+            interval = schedule.current_interval_s(cost, now, lost)
+            wall += cost
+            now += cost
+            trained.append(done)
+            walls.append(wall)
+            if done >= train_s:
+                break
+        self.done, self.wall, self.now, self.interval = done, wall, now, interval
+        return trained, walls
+
+
+@functools.lru_cache(maxsize=16)
+def _walk(
+    schedule: CheckpointSchedule, cost: float, start_s: float, lost: int, first: float
+) -> _Walk:
+    """The walk from one start, remembered.
+
+    A pure function of its arguments (the walk only grows, and every answer is read
+    off the same cycles), so what is kept changes no answer.  A decision's starts are
+    few and the next decision's are new, so few are kept.
+    """
+    return _Walk(schedule, cost, start_s, lost, first)

@@ -14,6 +14,7 @@ from ._ondemand import (
     held_spot_beside,
     job_samples,
     on_demand_time_s,
+    preemption_bound_s,
     preemption_s,
 )
 from .base import Decision, Observation, PolicyBase
@@ -450,12 +451,18 @@ class RecedingPolicy(PolicyBase):
     def failure_s(self, obs: Observation, nodes: int) -> float:
         """Slack one loss of spot nodes can cost, the job finishing on ``nodes`` nodes.
 
-        A checkpoint interval rolled back, a rescale, and the shorter intervals the
-        loss leaves for the rest of the run (:func:`preemption_s`).  The restart on
-        on-demand nodes is counted in the spare already.
+        A checkpoint interval rolled back, a rescale (:meth:`rollback_s`), and the
+        shorter intervals the loss leaves for the rest of the run
+        (:func:`preemption_s`).  The restart on on-demand nodes is counted in the spare
+        already.
         """
+        return self.rollback_s(obs) + preemption_s(obs, nodes)
+
+    @staticmethod
+    def rollback_s(obs: Observation) -> float:
+        """A loss's rescale and the checkpoint interval it rolls back."""
         interval = min(obs.checkpoint_interval_s + obs.checkpoint_write_s, 86400.0)
-        return obs.rescale_cost_s + interval + preemption_s(obs, nodes)
+        return obs.rescale_cost_s + interval
 
     def spot_safe(self, obs: Observation, spare_s: float, nodes: int) -> bool:
         """Whether the spare and the safety margin cover one loss of spot nodes.
@@ -464,7 +471,13 @@ class RecedingPolicy(PolicyBase):
         near the last safe moment (a checkpoint interval of seven minutes rolled back
         against the margin's five) makes the job late even on every on-demand node.
         """
-        return spare_s + self.config.safety_margin_s >= self.failure_s(obs, nodes)
+        covered = spare_s + self.config.safety_margin_s
+        plain = self.rollback_s(obs)
+        if covered < plain:
+            return False
+        if covered >= plain + preemption_bound_s(obs, nodes):
+            return True  # covered whatever the shorter intervals cost: not walked again
+        return covered >= self.failure_s(obs, nodes)
 
     def _spot_at_last_moment(
         self, obs: Observation, fallback: int, spare: float, plan: OnDemandPlan, budget: float

@@ -15,6 +15,8 @@ import dataclasses
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elasim.job import load_job
 from elasim.jobmodel import JobSpec
@@ -97,3 +99,40 @@ def test_a_loss_costs_its_shorter_intervals_in_time_and_money() -> None:
     assert policy.failure_s(auto, 4) - policy.failure_s(plain, 4) == pytest.approx(
         extra_s + auto.checkpoint_interval_s - plain.checkpoint_interval_s
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prior_h=st.floats(0.05, 48.0),
+    write_s=st.floats(0.5, 600.0),
+    lost=st.integers(0, 6),
+    progress=st.floats(0.0, 0.95),
+    now_h=st.floats(0.0, 20.0),
+    spare_s=st.floats(-600.0, 7200.0),
+)
+def test_the_shortcut_of_a_loss_never_changes_receding_s_answer(
+    prior_h: float, write_s: float, lost: int, progress: float, now_h: float, spare_s: float
+) -> None:
+    """preemption_bound_s bounds preemption_s (large writes, Daly's C >= 2M corner and
+    the floor included), so spot_safe's shortcut answers as the full count would."""
+    from test_policies_builtin import deadline_obs
+
+    from elasim.policies import RecedingPolicy
+    from elasim.policies._ondemand import preemption_bound_s, preemption_s
+
+    schedule = CheckpointSchedule(None, prior_mtbf_s=prior_h * 3600.0)
+    now_s = now_h * 3600.0
+    obs = deadline_obs(
+        progress,
+        now_s=now_s,
+        deadline_s=now_s + 86400.0,
+        checkpoint_write_s=write_s,
+        checkpoint_schedule=schedule,
+        preemptions=lost,
+        checkpoint_interval_s=schedule.current_interval_s(write_s, now_s, lost),
+    )
+    policy = RecedingPolicy()
+    for nodes in (1, 4, obs.max_nodes):
+        assert preemption_s(obs, nodes) <= preemption_bound_s(obs, nodes) + 1e-9
+        full = spare_s + policy.config.safety_margin_s >= policy.failure_s(obs, nodes)
+        assert policy.spot_safe(obs, spare_s, nodes) == full
