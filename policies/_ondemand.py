@@ -42,6 +42,7 @@ __all__ = [
     "deadline_feasible",
     "fastest_finish_s",
     "job_plan",
+    "finish_on_demand_s",
     "job_samples",
     "on_demand_time_s",
     "preemption_bound_s",
@@ -148,6 +149,17 @@ def on_demand_time_s(
     return pause_s + owed_s + train_s
 
 
+def finish_on_demand_s(obs: Observation, nodes: int, *, overhead: float = 0.0) -> float:
+    """Seconds to finish on ``nodes`` on-demand nodes alone from now.
+
+    A switch to another count pays the worst pause first; the checkpoints come as
+    :func:`on_demand_time_s` counts them.  The one estimate of ``deadline``'s last safe
+    moment and of ``greedy``'s fallback.
+    """
+    switch = 0.0 if obs.on_demand_held == nodes else obs.worst_pause_s
+    return on_demand_time_s(obs, nodes, obs.remaining_samples, switch, overhead=overhead)
+
+
 def _one_more_loss(obs: Observation, nodes: int) -> tuple[float, float]:
     """The rest of the run on ``nodes`` nodes, as it is and after one more preemption.
 
@@ -174,9 +186,10 @@ def preemption_bound_s(obs: Observation, nodes: int) -> float:
     Why: the exact figure is two more walks of the schedule per decision (a tenth of
     a long simulation), and it matters only where the spare lies within this bound.
     """
+    schedule = obs.checkpoint_schedule
     goodput = obs.goodput(nodes)
-    if obs.checkpoint_schedule is None or goodput <= 0.0:
-        return 0.0
+    if schedule is None or not schedule.auto or goodput <= 0.0:
+        return 0.0  # as preemption_s: no schedule to shorten
     pause = obs.worst_pause_s
     total_s = on_demand_time_s(obs, nodes, obs.remaining_samples, pause)
     return max(total_s - pause - obs.remaining_samples / goodput, 0.0) + obs.checkpoint_write_s

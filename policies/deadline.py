@@ -21,11 +21,11 @@ from ._ondemand import (
     OnDemandPlan,
     cost_effective_spot,
     fastest_count,
+    finish_on_demand_s,
     flat_out,
     held_spot_beside,
     job_plan,
     job_samples,
-    on_demand_time_s,
     preemption_usd,
     training_rate,
 )
@@ -165,10 +165,7 @@ class DeadlinePolicy(PolicyBase):
         overestimates, and made ``deadline`` commit one node more than the plan
         (2.6 % above it on 16-node windows at a 1.1x deadline).
         """
-        switch = 0.0 if obs.on_demand_held == on_demand else obs.worst_pause_s
-        return on_demand_time_s(
-            obs, on_demand, obs.remaining_samples, switch, overhead=self.config.overhead_fraction
-        )
+        return finish_on_demand_s(obs, on_demand, overhead=self.config.overhead_fraction)
 
     def slack_s(self, obs: Observation, on_demand: int) -> float:
         """How long the job could still wait before ``on_demand`` nodes must take over."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ._common import HOLD_NOTHING, TIME_EPS_S, check_bool, usable_spot, wake_after
-from ._ondemand import DEFAULT_SAFETY_MARGIN_S, job_plan, on_demand_time_s
+from ._ondemand import DEFAULT_SAFETY_MARGIN_S, finish_on_demand_s, job_plan
 from .base import Decision, Observation, PolicyBase
 from .registry import register
 
@@ -83,11 +83,8 @@ class GreedyPolicy(PolicyBase):
             return Decision(spot, obs.max_nodes - spot, None)
         time_left = obs.deadline_s - obs.now_s
 
-        def finish_s(on_demand: int) -> float:  # the deadline policies' estimate
-            switch = 0.0 if on_demand == obs.on_demand_held else obs.worst_pause_s
-            return on_demand_time_s(obs, on_demand, obs.remaining_samples, switch)
-
-        spare = time_left - finish_s(plan.nodes) - DEFAULT_SAFETY_MARGIN_S - obs.worst_pause_s
+        finish_s = finish_on_demand_s(obs, plan.nodes)  # the deadline policies' estimate
+        spare = time_left - finish_s - DEFAULT_SAFETY_MARGIN_S - obs.worst_pause_s
         if obs.on_demand_held == 0 and spare > TIME_EPS_S:
             running = spot if spot >= obs.min_nodes else 0
             fall = 1.0 - obs.goodput(running) / obs.goodput(plan.nodes)
@@ -95,7 +92,7 @@ class GreedyPolicy(PolicyBase):
             return Decision(running, 0, wake)
         least = max(plan.nodes, obs.on_demand_held)
         for on_demand in range(least, obs.max_nodes + 1):
-            if finish_s(on_demand) <= time_left:
+            if finish_on_demand_s(obs, on_demand) <= time_left:
                 break
         # on-demand first: clamp() would cut on-demand nodes, not spot, above max_nodes
         return Decision(min(spot, obs.max_nodes - on_demand), on_demand, None)

@@ -161,9 +161,8 @@ class RecedingPolicy(PolicyBase):
     plan's 14 nodes leave none, 16 leave 40 minutes).  So it meets every deadline the
     plan meets and pays at most the plan plus ``risk_fraction`` of it: the stated
     bet, 5 % by default (``deadline``'s 0.5 % cannot pay the fallback's speed).  The
-    plan is priced from what the job observes; at 16 nodes and a 1.1x deadline that
-    can be a node dearer than the plan replayed alone, and the bound then holds
-    against the priced plan only (docs/concepts/policies.md, Known limits).
+    plan is priced from what the job observes, its checkpoints as the job's schedule
+    writes them, to within one write of the plan replayed alone.
 
     Time per decision: one frontier per availability level seen (``O(max_nodes)``
     each) and a sweep of their steps: ``O(max_nodes**2)``.
@@ -477,7 +476,7 @@ class RecedingPolicy(PolicyBase):
             return False
         if covered >= plain + preemption_bound_s(obs, nodes):
             return True  # covered whatever the shorter intervals cost: not walked again
-        return covered >= self.failure_s(obs, nodes)
+        return covered >= plain + preemption_s(obs, nodes)  # failure_s, its rollback known
 
     def _spot_at_last_moment(
         self, obs: Observation, fallback: int, spare: float, plan: OnDemandPlan, budget: float
