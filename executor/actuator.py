@@ -55,6 +55,9 @@ class GroupActuator:
             ``origin``); None: commands are taken to act at once (a fake group).
     """
 
+    #: real workers crash, finish or fail to start without being asked: the loop polls
+    polls = True
+
     def __init__(
         self,
         group: WorkerGroup,

@@ -164,9 +164,10 @@ def test_a_job_in_several_zones_is_the_one_job_loop_told_of_each_arrival():
     from elasim.sim.driver import SimShell
 
     commands = [name for name, v in vars(Actuator).items() if callable(v) and name[0] != "_"]
-    assert "moved" in commands
+    assert "moved" in commands and "acted_until_s" in commands
     for actuator in (FluidJob, GroupActuator):
         assert all(callable(getattr(actuator, name, None)) for name in commands), actuator
+        assert isinstance(actuator.polls, bool)  # no getattr with a default in the loop
     told: list[float] = []
 
     class Told(FluidJob):

@@ -155,3 +155,11 @@ class Actuator(Protocol):
 
     def next_due_s(self, now_s: float) -> float:
         """When :meth:`settle`/:meth:`admit` next have work (``inf``: not before a poll)."""
+
+    def acted_until_s(self, now_s: float) -> float:
+        """Trace time after the last command (given ``now_s``, the loop's time: at least it).
+
+        ``now_s`` itself for an actuator that acts at once (the fluid model); later for
+        one whose command blocked while the trace went on (a real restart waits for its
+        workers): the loop then catches up (:mod:`.loop`).
+        """

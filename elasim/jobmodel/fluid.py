@@ -211,6 +211,10 @@ class FluidJob:
         starting = sum(1 for t in self._starting if t > at_s + _EPS)
         return self.job.rescale.training_rate(self.group, starting)
 
+    def acted_until_s(self, now_s: float) -> float:
+        """``now_s``: the model acts at once, the loop never catches up."""
+        return now_s
+
     def next_due_s(self, now_s: float) -> float:
         """The next pause end, boot, cold-start end or completion."""
         best = math.inf

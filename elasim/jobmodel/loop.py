@@ -144,8 +144,8 @@ class JobLoop:
         self._last_s = 0.0
         self._replay_next_s = -math.inf  # the trace's next item (cached between pops)
         self._replay_due_s = -math.inf  # ... less the tolerance of pop_due
-        self._polls = getattr(actuator, "polls", True)
-        self._acted_until = getattr(actuator, "acted_until_s", None)
+        self._polls = actuator.polls
+        self._acted_until = actuator.acted_until_s
         #: the trace time each event answered, by the event's identity, where it was
         #: carried out later (an actuator that was busy); absent: on time
         self.event_due_s: dict[int, float] = {}
@@ -413,10 +413,7 @@ class JobLoop:
         The world was starting from the command on, so the timeline shows it so: a row
         at the command's time with the nodes paid for, none training, rescaling.
         """
-        acted = self._acted_until
-        if acted is None:
-            return
-        t = acted(self._last_s)
+        t = self._acted_until(self._last_s)
         if t - self._last_s <= 1e-6 * max(1.0, abs(t)):
             return
         if self._record_timeline:
