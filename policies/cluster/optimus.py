@@ -7,11 +7,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..registry import register_cluster
-from ._greedy import greedy_counts, keyed_table, shape_nodes
+from ._greedy import climb_with, greedy_counts, keyed_table, rising_run, shape_nodes
 from .base import ClusterDecision, ClusterJobView, ClusterObservation, ClusterPolicyBase
 from .place import place
 
 __all__ = ["OptimusPolicy"]
+
+#: The remaining work for which ``remaining / goodput`` stays a normal float for every
+#: goodput :func:`rising_run` vouches for, so that a clear rise surely cuts the time left.
+_REMAINING = (1e-200, 1e200)
 
 
 @register_cluster
@@ -54,7 +58,8 @@ class OptimusPolicy(ClusterPolicyBase):
         caps = {j.name: min(cap_all, total, max(j.max_gpus, 1)) for j in jobs}
 
         store = self.__dict__.setdefault("_rate_tables", {})
-        rates = {j.name: _rates(store, j.speed, gpn, j.requested_batch_size) for j in jobs}
+        kept = {j.name: _rates(store, j.speed, gpn, j.requested_batch_size) for j in jobs}
+        rates = {name: table for name, (table, _) in kept.items()}
 
         def rate(job: ClusterJobView, table: dict[int, float], n: int) -> float:
             batch = job.requested_batch_size
@@ -79,16 +84,45 @@ class OptimusPolicy(ClusterPolicyBase):
                 remaining / hi if hi > 0 else math.inf
             )
 
+        def climb(job: ClusterJobView, n: int, cap: int) -> int | None:
+            """A job's lone climb from ``n`` (see :func:`greedy_counts`).
+
+            Where the goodput rises clearly (:func:`rising_run`), ``remaining / goodput``
+            falls by far more than its rounding (a remaining time within ``_REMAINING``
+            keeps the quotients normal), so the gain is positive; where it falls, the
+            gain is not.  The other steps are asked of ``gain``.
+            """
+            remaining = job.remaining
+            if job.speed is None or not _REMAINING[0] < remaining < _REMAINING[1]:
+                return None
+            table, runs = kept[job.name]
+
+            def value(k: int) -> float:
+                return rate(job, table, k)
+
+            def skip(k: int) -> tuple[int, bool] | None:
+                return rising_run(table, runs, k, cap, value) if k >= 1 else None
+
+            return climb_with(gain, job, n, cap, skip)
+
         start = {j.name: 1 for j in jobs[:total]}
-        counts = greedy_counts(jobs, total, gain, caps, start)
+        counts = greedy_counts(jobs, total, gain, caps, start, climb)
         allocations = place(obs.jobs, counts, obs.usable_nodes, gpn)
         return ClusterDecision.of(allocations, wake_after_s=self.config.interval_s)
 
 
-def _rates(store: dict, speed: object, gpn: int, batch_size: int) -> dict[int, float]:
-    """Goodput of ``speed`` at ``batch_size`` by GPUs, kept by (speed, GPUs per node, batch).
+def _rates(
+    store: dict, speed: object, gpn: int, batch_size: int
+) -> tuple[dict[int, float], dict[int, tuple[int, int]]]:
+    """Goodput of ``speed`` at ``batch_size`` by GPUs and its runs' memo (:func:`rising_run`).
 
+    Kept by (speed, GPUs per node, batch).
     Why: ``optimus`` weighs every GPU it hands out, a goodput each; the model's answers
     do not change, so they are read from a table (see :func:`keyed_table`).
     """
-    return keyed_table(store, (speed, gpn, batch_size), dict)[0]
+    return keyed_table(store, (speed, gpn, batch_size), _new_rates)[0]
+
+
+def _new_rates() -> tuple[dict[int, float], dict[int, tuple[int, int]]]:
+    """An empty table of goodputs and an empty memo of its runs."""
+    return {}, {}

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..registry import register_cluster
-from ._greedy import greedy_counts, keyed_table, shape_nodes
+from ._greedy import climb_with, greedy_counts, keyed_table, rising_run, shape_nodes
 from .base import ClusterDecision, ClusterJobView, ClusterObservation, ClusterPolicyBase
 from .place import place
 
@@ -17,6 +17,11 @@ __all__ = ["PolluxPolicy", "speedup_fn"]
 ADAPTIVE = 0
 #: Speedups below this count as none (``s ** p`` with ``p < 0`` would overflow).
 _TINY = 1e-9
+#: The exponents for which a clear rise of the speedup (:func:`rising_run`) surely
+#: lowers ``s ** p``: ``(1 + 1e-6) ** p`` is at least 1e-9 below 1, and speedups in
+#: ``(_TINY, _HIGH)`` keep ``s ** p`` far from overflow and underflow.
+_CLIMB_P = (-8.0, -1e-3)
+_HIGH = 1e30
 
 
 def speedup_fn(
@@ -42,40 +47,81 @@ def speedup_fn(
     same few speedups of every job (most of its decision time on the Philly trace);
     the division is the same, so the speedups are bit for bit those computed afresh.
     """
-    gpn = obs.gpus_per_node
-    speed = job.speed
-    cache = _table(tables, speed, fair, gpn, batch_size)
-    base = cache.get(0, 0.0)
-    age = max(obs.now_s - job.arrival_s, 0.0)
-    factor = max(age - job.restarts * delay_s, 0.0) / (age + delay_s) if delay_s > 0 else 1.0
-    held = job.gpus
+    return _Speedups(obs, job, fair, delay_s, tables, batch_size).at
 
-    def speedup(n: int) -> float:
-        if n <= 0 or speed is None or base <= 0:
-            return 0.0
-        hit = cache.get(n)
+
+class _Speedups:
+    """One job's speedups in one decision: its table, restart factor and held count.
+
+    Attributes:
+        table: the undiscounted speedups by GPUs (key 0: the base goodput), shared by
+            every job of the same speed model, fair share and batch.
+        runs: that table's memo of :func:`rising_run`.
+        factor: the restart factor of every count but the held one.
+        held: GPUs the job holds now.
+        usable: whether it has a speed model and a positive base goodput (else every
+            speedup is 0).
+    """
+
+    __slots__ = ("_batch", "_gpn", "_speed", "factor", "held", "runs", "table", "usable")
+
+    def __init__(
+        self,
+        obs: ClusterObservation,
+        job: ClusterJobView,
+        fair: int,
+        delay_s: float,
+        tables: dict | None,
+        batch_size: int | None,
+    ) -> None:
+        gpn = self._gpn = obs.gpus_per_node
+        speed = self._speed = job.speed
+        self._batch = batch_size
+        self.table, self.runs = _table(tables, speed, fair, gpn, batch_size)
+        age = max(obs.now_s - job.arrival_s, 0.0)
+        self.factor = (
+            max(age - job.restarts * delay_s, 0.0) / (age + delay_s) if delay_s > 0 else 1.0
+        )
+        self.held = job.gpus
+        self.usable = speed is not None and self.table.get(0, 0.0) > 0
+
+    def undiscounted(self, n: int) -> float:
+        """The speedup at ``n >= 1`` GPUs without the restart factor (kept in the table)."""
+        table = self.table
+        hit = table.get(n)
         if hit is None:
-            hit = cache[n] = speed.goodput(shape_nodes(n, gpn), n, batch_size) / base
-        return hit if n == held else hit * factor
+            hit = table[n] = (
+                self._speed.goodput(shape_nodes(n, self._gpn), n, self._batch) / table[0]  # type: ignore[union-attr]
+            )
+        return hit
 
-    return speedup
+    def at(self, n: int) -> float:
+        """The speedup at ``n`` GPUs."""
+        if n <= 0 or not self.usable:
+            return 0.0
+        hit = self.table.get(n)
+        if hit is None:
+            hit = self.undiscounted(n)
+        return hit if n == self.held else hit * self.factor
 
 
 def _table(
     tables: dict | None, speed: object, fair: int, gpn: int, batch_size: int | None
-) -> dict[int, float]:
-    """The speedups of ``speed`` at ``fair`` by GPUs (key 0: the base goodput)."""
+) -> tuple[dict[int, float], dict[int, tuple[int, int]]]:
+    """The speedups of ``speed`` at ``fair`` by GPUs (key 0: the base goodput), its runs' memo."""
     key = (speed, fair, gpn, batch_size)
-    table, _ = keyed_table(tables, key, _base, speed, fair, gpn, batch_size)
-    return table
+    kept, _ = keyed_table(tables, key, _base, speed, fair, gpn, batch_size)
+    return kept
 
 
-def _base(speed: object, fair: int, gpn: int, batch_size: int | None) -> dict[int, float]:
-    """A new table of speedups: only the base goodput (at key 0) so far."""
+def _base(
+    speed: object, fair: int, gpn: int, batch_size: int | None
+) -> tuple[dict[int, float], dict[int, tuple[int, int]]]:
+    """A new table of speedups: only the base goodput (at key 0) so far; no runs yet."""
     base = 0.0
     if speed is not None:
         base = speed.goodput(shape_nodes(fair, gpn), fair, batch_size)  # type: ignore[attr-defined]
-    return {0: base}
+    return {0: base}, {}
 
 
 @register_cluster
@@ -146,20 +192,22 @@ class PolluxPolicy(ClusterPolicyBase):
         jobs = sorted(obs.jobs, key=lambda j: (j.attained_gpu_s, j.arrival_s, j.name))
         tables = self.__dict__.setdefault("_speedup_tables", {})
         adapt = self.config.adapt_batch
-        speedups: dict = {}  # by name, made when the greedy first asks (it may not)
+        parts: dict[str, _Speedups] = {}  # by name, made when the greedy first asks
+
+        def part(job: ClusterJobView) -> _Speedups:
+            batch = None if adapt else job.requested_batch_size
+            made = parts[job.name] = _Speedups(obs, job, fair, delay, tables, batch)
+            return made
 
         def speedup(job: ClusterJobView):
-            s = speedups[job.name] = speedup_fn(
-                obs, job, fair, delay, tables, None if adapt else job.requested_batch_size
-            )
-            return s
+            return (parts.get(job.name) or part(job)).at
 
         p = self.config.p
 
         last: dict[str, tuple[int, float]] = {}  # the greedy asks n, then n + 1, ...
 
         def gain(job: ClusterJobView, n: int) -> float:
-            s = speedups.get(job.name) or speedup(job)
+            s = speedup(job)
             if p < 0:
                 # maximising -sum s^p (p < 0): a job at zero speedup is infinitely bad
                 known = last.get(job.name)
@@ -180,8 +228,40 @@ class PolluxPolicy(ClusterPolicyBase):
             except OverflowError:  # astronomically large speedups with p > 1
                 return math.inf
 
+        def climb(job: ClusterJobView, n: int, cap: int) -> int | None:
+            """A job's lone climb from ``n`` (see :func:`greedy_counts`).
+
+            A step from a count other than the held one compares two speedups with
+            the same factor (<= 1), or a discounted one with the held one: where the
+            table rises clearly (:func:`rising_run`) and the speedups lie well above
+            ``_TINY``, ``s ** p`` falls by far more than its rounding (``p`` within
+            ``_CLIMB_P``), so the gain is positive; where it falls between two
+            discounted speedups, or both are 0 (a factor of 0, no speed model), the
+            gain is not.  The other steps are asked of ``gain``.
+            """
+            sp = parts.get(job.name) or part(job)
+            factor, held = sp.factor, sp.held
+            if not sp.usable:
+                return n  # every speedup 0: no gain
+            # an undiscounted speedup above this is above _TINY once discounted
+            least = 2 * _TINY / factor if factor > 0 else math.inf
+            table, runs, undiscounted = sp.table, sp.runs, sp.undiscounted
+
+            def skip(k: int) -> tuple[int, bool] | None:
+                if factor == 0 and k != held and k + 1 != held:
+                    return k, True  # both speedups 0: no gain
+                if k >= 1 and k != held and undiscounted(k) > least:
+                    # below the held count the factor (<= 1) only lowers the lower speedup
+                    most = held if k < held else cap
+                    m, falls = rising_run(table, runs, k, min(most, cap), undiscounted, _HIGH)
+                    return m, falls and m + 1 != held  # a fall counts between discounted ones
+                return None
+
+            return climb_with(gain, job, n, cap, skip)
+
         start = {j.name: 1 for j in jobs[:total]}
-        counts = greedy_counts(jobs, total, gain, self.caps(obs), start)
+        fast = _CLIMB_P[0] <= p <= _CLIMB_P[1]
+        counts = greedy_counts(jobs, total, gain, self.caps(obs), start, climb if fast else None)
         allocations = place(obs.jobs, counts, obs.usable_nodes, obs.gpus_per_node)
         # a job missing from the batches trains with its requested batch
         batches = {name: ADAPTIVE for name in allocations} if adapt else {}
