@@ -1,10 +1,9 @@
 """The fluid model of one elastic job: the simulator's actuator (standard library only).
 
-It is an :class:`~elasim.jobmodel.actuator.Actuator` (and its own meter and estimates:
-the model is all three roles), like the executor's real worker group, so the same
-:class:`~elasim.jobmodel.loop.JobLoop` drives both.  Because it needs no SimPy, the
-executor's controller can drive it too, on a fake clock: that is how the parity test
-shows that the two shells run the same job model.
+It is an :class:`~elasim.jobmodel.actuator.Actuator` (and its own meter and estimates),
+like the executor's real worker group, so one :class:`~elasim.jobmodel.loop.JobLoop`
+drives both; it needs no SimPy, so the executor's controller drives it on a fake clock
+in the parity test, which shows that the two shells run the same job model.
 
 Model assumptions (also in the README):
 
@@ -23,12 +22,10 @@ Model assumptions (also in the README):
   leave (the loop's :func:`~elasim.jobmodel.rules.leave_lead_s` rule) loses nothing;
   when nobody survives, or every node is released on purpose (also while the group
   re-forms in place), a final checkpoint is written first if there is time.
-* Periodic checkpoints (the loop's schedule) pause training for the checkpoint cost;
-  a preemption during a write voids it.
+* Periodic checkpoints (the loop's schedule) pause training; a loss mid-write voids it.
 
-What survives a loss of nodes is :mod:`.durability`'s, by composition: the job holds a
-:class:`~.durability.DurableProgress` and hands :func:`~.durability.final_checkpoint`
-explicit values; it keeps its progress, clock, state and events, and inherits nothing.
+What survives a loss of nodes is :mod:`.durability`'s, by composition (the job holds a
+:class:`~.durability.DurableProgress`, calls :func:`~.durability.final_checkpoint`).
 """
 
 from __future__ import annotations
@@ -60,8 +57,7 @@ class FluidJob:
     """
 
     leave_margin_s = 0.0
-    #: nothing happens in the model without being asked: the loop need not poll it
-    polls = False
+    polls = False  # nothing happens in the model without being asked: no polling
 
     def __init__(self, job: Any, rules: JobRules, *, checkpoint_cost_s: float | None = None):
         self.job, self.mode = job, rules.rescale
@@ -77,8 +73,8 @@ class FluidJob:
         self._ckpt_pause = PauseComponents(state_s=self.ckpt_cost_s)  # every write's pause
         self.books = Accounting()
         self._sm = JobStateMachine()
-        #: whether the group trains now (an attribute, not a property: the loop reads
-        #: it several times a turn); kept in step with the state by :meth:`_to`
+        #: whether the group trains now (an attribute: the loop reads it several times a
+        #: turn); kept in step with the state by :meth:`_to`
         self.training = False
         self.now = self._last_s = 0.0
         self.meter = self.estimates = self  # the model is its own (the actuator's roles)

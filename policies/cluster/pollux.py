@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -103,6 +104,42 @@ class _Speedups:
         if hit is None:
             hit = self.undiscounted(n)
         return hit if n == self.held else hit * self.factor
+
+
+def _climb(
+    sp: _Speedups,
+    gain: Callable[[ClusterJobView, int], float],
+    job: ClusterJobView,
+    n: int,
+    cap: int,
+) -> int | None:
+    """A job's lone climb from ``n`` (see :func:`greedy_counts`), with speedups ``sp``.
+
+    A step from a count other than the held one compares two speedups with the same
+    factor (<= 1), or a discounted one with the held one: where the table rises
+    clearly (:func:`rising_run`) and the speedups lie well above ``_TINY``, ``s ** p``
+    falls by far more than its rounding (``p`` within ``_CLIMB_P``), so the gain is
+    positive; where it falls between two discounted speedups, or both are 0 (a factor
+    of 0, no speed model), the gain is not.  The other steps are asked of ``gain``.
+    """
+    factor, held = sp.factor, sp.held
+    if not sp.usable:
+        return n  # every speedup 0: no gain
+    # an undiscounted speedup above this is above _TINY once discounted
+    least = 2 * _TINY / factor if factor > 0 else math.inf
+    table, runs, undiscounted = sp.table, sp.runs, sp.undiscounted
+
+    def skip(k: int) -> tuple[int, bool] | None:
+        if factor == 0 and k != held and k + 1 != held:
+            return k, True  # both speedups 0: no gain
+        if k >= 1 and k != held and undiscounted(k) > least:
+            # below the held count the factor (<= 1) only lowers the lower speedup
+            most = held if k < held else cap
+            m, falls = rising_run(table, runs, k, min(most, cap), undiscounted, _HIGH)
+            return m, falls and m + 1 != held  # a fall counts between discounted ones
+        return None
+
+    return climb_with(gain, job, n, cap, skip)
 
 
 def _table(
@@ -229,35 +266,7 @@ class PolluxPolicy(ClusterPolicyBase):
                 return math.inf
 
         def climb(job: ClusterJobView, n: int, cap: int) -> int | None:
-            """A job's lone climb from ``n`` (see :func:`greedy_counts`).
-
-            A step from a count other than the held one compares two speedups with
-            the same factor (<= 1), or a discounted one with the held one: where the
-            table rises clearly (:func:`rising_run`) and the speedups lie well above
-            ``_TINY``, ``s ** p`` falls by far more than its rounding (``p`` within
-            ``_CLIMB_P``), so the gain is positive; where it falls between two
-            discounted speedups, or both are 0 (a factor of 0, no speed model), the
-            gain is not.  The other steps are asked of ``gain``.
-            """
-            sp = parts.get(job.name) or part(job)
-            factor, held = sp.factor, sp.held
-            if not sp.usable:
-                return n  # every speedup 0: no gain
-            # an undiscounted speedup above this is above _TINY once discounted
-            least = 2 * _TINY / factor if factor > 0 else math.inf
-            table, runs, undiscounted = sp.table, sp.runs, sp.undiscounted
-
-            def skip(k: int) -> tuple[int, bool] | None:
-                if factor == 0 and k != held and k + 1 != held:
-                    return k, True  # both speedups 0: no gain
-                if k >= 1 and k != held and undiscounted(k) > least:
-                    # below the held count the factor (<= 1) only lowers the lower speedup
-                    most = held if k < held else cap
-                    m, falls = rising_run(table, runs, k, min(most, cap), undiscounted, _HIGH)
-                    return m, falls and m + 1 != held  # a fall counts between discounted ones
-                return None
-
-            return climb_with(gain, job, n, cap, skip)
+            return _climb(parts.get(job.name) or part(job), gain, job, n, cap)
 
         start = {j.name: 1 for j in jobs[:total]}
         fast = _CLIMB_P[0] <= p <= _CLIMB_P[1]
