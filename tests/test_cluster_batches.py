@@ -111,6 +111,20 @@ def test_a_bad_batch_size_is_one_line_naming_the_policy_and_the_run_goes_on(shel
     assert asked[:5] == [256, 256, 256, 256, 256], asked
 
 
+def test_an_adaptive_policys_bool_batch_is_a_line_too(caplog):
+    """0 is an adaptive policy's batch; False is not, though it equals 0."""
+    caplog.set_level(logging.WARNING, logger="elasim.cluster.validate")
+    loop = build_loop(
+        ClusterSetup(workload=EXAMPLE, policy=PLUGIN.replace("BadBatches", "AdaptiveBadBatches"),
+                     num_nodes=1, gpus_per_node=4, applications=APPS)
+    )  # fmt: skip
+    run_cluster_loop(loop)
+    assert loop.finished
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert "adaptive_bad_batches" in lines[0] and "is False;" in lines[0], lines
+
+
 def test_the_fit_recovers_its_parameters_and_holds_the_blind_ones_at_the_prior():
     truth = ThroughputParams(alpha_c=0.01, beta_c=0.002, alpha_r=0.02, beta_r=0.005)
     samples = [StepSample(r, m, truth.step_s(r, m)) for r in (1, 2, 3, 4) for m in (32, 64, 128)]

@@ -264,6 +264,29 @@ def test_place_honours_counts_and_keeps_unchanged_jobs(obs: ClusterObservation, 
         place(obs.jobs, {"x": total + 1}, obs.usable_nodes, obs.gpus_per_node)
 
 
+def test_place_moves_a_job_whose_nodes_are_gone_or_taken() -> None:
+    """A placement is kept only where its nodes are usable and have the room left.
+
+    Kept placements never overlap in a loop's own state, so only a helper called on
+    odd views (a plugin's) or a lost node meets these cases; each is moved, not kept.
+    """
+
+    def view(name: str, placement: tuple) -> ClusterJobView:
+        gpus = sum(g for _, g in placement)
+        return ClusterJobView(
+            name, "app", 0.0, gpus, 64, 8, placement, 64, 0.0, 0.0, 0.0, 1.0, 0, 0
+        )
+
+    jobs = [
+        view("a", ((0, 4),)),
+        view("b", ((0, 4),)),  # node 0 is a's by now
+        view("c", ((5, 2),)),  # node 5 is not usable
+        view("d", ((0, 2), (1, 2))),  # node 0 is full; two cells take the other path
+    ]
+    placed = place(jobs, {"a": 4, "b": 4, "c": 2, "d": 4}, 4, 4)
+    assert placed == {"a": ((0, 4),), "b": ((1, 4),), "d": ((2, 4),), "c": ((3, 2),)}
+
+
 class BatchRecordingSpeed(FakeSpeed):
     """:class:`FakeSpeed` that notes the batch every goodput was asked at."""
 

@@ -123,8 +123,11 @@ def _good_batches(
     policy.  Why not an error, as a bad placement is: a batch is a hint the job can
     go without, while a bad placement leaves nothing sensible to apply.
     """
-    batches, changed = [], False
     low = 0 if getattr(policy, "adaptive_batches", False) else 1
+    sizes = [batch for _, batch in raw.batch_sizes]
+    if low == 0 and set(map(type, sizes)) <= {int} and not any(sizes):
+        return raw  # every job adapts its own batch (an elastic policy's every decision)
+    batches, changed = [], False
     for name, batch in raw.batch_sizes:
         job = jobs[name]
         ok = isinstance(batch, int) and not isinstance(batch, bool)

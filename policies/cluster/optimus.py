@@ -59,7 +59,6 @@ class OptimusPolicy(ClusterPolicyBase):
 
         store = self.__dict__.setdefault("_rate_tables", {})
         kept = {j.name: _rates(store, j.speed, gpn, j.requested_batch_size) for j in jobs}
-        rates = {name: table for name, (table, _) in kept.items()}
 
         def rate(job: ClusterJobView, table: dict[int, float], n: int) -> float:
             batch = job.requested_batch_size
@@ -72,7 +71,7 @@ class OptimusPolicy(ClusterPolicyBase):
                 return math.inf
             if job.speed is None:
                 return math.inf - math.inf  # no speed: no time left to cut (NaN)
-            table = rates[job.name]
+            table = kept[job.name][0]
             lo = table.get(n)
             if lo is None:
                 lo = rate(job, table, n)

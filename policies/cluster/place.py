@@ -91,10 +91,16 @@ def place(
         if count <= 0:
             continue
         placement = job.placement
-        if placement and _keep(placement, count, free):
+        if len(placement) == 1:  # most jobs fit on one node: _keep's test, inline
+            node, gpus = placement[0]
+            if gpus == count and 0 <= node < num_nodes and free[node] >= gpus:
+                free[node] -= gpus
+                out[job.name] = placement
+                continue
+        elif placement and _keep(placement, count, free):
             out[job.name] = placement
-        else:
-            todo.append((count, job.name))
+            continue
+        todo.append((count, job.name))
     for count, name in sorted(todo, key=lambda t: (-t[0], t[1])):
         out[name] = _take(count, free, gpus_per_node)
     return out

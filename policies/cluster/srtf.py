@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import ClassVar
 
 from ..registry import register_cluster
 from ._greedy import keyed_table, shape_nodes
 from .base import (
     ClusterDecision,
-    ClusterJobView,
     ClusterObservation,
     ClusterPolicyBase,
     JobSpeed,
@@ -19,6 +19,8 @@ from .place import place
 from .pollux import ADAPTIVE
 
 __all__ = ["SrtfPolicy"]
+
+_first = itemgetter(0)  # an entry's sort key
 
 
 @register_cluster
@@ -68,12 +70,6 @@ class SrtfPolicy(ClusterPolicyBase):
             if self.explore_factor < 0 or self.max_gpus < 0:
                 raise ValueError("explore_factor and max_gpus must be >= 0")
 
-    def _cap(self, job: ClusterJobView, total: int) -> int:
-        cap = min(self.config.max_gpus or total, total, max(job.max_gpus, 1))
-        if self.config.explore_factor > 0:
-            cap = min(cap, max(int(self.config.explore_factor * job.peak_gpus), 1))
-        return cap
-
     def _climb(self, speed: JobSpeed, gpn: int) -> list:
         """How far a job of ``speed`` climbed so far: ``[gpus, goodput, stopped, first]``.
 
@@ -85,50 +81,65 @@ class SrtfPolicy(ClusterPolicyBase):
         store = self.__dict__.setdefault("_climbs", {})
         return keyed_table(store, (speed, gpn), _start, speed)[0]
 
-    def _want(self, job: ClusterJobView, gpn: int, cap: int, free: int) -> int:
-        """GPUs the job uses efficiently (at most ``cap`` and ``free``)."""
-        speed = job.speed
-        if speed is None:
-            return min(1, free)
-        climb = self._climb(speed, gpn)
-        n, rate, stopped, first = climb
-        most = min(cap, free)
-        if not stopped and n < most:
-            least_gain = self.config.efficiency * first
-            while n < most:
-                nxt = speed.goodput(shape_nodes(n + 1, gpn), n + 1)
-                if nxt - rate < least_gain:
-                    stopped = True
-                    break
-                n, rate = n + 1, nxt
-            climb[:3] = n, rate, stopped
-        return n if n < most else max(most, 1)
+    def _go_on(self, speed: JobSpeed, climb: list, gpn: int, most: int) -> int:
+        """Climb on towards ``most`` GPUs while the next one pays; the GPUs reached."""
+        n, rate, _, first = climb
+        least_gain = self.config.efficiency * first
+        stopped = False
+        while n < most:
+            nxt = speed.goodput(shape_nodes(n + 1, gpn), n + 1)
+            if nxt - rate < least_gain:
+                stopped = True
+                break
+            n, rate = n + 1, nxt
+        climb[:3] = n, rate, stopped
+        return n
 
     def decide(self, obs: ClusterObservation) -> ClusterDecision:
-        """Fill the cluster in order of remaining time."""
+        """Fill the cluster in order of remaining time.
+
+        Each job's climb is looked up once and its cap worked out inline: ``srtf``
+        decides every minute for each of dozens of jobs (about 236,000 decisions of
+        42 jobs on the full Philly trace at 1,024 GPUs), and the calls were most of
+        its time.
+        """
         gpn = obs.gpus_per_node
         total = obs.total_gpus
-
-        def time_left(job: ClusterJobView) -> float:
-            rate = self._climb(job.speed, gpn)[3] if job.speed is not None else 0.0
-            return job.remaining / rate if rate > 0 else math.inf
-
-        order = sorted(obs.jobs, key=lambda j: (time_left(j), j.arrival_s, j.name))
+        config = self.config
+        top = min(config.max_gpus or total, total)
+        explore, ratio = config.explore_factor, config.keep_ratio
+        order = []
+        for job in obs.jobs:
+            speed = job.speed
+            climb = None if speed is None else self._climb(speed, gpn)
+            rate = 0.0 if climb is None else climb[3]
+            left_s = job.remaining / rate if rate > 0 else math.inf
+            order.append(((left_s, job.arrival_s, job.name), job, climb))
+        order.sort(key=_first)
         free = total
         counts: dict[str, int] = {}
-        for job in order:
+        for _, job, climb in order:
             if free <= 0:
                 break
-            want = self._want(job, gpn, self._cap(job, total), free)
+            cap = min(top, max(job.max_gpus, 1))
+            if explore > 0:
+                cap = min(cap, max(int(explore * job.peak_gpus), 1))
+            most = min(cap, free)
+            if climb is None:  # no speed model: one GPU
+                want = min(1, free)
+            else:
+                n = climb[0]
+                if n < most and not climb[2]:
+                    n = self._go_on(job.speed, climb, gpn, most)
+                want = n if n < most else max(most, 1)
             held = job.gpus
-            ratio = self.config.keep_ratio
             if held and want < held <= min(want * ratio, free):
                 want = held
             counts[job.name] = want
             free -= want
         allocations = place(obs.jobs, counts, obs.usable_nodes, gpn)
         batches = {name: ADAPTIVE for name in allocations}
-        return ClusterDecision.of(allocations, batches, self.config.interval_s)
+        return ClusterDecision.of(allocations, batches, config.interval_s)
 
 
 def _start(speed: JobSpeed) -> list:

@@ -31,6 +31,8 @@ class BadBatches:
     """
 
     name = "bad_batches"
+    bad = (256, -5, 10**6, 2.5, 0)
+    good = 256
 
     def __init__(self):
         self.asked = 0
@@ -44,8 +46,21 @@ class BadBatches:
                 break
             free[node] -= 1
             alloc[job.name] = ((node, 1),)
-        bad = (256, -5, 10**6, 2.5, 0)
-        batch = bad[self.asked] if self.asked < len(bad) else 256
+        bad = self.bad
+        batch = bad[self.asked] if self.asked < len(bad) else self.good
         self.asked += 1
         batches = {obs.jobs[0].name: batch} if obs.jobs else {}
         return ClusterDecision.of(alloc, batches, wake_after_s=600.0)
+
+
+class AdaptiveBadBatches(BadBatches):
+    """An adaptive policy (0 is legal) that asks 0, then False: not an int, though equal.
+
+    Every other batch it sends is 0, so only False may be logged: a check that lets a
+    decision of zeros through at once must not let a bool through.
+    """
+
+    name = "adaptive_bad_batches"
+    adaptive_batches = True
+    bad = (0, False, 0)
+    good = 0
