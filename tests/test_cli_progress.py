@@ -197,3 +197,47 @@ def test_on_a_terminal_progress_is_a_bar_that_goes_when_done():
     finally:
         _remove(handler)
     assert "offline optimum, forward passes" in console.file.getvalue()
+
+
+# -- cluster simulate (issue 23: the full Philly trace takes minutes) ----------------------
+
+
+def test_a_piped_cluster_simulate_logs_jobs_finished_and_keeps_stdout_to_its_json(
+    no_quiet: None,
+):
+    args = ["cluster", "simulate", "-w", "pollux-workload-1", "-p", "fifo", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    jobs = json.loads(result.stdout)["jobs"]  # stdout: its one object
+    lines = progress_lines(result.stderr, "simulating jobs")
+    assert lines[0].startswith(f"simulating jobs: 0/{jobs}, elapsed"), result.stderr
+    assert lines[-1].startswith(f"simulating jobs: {jobs}/{jobs} done"), result.stderr
+
+
+def test_a_cluster_simulation_reports_a_bounded_count_of_rising_records(monkeypatch):
+    """At most PROGRESS_STEPS (+ the first and last) records, rising, ending at all jobs."""
+    import logging
+
+    import elasim.sim.cluster
+    from elasim.cluster import ClusterSetup, build_loop
+    from elasim.progress import PROGRESS_LOGGER
+
+    monkeypatch.setattr(elasim.sim.cluster, "PROGRESS_STEPS", 7)
+    seen: list[tuple[int, int]] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.progress)  # type: ignore[attr-defined]
+
+    handler = Keep()
+    PROGRESS_LOGGER.addHandler(handler)
+    PROGRESS_LOGGER.setLevel(logging.INFO)
+    try:
+        loop = build_loop(ClusterSetup(workload="pollux-workload-1", policy="fifo"))
+        elasim.sim.cluster.run_cluster_loop(loop)
+    finally:
+        PROGRESS_LOGGER.removeHandler(handler)
+    total = len(loop.jobs)
+    assert seen[0] == (0, total) and seen[-1] == (total, total)
+    done = [d for d, _ in seen]
+    assert done == sorted(set(done)) and len(seen) <= 7 + 2, seen

@@ -30,7 +30,15 @@ from .cluster_options import (
     workload_option,
 )
 from .cluster_sweep import write_simulate_outputs
-from .tools import ensure_writable_dir, out_console, parse_sets, policy_tables, sets_option
+from .progress import show_progress
+from .tools import (
+    ensure_writable_dir,
+    err_console,
+    out_console,
+    parse_sets,
+    policy_tables,
+    sets_option,
+)
 from .tools import fmt as _fmt
 from .tools import json_safe as _json_safe
 from .tools import run_guarded as _run_guarded
@@ -150,23 +158,24 @@ def simulate(
     ),
 ) -> None:
     """Simulate one workload on a shared cluster under one cluster policy."""
-    _run_guarded(
-        _simulate,
-        workload,
-        policy,
-        nodes,
-        gpus_per_node,
-        sets,
-        rescale,
-        pause_job,
-        applications,
-        capacity,
-        as_json,
-        out,
-        notice_s,
-        checkpoint_interval_s,
-        speed_model,
-    )
+    with show_progress(err_console, out_console):  # a large trace takes minutes
+        _run_guarded(
+            _simulate,
+            workload,
+            policy,
+            nodes,
+            gpus_per_node,
+            sets,
+            rescale,
+            pause_job,
+            applications,
+            capacity,
+            as_json,
+            out,
+            notice_s,
+            checkpoint_interval_s,
+            speed_model,
+        )
 
 
 @cluster_app.command("policies")

@@ -281,6 +281,11 @@ class ClusterLoop:
             self._decide(now_s)
 
     @property
+    def jobs_done(self) -> int:
+        """Jobs that arrived and finished so far (a shell's progress)."""
+        return self._next_arrival - len(self.active)
+
+    @property
     def finished(self) -> bool:
         """Every job has arrived and finished, or the loop stalled (a shell stops turning)."""
         return self.stalled or (self._next_arrival >= len(self.jobs) and not self.active)

@@ -14,18 +14,40 @@ import simpy
 
 from elasim.cluster import ClusterLoop, ClusterResult, ClusterSetup, build_loop
 from elasim.policies.cluster import ClusterDecisionRecord
+from elasim.progress import report
 
 __all__ = ["run_cluster_loop", "simulate_cluster"]
 
 
+#: What the progress records of a cluster simulation count (jobs finished of all).
+PROGRESS_WHAT = "simulating jobs"
+#: Records per run at most: one each time another this share of the jobs finished.
+PROGRESS_STEPS = 1000
+
+
 def run_cluster_loop(loop: ClusterLoop, horizon_s: float = math.inf) -> simpy.Environment:
-    """Drive ``loop`` on a SimPy environment until it has nothing left to do."""
+    """Drive ``loop`` on a SimPy environment until it has nothing left to do.
+
+    It reports its progress (:func:`elasim.progress.report`: jobs finished of all,
+    at most :data:`PROGRESS_STEPS` records) for whoever shows it.  Why: the full
+    Philly trace on a large cluster takes minutes, and a run that says nothing for
+    minutes looks hung (issue 23).
+    """
     env = simpy.Environment()
+    total = len(loop.jobs)
+    step = max(total // PROGRESS_STEPS, 1)
 
     def clock():
+        mark = 0
+        report(PROGRESS_WHAT, 0, total)
         while True:
             nxt = loop.turn(env.now, horizon_s)
+            if loop.jobs_done >= mark + step:
+                mark = loop.jobs_done
+                report(PROGRESS_WHAT, mark, total)
             if nxt == math.inf or nxt > horizon_s:
+                if mark < total and loop.jobs_done == total:
+                    report(PROGRESS_WHAT, total, total)
                 return
             yield env.timeout(max(nxt - env.now, 0.0))
 
