@@ -105,7 +105,8 @@ class PlanningProblem:
         """``(segments, C)``: :meth:`hold_usd_per_s` of every segment, in one product."""
         spot = self.configs[None, :, 0] * self.spot_price_per_hour[segments, None]
         od = self.configs[:, 1]
-        od_cost = np.where(od > 0, od * self.on_demand_price_per_hour, 0.0)
+        with np.errstate(invalid="ignore"):  # no on-demand offered: inf x 0 nodes is 0 here
+            od_cost = np.where(od > 0, od * self.on_demand_price_per_hour, 0.0)
         return (spot + od_cost) / 3600.0
 
 
