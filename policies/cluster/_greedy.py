@@ -15,7 +15,7 @@ from typing import Any
 
 from .base import ClusterJobView
 
-__all__ = ["climb_with", "greedy_counts", "keyed_table", "rising_run", "shape_nodes"]
+__all__ = ["climb_with", "greedy_counts", "job_cap", "keyed_table", "rising_run", "shape_nodes"]
 
 #: Most tables a policy keeps in one store (see :func:`keyed_table`).
 TABLES_MAX = 4096
@@ -33,6 +33,20 @@ OPEN, FALLS, UNSURE = 0, 1, 2
 def shape_nodes(gpus: int, gpus_per_node: int) -> int:
     """Nodes a packed placement of ``gpus`` spans."""
     return -(-gpus // gpus_per_node) if gpus > 0 else 0
+
+
+def job_cap(job: ClusterJobView, top: int, explore_factor: float = 0.0) -> int:
+    """Most GPUs ``job`` may get: its application's limit within ``top``, and exploration.
+
+    The one cap rule of the elastic policies.  ``top`` is the policy's own limit
+    already cut to the cluster; ``explore_factor > 0`` adds Pollux's exploration limit
+    (at most that multiple of the most GPUs the job has held, and at least one GPU),
+    since a throughput model learned on few GPUs says little about many.
+    """
+    cap = min(top, max(job.max_gpus, 1))
+    if explore_factor > 0:
+        cap = min(cap, max(int(explore_factor * job.peak_gpus), 1))
+    return cap
 
 
 def keyed_table(

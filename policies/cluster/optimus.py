@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..registry import register_cluster
-from ._greedy import climb_with, greedy_counts, keyed_table, rising_run, shape_nodes
+from ._greedy import climb_with, greedy_counts, job_cap, keyed_table, rising_run, shape_nodes
 from .base import ClusterDecision, ClusterJobView, ClusterObservation, ClusterPolicyBase
 from .place import place
 
@@ -55,7 +55,8 @@ class OptimusPolicy(ClusterPolicyBase):
         total = obs.total_gpus
         jobs = list(obs.jobs)  # by (arrival, name) already
         cap_all = self.config.max_gpus or total
-        caps = {j.name: min(cap_all, total, max(j.max_gpus, 1)) for j in jobs}
+        top = min(cap_all, total)
+        caps = {j.name: job_cap(j, top) for j in jobs}
 
         store = self.__dict__.setdefault("_rate_tables", {})
         kept = {j.name: _rates(store, j.speed, gpn, j.requested_batch_size) for j in jobs}

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..registry import register_cluster
-from ._greedy import climb_with, greedy_counts, keyed_table, rising_run, shape_nodes
+from ._greedy import (
+    climb_with,
+    greedy_counts,
+    job_cap,
+    keyed_table,
+    rising_run,
+    shape_nodes,
+)
 from .base import ClusterDecision, ClusterJobView, ClusterObservation, ClusterPolicyBase
 from .place import place
 
@@ -211,13 +218,8 @@ class PolluxPolicy(ClusterPolicyBase):
         """Most GPUs per job: application limit, ``max_gpus``, exploration limit."""
         total = obs.total_gpus
         top = min(self.config.max_gpus or total, total)
-        out = {}
-        for job in obs.jobs:
-            cap = min(top, max(job.max_gpus, 1))
-            if self.config.explore_factor > 0:
-                cap = min(cap, max(int(self.config.explore_factor * job.peak_gpus), 1))
-            out[job.name] = cap
-        return out
+        explore = self.config.explore_factor
+        return {job.name: job_cap(job, top, explore) for job in obs.jobs}
 
     def decide(self, obs: ClusterObservation) -> ClusterDecision:
         """Greedy maximisation of the p-mean of speedups."""
