@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields, replace
 from typing import ClassVar, NamedTuple
 
 from ._common import check_float, usable_spot, wake_after
+from ._history import AvailabilityHistory
 from ._ondemand import (
     DEFAULT_OVERHEAD_FRACTION,
     DEFAULT_SAFETY_MARGIN_S,
@@ -55,69 +56,6 @@ _PUT_OFF = 1e-6
 _SPARE_EPS_S = 1.0
 
 
-class AvailabilityHistory:
-    """How long each spot availability (capped at ``max_nodes``) was seen, plus a prior.
-
-    Fed by every observation in order: the time since the previous one is counted
-    to the availability seen then.  The prior spreads ``prior_s`` seconds evenly over
-    ``0..max_nodes`` (nothing known: every level alike), so the first decisions do
-    not bet on the first few minutes seen.  Two fresh histories fed the same
-    observations agree (the policy stays pure).
-    """
-
-    def __init__(self, prior_s: float) -> None:
-        self.prior_s = prior_s
-        self.seconds: dict[int, float] = {}
-        self.last: tuple[float, int] | None = None
-        self.changes = 0
-        self.seen_s = 0.0
-        self.outages = 0
-
-    def observe(self, now_s: float, available: int) -> None:
-        """Count the time since the last observation to the availability seen then."""
-        if self.last is not None:
-            then, was = self.last
-            elapsed = now_s - then
-            if elapsed > 0.0:
-                self.seconds[was] = self.seconds.get(was, 0.0) + elapsed
-                self.seen_s += elapsed
-            if available != was:
-                self.changes += 1
-                if was == 0:
-                    self.outages += 1
-            if elapsed < 0.0:  # a clock that went back (a fresh run): keep the later time
-                now_s = then
-        self.last = (now_s, available)
-
-    def shares(self, max_nodes: int) -> list[tuple[int, float]]:
-        """``(available, share of time)`` for every level with any weight, summing to 1."""
-        prior = self.prior_s / (max_nodes + 1)
-        weights = {level: prior for level in range(max_nodes + 1)}
-        for level, seconds in self.seconds.items():
-            level = min(level, max_nodes)
-            weights[level] = weights.get(level, 0.0) + seconds
-        total = sum(weights.values())
-        if total <= 0.0:
-            return [(max_nodes, 1.0)]
-        return [(level, w / total) for level, w in sorted(weights.items()) if w > 0.0]
-
-    def outage_left_s(self, prior_s: float) -> float:
-        """Expected time until spot returns, from the outages seen (memoryless).
-
-        The mean outage is the time seen without spot (the current outage's too) over
-        the outages ended, with one prior outage of ``prior_s``: an outage at the very
-        start reads as "outages last this long so far", not "spot never comes", and
-        the estimate grows with the current outage's age.
-        """
-        return (prior_s + self.seconds.get(0, 0.0)) / (1 + self.outages)
-
-    def dwell_s(self) -> float:
-        """Mean time between changes of availability seen so far (inf: none seen)."""
-        if self.changes == 0:
-            return math.inf
-        return self.seen_s / self.changes
-
-
 @register
 class RecedingPolicy(PolicyBase):
     """Receding-horizon planning: the offline optimum's rule, re-solved on what was seen.
@@ -154,9 +92,10 @@ class RecedingPolicy(PolicyBase):
     of a sample, so every configuration chosen makes samples no dearer than the plan,
     and spot nodes are added only while the budget (``deadline``'s: the bet plus the
     plan's price of the work done, less the money spent) covers their venture.  At
-    the last safe moment it commits to on-demand nodes as ``deadline`` does, counted
-    against the *fallback*: the fastest on-demand count whose extra cost over the plan
-    for the remaining samples the budget covers (``k0`` when it covers none).  A
+    the last safe moment it commits to on-demand nodes, counted against the
+    *fallback*: the fastest on-demand count whose extra cost over the plan for the
+    remaining samples the budget covers (``k0`` when it covers none); it commits to the
+    fewest count up to the fallback that keeps the safety margin.  A
     faster fallback leaves spot more of the slack (at 16 nodes and a 1.1x deadline the
     plan's 14 nodes leave none, 16 leave 40 minutes).  So it meets every deadline the
     plan meets and pays at most the plan plus ``risk_fraction`` of it: the stated
@@ -400,7 +339,7 @@ class RecedingPolicy(PolicyBase):
             spot = self._spot_at_last_moment(obs, fallback, spare, plan, budget)
             if spot:
                 return Decision(spot, 0, wake_after(self.config.replan_h * 3600.0))
-            return self._commit(obs, plan, budget, spare)
+            return self._commit(obs, plan, budget, spare, fallback)
         frontiers: dict[int, list[_Vertex]] = {}
         lam = self.price_of_work(obs, plan, frontiers)
         available = usable_spot(obs) if self.spot_safe(obs, spare, fallback) else 0
@@ -426,17 +365,20 @@ class RecedingPolicy(PolicyBase):
         return Decision(spot, on_demand, self._wake_at(obs, spot + on_demand, fallback, spare))
 
     def _commit(
-        self, obs: Observation, plan: OnDemandPlan, budget: float, spare: float
+        self, obs: Observation, plan: OnDemandPlan, budget: float, spare: float, fallback: int
     ) -> Decision:
-        """``deadline``'s commitment, with new spot beside it only while a loss is covered.
+        """``deadline``'s commitment keeping the margin; new spot only while a loss is covered.
 
-        Adding spot nodes to the committed group re-forms it (a pause) and risks a
-        loss; past the point where the spare and the margin cover one failure, the
-        new nodes could make the job late (a top-up of 3 spot nodes to 13 on-demand
-        ones 70 s before the end finished 3.7 s late on a 16-node window of
-        ``spot_us_west.csv``: the random-window search found it).
+        The on-demand count is the fewest from the plan's up to the fallback that
+        still keeps the safety margin (:meth:`margin_nodes`).  Adding spot nodes to the
+        committed group re-forms it (a pause) and risks a loss; past the point where
+        the spare and the margin cover one failure, the new nodes could make the job
+        late (a top-up of 3 spot nodes to 13 on-demand ones 70 s before the end
+        finished 3.7 s late on a 16-node window of ``spot_us_west.csv``: the
+        random-window search found it).
         """
-        decision = self.deadline.commit(obs, plan, budget)
+        on_demand = self.deadline.on_demand_needed(obs, self.margin_nodes(obs, plan, fallback))
+        decision = Decision(self.deadline.top_up(obs, on_demand, budget), on_demand, None)
         if decision.spot_nodes <= obs.spot_held:
             return decision
         # the spare of the count committed to, which may be fewer nodes than the
@@ -446,6 +388,25 @@ class RecedingPolicy(PolicyBase):
             return decision
         spot = held_spot_beside(obs, decision.on_demand_nodes)  # no new ones
         return Decision(spot, decision.on_demand_nodes, decision.wake_after_s)
+
+    def margin_nodes(self, obs: Observation, plan: OnDemandPlan, fallback: int) -> int:
+        """The fewest on-demand nodes, from the plan's to the fallback's, that keep the margin.
+
+        The last safe moment is counted against the fallback, so when it comes the
+        plan's count may still finish in time by the estimate but with less than the
+        safety margin, the slack kept for the estimate's errors.  Committing to the
+        fewest count that finishes in time at all (``deadline``'s rule, whose last
+        safe moment is the plan's own) then spent the margin: on a 16-node window of a
+        SkyPilot 1-node trace, after a history that made it wait on one spot node, it
+        took the plan's 6 nodes 812 s before the deadline where they needed 840 s, and
+        finished 27 s late; the fallback's 16 nodes kept 354 s.  Failing every count up
+        to the fallback (a commitment already late), the fallback.
+        """
+        margin = self.deadline.margin_s(obs)
+        for nodes in range(min(plan.nodes, fallback), fallback):
+            if self.deadline.slack_s(obs, nodes) >= margin:
+                return nodes
+        return fallback
 
     def failure_s(self, obs: Observation, nodes: int) -> float:
         """Slack one loss of spot nodes can cost, the job finishing on ``nodes`` nodes.

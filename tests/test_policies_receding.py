@@ -135,6 +135,25 @@ def test_commits_at_the_last_safe_moment() -> None:
     assert receding().decide(deadline_obs(now_s=8620.0)) == Decision(0, 8, 1800.0)
 
 
+def test_commits_to_a_count_that_keeps_the_safety_margin() -> None:
+    # sub-linear, 0.7 done at 4 080 s, 4 USD spent: the plan is 3 nodes, and the budget
+    # (6.42 USD) covers the fallback's 4 (0.83 USD of dearer samples and a start);
+    # their spare is 6 000 - 4 080 - 60 - 3e5 / 200 - 300 - 60 = 0: the last safe moment.
+    # The plan's 3 nodes would finish 193 s before the deadline by the estimate, less
+    # than the margin (300 + one pause): committing to them spends the margin kept for
+    # the estimate's errors (a SkyPilot window finished 27 s late so), so 4 it is
+    policy = receding(safety_margin_s=300.0)
+    obs = deadline_obs(0.7, now_s=4080.0, deadline_s=6000.0, spent_usd=4.0, **SUBLINEAR)
+    plan = policy.deadline.plan(obs)
+    assert plan is not None and plan.nodes == 3
+    assert policy.deadline.slack_s(obs, 3) == pytest.approx(193.33, abs=0.01)
+    assert policy.decide(obs) == Decision(0, 4, None)
+    assert policy.margin_nodes(obs, plan, 4) == 4
+    # with the margin's room still there, the plan's count keeps it (a fallback of 4)
+    early = dataclasses.replace(obs, now_s=3000.0)
+    assert policy.margin_nodes(early, plan, 4) == 3
+
+
 def test_keeps_on_demand_nodes_without_the_slack_to_take_them_again() -> None:
     # 4 on-demand nodes held (the fallback), 0.7 done at 4 000 s: spare 6 000 - 4 000 -
     # 60 - 3e5 / 200 - 60 = 380 s, below the release lead 4 x (60 + 60) = 480 s, so
@@ -152,12 +171,12 @@ def test_spot_past_the_last_safe_moment_only_while_the_margin_covers_a_loss() ->
     # = 9 135 s; 8 spot nodes keep the fallback's pace, and a loss costs 60 s
     # (rescale) + 60 s (an interval rolled back), which the margin covers once the
     # job is on spot; moving onto spot is a start (60 s) too, which it does not cover:
-    # deadline's commitment, 7 on-demand nodes, without the spot node deadline puts
-    # beside them: 7 nodes have less slack than the fallback's 8, not enough to lose it
+    # the fallback's 8 on-demand nodes (deadline's fewest in time, 7, would keep less
+    # than the margin), without the spot node deadline puts beside its 7
     late = {"progress": 0.5, "spent_usd": 1.0, "spot_available": 8}
     obs = deadline_obs(now_s=9135.0, **late)
     policy = receding(safety_margin_s=120.0)
-    assert policy.decide(obs) == Decision(0, 7, None)
+    assert policy.decide(obs) == Decision(0, 8, None)
     plan = policy.deadline.plan(obs)
     budget = policy.deadline.budget_usd(obs, policy.budget_plan(obs, plan))
     assert policy.deadline.commit(obs, plan, budget) == Decision(1, 7, None)
