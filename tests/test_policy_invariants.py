@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -204,14 +206,15 @@ def promises_kept(
     plan_usd: float,
     where: str,
     policies: tuple[str, ...],
+    make: Callable[[str], Any] = make_policy,
 ) -> dict:
-    """Run each deadline policy: it meets the deadline, and a bounded one its bet.
+    """Run each deadline policy (``make(name)``): it meets the deadline, and a bounded one its bet.
 
     The one check of those promises, for the full invariants and the many-window tests.
     """
     runs = {}
     for name in policies:
-        policy = make_policy(name)
+        policy = make(name)
         run = runs[name] = simulate(config, trace=trace, policy=policy, job=spec)
         assert run.deadline_met, f"{name} missed the deadline on {where}"
         if name in BOUNDED_POLICIES:
@@ -272,6 +275,39 @@ def test_deadline_policies_keep_their_promises_on_many_windows(
 ) -> None:
     policies = ("deadline", *DEADLINE_POLICIES)
     _promises_on_window(shared_traces_if_any, index, nodes, where, factor, policies)
+
+
+# receding's promises must not rest on its model of spot, whatever its history holds.
+# Fed the 72 hours of a real trace before this window (the job's start), it committed
+# at its last safe moment to the plan's 6 nodes, fewer than the 16 of the fallback that
+# moment was counted for: the estimate left 812 s, which was within the safety margin,
+# and they needed 840 s, so it finished 27 s late.
+def test_receding_keeps_its_margin_whatever_it_has_seen(shared_traces_if_any: Path | None) -> None:
+    from elasim.traces import import_trace
+
+    name = "skypilot-spot-traces/availability/1-node/aws-02-15-2023/us-east-2a_v100_1.json"
+    if shared_traces_if_any is None or not (shared_traces_if_any / name).is_file():
+        pytest.skip(f"{name} is a real trace of ../shared, not beside the checkout")
+    trace = import_trace("skypilot", shared_traces_if_any / name)
+    spec = load_job("resnet50_v100").with_nodes(1, 16)
+    offset_s = 2011873.5605880162
+    config = dataclasses.replace(
+        config_for(16, offset_s, 2.0),
+        deadline_s=2.0 * fastest_finish_h(spec, JobSpec()) * 3600.0,
+    )
+    times, available = trace.time_s.tolist(), trace.available.tolist()
+
+    def seasoned(policy_name: str) -> Any:
+        policy = make_policy(policy_name)
+        for at_s, nodes in zip(times, available, strict=True):
+            if offset_s - 72 * 3600.0 <= at_s < offset_s:
+                policy.history.observe(at_s - offset_s, nodes)
+        return policy
+
+    baseline = on_demand_baseline(trace, spec, config, SimConfig())
+    assert baseline is not None
+    runs = promises_kept(trace, spec, config, baseline[0], trace.name, ("receding",), seasoned)
+    assert runs["receding"].spot_node_hours > 0  # the history made it wait on spot
 
 
 # The windows benchmarks/search_guarantees.py found, by trace name (the index of the
