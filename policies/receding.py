@@ -178,22 +178,36 @@ class RecedingPolicy(PolicyBase):
     def fallback_nodes(self, obs: Observation, plan: OnDemandPlan, budget_usd: float) -> int:
         """The fastest on-demand count (``k0`` or more) whose extra cost the budget covers.
 
-        The extra cost is the dearer samples left plus what taking that count costs
-        beyond the plan's own start (:meth:`switch_usd`).  Without the switch, a
+        ``plan`` as the budget prices it (:meth:`budget_plan`).  The extra cost is the
+        dearer samples left plus what taking that count costs beyond the plan's own
+        start (:meth:`extra_usd`).  Without the switch, a
         committed group whose budget had shrunk to the price of dearer samples grew
         by one node late in a run and ended above the plan plus the bet (0.2 % over,
         on a 16-node window of a real 1-node trace: the property test found it).
         """
-        price = obs.on_demand_price_per_hour / 3600.0
         best, best_rate = plan.nodes, self.deadline.rate(obs, plan.nodes)
         for nodes in range(plan.nodes + 1, obs.max_nodes + 1):
             rate = self.deadline.rate(obs, nodes)
-            if rate <= best_rate:
-                continue
-            extra = (nodes * price / rate - plan.usd_per_sample) * obs.remaining_samples
-            if extra + self.switch_usd(obs, plan, nodes) <= budget_usd:
+            if rate > best_rate and self.extra_usd(obs, plan, nodes) <= budget_usd:
                 best, best_rate = nodes, rate
         return best
+
+    def extra_usd(self, obs: Observation, plan: OnDemandPlan, nodes: int) -> float:
+        """What finishing on ``nodes`` on-demand nodes costs beyond the plan (0 at ``k0``).
+
+        The remaining samples at their dearer price, plus taking that count beyond the
+        plan's own start (:meth:`switch_usd`).  ``plan`` as the budget prices it
+        (:meth:`budget_plan`): the plan's price of a sample at today's checkpoint
+        interval, which a loss of spot shortens, credits the remaining samples at
+        more than the plan pays, and a 16-node window ended 0.5 % above the plan plus
+        the bet after committing to a fallback the budget seemed to cover.
+        """
+        if nodes <= plan.nodes:
+            return 0.0
+        rate = self.deadline.rate(obs, nodes)
+        price = nodes * obs.on_demand_price_per_hour / 3600.0 / rate if rate > 0 else math.inf
+        extra = (price - plan.usd_per_sample) * obs.remaining_samples
+        return extra + self.switch_usd(obs, plan, nodes)
 
     def budget_plan(self, obs: Observation, plan: OnDemandPlan) -> OnDemandPlan:
         """The plan as the budget prices it: its samples without periodic checkpoints.
@@ -332,14 +346,15 @@ class RecedingPolicy(PolicyBase):
         if early is not None:
             return early
         assert plan is not None
-        budget = self.deadline.budget_usd(obs, self.budget_plan(obs, plan))
-        fallback = self.fallback_nodes(obs, plan, budget)
+        priced = self.budget_plan(obs, plan)
+        budget = self.deadline.budget_usd(obs, priced)
+        fallback = self.fallback_nodes(obs, priced, budget)
         spare = self.spare_s(obs, fallback)
         if spare <= _SPARE_EPS_S:
             spot = self._spot_at_last_moment(obs, fallback, spare, plan, budget)
             if spot:
                 return Decision(spot, 0, wake_after(self.config.replan_h * 3600.0))
-            return self._commit(obs, plan, budget, spare, fallback)
+            return self._commit(obs, priced, budget, spare, fallback)
         frontiers: dict[int, list[_Vertex]] = {}
         lam = self.price_of_work(obs, plan, frontiers)
         available = usable_spot(obs) if self.spot_safe(obs, spare, fallback) else 0
@@ -378,7 +393,9 @@ class RecedingPolicy(PolicyBase):
         random-window search found it).
         """
         on_demand = self.deadline.on_demand_needed(obs, self.margin_nodes(obs, plan, fallback))
-        decision = Decision(self.deadline.top_up(obs, on_demand, budget), on_demand, None)
+        # the budget left once the count's dearer samples are paid: what spot may risk
+        left = budget - self.extra_usd(obs, plan, on_demand)
+        decision = Decision(self.deadline.top_up(obs, on_demand, left), on_demand, None)
         if decision.spot_nodes <= obs.spot_held:
             return decision
         # the spare of the count committed to, which may be fewer nodes than the

@@ -319,6 +319,7 @@ def test_receding_keeps_its_margin_whatever_it_has_seen(shared_traces_if_any: Pa
         ("us-east-1c_v100_1", 0.199590),  # receding: spot beside 14 committed, 5 s late
         ("us-east-1c_v100_1", 0.948452),  # receding: the plan's start counted, unpaid
         ("us-east-1a_v100_1", 0.621189),  # deadline: a loss's intervals, 0.5 % above
+        ("us-east-1f_v100_1", 0.999836),  # receding: a fallback priced at today's interval
     ],
 )
 def test_the_windows_a_search_found_keep_their_promises(
@@ -327,17 +328,24 @@ def test_the_windows_a_search_found_keep_their_promises(
     if name in BUNDLED:
         trace = load_trace(name)
     else:
-        real = () if shared_traces_if_any is None else _shared(str(shared_traces_if_any))
-        found = [t for t in real if t.name == name]
-        if not found:
-            pytest.skip(f"{name} is a real trace of ../shared, not beside the checkout")
-        trace = found[0]
+        trace = _real_trace(shared_traces_if_any, name)
     offset_s = where * float(trace.duration_s)
     spec, config = job(16), config_for(16, offset_s, 1.1)
     baseline = on_demand_baseline(trace, spec, config, SimConfig())
     assert baseline is not None
     at = f"{trace.name} at 16 nodes from {offset_s:.0f} s, deadline 1.1x"
     promises_kept(trace, spec, config, baseline[0], at, ("deadline", *DEADLINE_POLICIES))
+
+
+def _real_trace(root: Path | None, name: str) -> CapacityTrace:
+    """The first SkyPilot 1-node trace called ``name`` (skips without ``../shared``)."""
+    from elasim.traces import import_trace
+
+    sky = None if root is None else root / "skypilot-spot-traces" / "availability" / "1-node"
+    paths = [] if sky is None else sorted(sky.rglob(f"{name}.json"))
+    if not paths:
+        pytest.skip(f"{name} is a real trace of ../shared, not beside the checkout")
+    return import_trace("skypilot", paths[0])
 
 
 def test_the_synthetic_traces_say_so() -> None:
