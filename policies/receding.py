@@ -371,9 +371,14 @@ class RecedingPolicy(PolicyBase):
         if spot + on_demand < obs.min_nodes:
             spot, on_demand = 0, 0
         slower = self.deadline.rate(obs, spot + on_demand) < self.deadline.rate(obs, fallback)
-        if obs.on_demand_held and slower and spare < self.deadline.release_lead_s(obs):
+        again_usd = fallback * obs.on_demand_price_per_hour * obs.worst_pause_s / 3600.0
+        short = spare < self.deadline.release_lead_s(obs) or budget < again_usd
+        if obs.on_demand_held and slower and short:
             # committed nodes go only with slack to pay for taking them again, so a
-            # spare that creeps back above zero on them does not flap (deadline's rule)
+            # spare that creeps back above zero on them does not flap (deadline's rule),
+            # and with the money for it: the fallback's start, which a budget spent on a
+            # lost venture may not cover (released to wait, 4 on-demand nodes came back
+            # as 3 at the last safe moment, 0.02 USD above the plan plus the bet)
             # (at least the fallback's count: its spare is the margin kept for errors)
             on_demand = self.deadline.on_demand_needed(obs, max(obs.on_demand_held, fallback))
             return Decision(self.deadline.top_up(obs, on_demand, budget), on_demand, None)

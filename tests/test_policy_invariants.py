@@ -270,6 +270,10 @@ MANY_WINDOWS = settings(
     where=st.floats(0.0, 1.0, exclude_max=True),
     factor=st.sampled_from((1.1, 1.25, 1.5, 2.0)),
 )
+# found by CI's random examples: receding, its budget spent on a lost venture, let its
+# 4 on-demand nodes go to wait and took 3 again at the last safe moment, 0.02 USD over
+# (index 7 is spot_us_west.csv with or without ../shared)
+@example(index=7, nodes=8, where=0.84765625, factor=2.0)
 def test_deadline_policies_keep_their_promises_on_many_windows(
     shared_traces_if_any: Path | None, index: int, nodes: int, where: float, factor: float
 ) -> None:
