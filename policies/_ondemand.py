@@ -49,6 +49,7 @@ __all__ = [
     "preemption_s",
     "preemption_usd",
     "start_pause_s",
+    "taking_again_usd",
     "training_rate",
 ]
 
@@ -91,6 +92,15 @@ def job_samples(obs: Observation) -> float:
 def start_pause_s(obs: Observation) -> float:
     """Seconds from asking for nodes (holding none) to training on them."""
     return obs.rescale_cost_s if obs.resume_cost_s is None else obs.resume_cost_s
+
+
+def taking_again_usd(obs: Observation, nodes: int) -> float:
+    """What taking ``nodes`` on-demand nodes again costs: each paid through the worst pause.
+
+    What letting committed on-demand nodes go risks: a deadline policy that may need
+    them back pays their boot and the group's formation before they train.
+    """
+    return nodes * obs.on_demand_price_per_hour * obs.worst_pause_s / 3600.0
 
 
 def training_rate(obs: Observation, nodes: int, overhead: float = 0.0) -> float:

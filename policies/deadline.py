@@ -27,6 +27,7 @@ from ._ondemand import (
     job_plan,
     job_samples,
     preemption_usd,
+    taking_again_usd,
     training_rate,
 )
 from ._zones import ZoneUptime
@@ -422,7 +423,7 @@ class DeadlinePolicy(PolicyBase):
             short = self.reserve_s(obs, plan) + self.release_lead_s(obs) - spare
             new = max(spot - obs.spot_held, 0)
             # going back to spot also risks taking the on-demand nodes again (a start)
-            again_usd = plan.nodes * obs.on_demand_price_per_hour * obs.worst_pause_s / 3600.0
+            again_usd = taking_again_usd(obs, plan.nodes)
             venture = self.venture_usd(obs, spot, new, plan.usd_per_sample) + again_usd
             if short <= 0.0 and budget >= venture:
                 return Decision(spot, 0, self._wake(obs, plan, spot, spare))

@@ -17,6 +17,7 @@ from ._ondemand import (
     on_demand_time_s,
     preemption_bound_s,
     preemption_s,
+    taking_again_usd,
 )
 from .base import Decision, Observation, PolicyBase
 from .deadline import DeadlinePolicy
@@ -371,7 +372,7 @@ class RecedingPolicy(PolicyBase):
         if spot + on_demand < obs.min_nodes:
             spot, on_demand = 0, 0
         slower = self.deadline.rate(obs, spot + on_demand) < self.deadline.rate(obs, fallback)
-        again_usd = fallback * obs.on_demand_price_per_hour * obs.worst_pause_s / 3600.0
+        again_usd = taking_again_usd(obs, fallback)
         short = spare < self.deadline.release_lead_s(obs) or budget < again_usd
         if obs.on_demand_held and slower and short:
             # committed nodes go only with slack to pay for taking them again, so a

@@ -287,12 +287,7 @@ def test_deadline_policies_keep_their_promises_on_many_windows(
 # moment was counted for: the estimate left 812 s, which was within the safety margin,
 # and they needed 840 s, so it finished 27 s late.
 def test_receding_keeps_its_margin_whatever_it_has_seen(shared_traces_if_any: Path | None) -> None:
-    from elasim.traces import import_trace
-
-    name = "skypilot-spot-traces/availability/1-node/aws-02-15-2023/us-east-2a_v100_1.json"
-    if shared_traces_if_any is None or not (shared_traces_if_any / name).is_file():
-        pytest.skip(f"{name} is a real trace of ../shared, not beside the checkout")
-    trace = import_trace("skypilot", shared_traces_if_any / name)
+    trace = _real_trace(shared_traces_if_any, "us-east-2a_v100_1")  # of aws-02-15-2023
     spec = load_job("resnet50_v100").with_nodes(1, 16)
     offset_s = 2011873.5605880162
     config = dataclasses.replace(
