@@ -207,9 +207,11 @@ def test_a_script_that_finishes_is_done(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_a_script_that_crashes_fails_the_run(tmp_path):
+    # both ranks crash; the error names the first one seen to exit, which on a busy
+    # machine may be either
     group = script_group(stand_in(tmp_path, mode="crash"))
     try:
-        with pytest.raises(ScriptFailed, match="rank 0 exited with code 3: boom"):
+        with pytest.raises(ScriptFailed, match=r"rank [01] exited with code 3: boom"):
             group.apply(2, 0)
     finally:
         group.close()
