@@ -20,8 +20,18 @@ def trained(progress: float, run_s: float) -> DurableProgress:
     return durable
 
 
-def release(state: JobState, *, now: float = 1000.0, since: float = 0.0, pause_start=0.0):
-    return Release(state, now, 100.0, since, pause_start, 10.0, 20.0, 0.5)
+def release(
+    state: JobState,
+    *,
+    now: float = 1000.0,
+    since: float = 0.0,
+    pause_start: float = 0.0,
+    until: float | None = None,
+):
+    # training ran until now, or until the pause began
+    if until is None:
+        until = now if state is JobState.RUNNING else pause_start
+    return Release(state, now, 100.0, since, until, pause_start, 10.0, 20.0, 0.5)
 
 
 def test_a_rollback_loses_everything_unsaved_and_its_running_time():
@@ -81,3 +91,17 @@ def test_a_final_write_while_reforming_fills_the_pause_first():
     progress, start_s = final_checkpoint(durable, books, 10_000.0, at)
     assert start_s == 900.0 and progress == pytest.approx(10_000.0 - 60.0 * 10.0)
     assert (books.rescale_s, books.checkpoint_s, books.running_s) == (0.0, 100.0, 900.0)
+
+
+def test_a_final_write_while_reforming_counts_only_the_training_before_it():
+    # training 0-930 s, a periodic write from 930 s, the group re-forming from 960 s:
+    # 40 s of the final write fit the pause, and the other 60 s would need training
+    # right before the pause, where the periodic write was (counting 960 s of training
+    # took back 60 s of it, running time a rollback may already have lost)
+    durable, books = trained(10_000.0, 930.0), Accounting(running_s=930.0, checkpoint_s=30.0)
+    at = release(JobState.RESCALING, pause_start=960.0, until=930.0)
+    assert final_checkpoint(durable, books, 10_000.0, at) is not None  # 930 s trained
+    durable, books = trained(10_000.0, 50.0), Accounting(running_s=50.0, checkpoint_s=30.0)
+    at = release(JobState.RESCALING, since=880.0, pause_start=960.0, until=930.0)
+    assert final_checkpoint(durable, books, 10_000.0, at) is None  # 50 s trained, 60 s needed
+    assert books == Accounting(running_s=50.0, checkpoint_s=30.0) and not durable.has_checkpoint

@@ -63,6 +63,7 @@ class ModelTraining:
         self.has_checkpoint = False
         self.durable = DurableProgress()
         self.running_since_s = 0.0  # when training last began (a final write's room)
+        self.running_until_s = 0.0  # when it last stopped (a write or a pause began)
         self.pause_start_s = 0.0  # when the re-formation under way began
         self.newcomer_start_s = _newcomer_start_s(pause_job, mode)
         #: a growth waiting for its newcomers: (when they are ready, the old shape, its pause)
@@ -225,15 +226,22 @@ class ModelTraining:
             return False
         pause = self._boot[2]  # type: ignore[index]
         self._boot = None
+        self._stop_training(job.last_s)
         self.sm.to(JobState.RESCALING)
         self.pause_start_s = job.last_s
         self.pause_end_s = job.last_s + pause.pause_s
         return True
 
+    def _stop_training(self, at_s: float) -> None:
+        """Training stops at ``at_s`` if it runs: the end of the room for a final write."""
+        if self.sm.state is _RUNNING:
+            self.running_until_s = at_s
+
     def _write(self, job: ClusterJob) -> None:
         """A periodic checkpoint begins: training pauses for its write (single-job rule)."""
         write_s = job.checkpoint_write_s
         self.durable.begin_write(job.progress)
+        self._stop_training(job.last_s)
         self.sm.to(_CHECKPOINTING)
         self.pause_end_s = job.last_s + write_s
         pause = PauseComponents(state_s=write_s)
@@ -307,6 +315,7 @@ class ModelTraining:
             now_s=now_s,
             cost_s=self.pause_job.checkpoint.write_s,
             running_since_s=self.running_since_s,
+            running_until_s=self.running_until_s,
             pause_start_s=self.pause_start_s,
             goodput=choice.goodput if choice else 0.0,
             throughput=choice.throughput if choice else 0.0,
@@ -372,6 +381,7 @@ class ModelTraining:
             # in place, the old group trains on while the newcomers start (as real ones do)
             self._boot = (now_s + self.newcomer_start_s, old_shape, pause)
             return [event]
+        self._stop_training(now_s)
         self.sm.to(JobState.RESCALING)
         self.pause_start_s = now_s
         self.pause_end_s = now_s + pause.pause_s

@@ -5,7 +5,7 @@ like the executor's real worker group, so one :class:`~elasim.jobmodel.loop.JobL
 drives both; it needs no SimPy, so the executor's controller drives it on a fake clock
 in the parity test, which shows that the two shells run the same job model.
 
-Model assumptions (also in the README):
+Model assumptions (also in docs/concepts/model.md):
 
 * Training progress is a fluid: on ``n`` nodes the job makes ``goodput(n) =
   throughput(n) * efficiency(n)`` effective samples per second (see
@@ -73,8 +73,7 @@ class FluidJob:
         self._ckpt_pause = PauseComponents(state_s=self.ckpt_cost_s)  # every write's pause
         self.books = Accounting()
         self._sm = JobStateMachine()
-        #: whether the group trains now (an attribute: the loop reads it several times a
-        #: turn); kept in step with the state by :meth:`_to`
+        #: whether the group trains now (read often); kept in step with the state by :meth:`_to`
         self.training = False
         self.now = self._last_s = 0.0
         self.meter = self.estimates = self  # the model is its own (the actuator's roles)
@@ -89,7 +88,7 @@ class FluidJob:
         self.pause_start_s = 0.0  # when the current re-formation began
         self._pause_from_nodes = 0  # the group that trained before it
         self.started = self._moved = False  # _moved: see moved()
-        self.running_since_s = self.progress_samples = 0.0
+        self.running_since_s = self.running_until_s = self.progress_samples = 0.0
         self.durable = DurableProgress()
         self._next_due_s = -math.inf  # when settle/admit next have work (-inf: now)
         self._out: list[EventRecord] = []
@@ -273,6 +272,7 @@ class FluidJob:
 
     def _to(self, new: JobState) -> None:
         if self._sm.to(new):
+            self.running_until_s = self.now if self.training else self.running_until_s
             self.training = new is _RUNNING
             if self.training:
                 self.running_since_s = self.now
@@ -348,9 +348,7 @@ class FluidJob:
         if spot == self.spot_held and on_demand == self.od_held:
             return []  # the common case: holdings already match the target
         before = self.group
-        released = False
-        for is_spot, want in ((True, spot), (False, on_demand)):
-            released |= self._release(is_spot, want)
+        released = self._release(True, spot) | self._release(False, on_demand)  # both run
         self.booting = [b for b in self.booting if b[1] or b[2]]
         if released:
             self._begin_rescale(
@@ -577,8 +575,9 @@ class FluidJob:
         state = self._sm.state
         n = self._pause_from_nodes if state is _RESCALING else nodes  # who trained
         since, good, thr, eff = self.running_since_s, self._good[n], self._thr[n], self._eff[n]
+        until = self.running_until_s  # when training stopped (read only while it does not run)
         release = Release(
-            state, self.now, self.ckpt_cost_s, since, self.pause_start_s, good, thr, eff
+            state, self.now, self.ckpt_cost_s, since, until, self.pause_start_s, good, thr, eff
         )
         done = final_checkpoint(self.durable, self.books, self.progress_samples, release)
         if done is None:
