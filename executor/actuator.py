@@ -109,17 +109,17 @@ class GroupActuator:
 
     def _follow(self, event: EventRecord) -> None:
         """Move the job's state along the event (legal transitions only)."""
-        sm, kind = self._sm, event.kind
+        sm, kind, at_s = self._sm, event.kind, event.time_s
         if kind in RESCALE_KINDS:
-            sm.to(JobState.RESCALING)
-            sm.to(JobState.RUNNING if event.nodes_after else JobState.WAITING)
+            sm.reform(at_s)
+            sm.to(JobState.RUNNING if event.nodes_after else JobState.WAITING, at_s)
         elif kind is EventKind.RESTORE:
-            sm.to(JobState.RESCALING)
+            sm.reform(at_s)
         elif kind is EventKind.CHECKPOINT and sm.state is JobState.RUNNING:
-            sm.to(JobState.CHECKPOINTING)
-            sm.to(JobState.RUNNING)
+            sm.to(JobState.CHECKPOINTING, at_s)
+            sm.to(JobState.RUNNING, at_s)
         elif kind in (EventKind.PAUSE, EventKind.PREEMPT) and event.nodes_after == 0:
-            sm.to(JobState.WAITING)
+            sm.to(JobState.WAITING, at_s)
 
     # -- time ----------------------------------------------------------------------------
 
@@ -146,7 +146,7 @@ class GroupActuator:
         sm = self._sm
         for state in (JobState.RESCALING, JobState.RUNNING, JobState.DONE):
             if sm.state is not JobState.DONE and sm.state.can_become(state):
-                sm.to(state)
+                sm.to(state, now_s)
         return sm.state is JobState.DONE
 
     def next_due_s(self, now_s: float) -> float:

@@ -19,13 +19,14 @@ from elasim.jobmodel import (
     CheckpointSchedule,
     JobRules,
     JobSpec,
+    JobStateMachine,
     PolicyError,
     RescaleMode,
     leave_lead_s,
     parse_checkpoint_interval,
     young_daly_interval_s,
 )
-from elasim.policies import Decision, EventKind, EventRecord, Observation, PolicyBase
+from elasim.policies import Decision, EventKind, EventRecord, JobState, Observation, PolicyBase
 
 H = 3600.0
 
@@ -180,7 +181,26 @@ def test_the_state_machine_is_enforced_on_the_executor_side_too():
     actuator._follow(EventRecord(1.0, EventKind.PAUSE, 2, 0))  # noqa: SLF001
     assert actuator.state.value == "waiting"
     with pytest.raises(RuntimeError, match="illegal job transition waiting -> done"):
-        actuator._sm.to(actuator._sm.state.__class__("done"))  # noqa: SLF001
+        actuator._sm.to(actuator._sm.state.__class__("done"), 2.0)  # noqa: SLF001
+
+
+def test_the_state_machine_keeps_a_final_writes_room():
+    """Training's last stretch and the pause's start, kept where every change passes.
+
+    A periodic write that ends in a re-formation must leave the stretch before the
+    write, not stretch it to the pause (the bug of 574ae2f, once in each job model).
+    """
+    sm = JobStateMachine()
+    sm.reform(10.0)
+    sm.to(JobState.RUNNING, 30.0)
+    sm.to(JobState.CHECKPOINTING, 100.0)
+    sm.to(JobState.RUNNING, 100.0)  # a no-op would keep training's start at 30
+    sm.to(JobState.CHECKPOINTING, 250.0)
+    sm.reform(400.0)  # the group grows during the write
+    assert (sm.running_since_s, sm.running_until_s, sm.pause_start_s) == (100.0, 250.0, 400.0)
+    sm.reform(420.0)  # a re-formation that begins again
+    assert sm.pause_start_s == 420.0 and sm.state is JobState.RESCALING
+    assert not sm.to(JobState.RESCALING, 500.0)
 
 
 def test_rules_validate_in_one_line():

@@ -62,9 +62,6 @@ class ModelTraining:
         #: a started job always has one to restore from (its initial state)
         self.has_checkpoint = False
         self.durable = DurableProgress()
-        self.running_since_s = 0.0  # when training last began (a final write's room)
-        self.running_until_s = 0.0  # when it last stopped (a write or a pause began)
-        self.pause_start_s = 0.0  # when the re-formation under way began
         self.newcomer_start_s = _newcomer_start_s(pause_job, mode)
         #: a growth waiting for its newcomers: (when they are ready, the old shape, its pause)
         self._boot: tuple[float, tuple[int, ...], PauseComponents] | None = None
@@ -155,7 +152,7 @@ class ModelTraining:
             job.last_s, job.progress = last_s + need_s, boundary
             job.epoch += 1
             if job.epoch >= job.app.max_epochs:
-                sm.to(JobState.DONE)
+                sm.to(JobState.DONE, job.last_s)
                 job.finish(job.last_s)
                 return
             job.configure()
@@ -174,10 +171,9 @@ class ModelTraining:
         if end >= self.pause_end_s - _EPS:
             if state is _CHECKPOINTING:
                 self.durable.finish_write()
-            self.sm.to(_RUNNING)
+            self.sm.to(_RUNNING, end)
             if state is _RESCALING:
                 self._measure(job)
-            self.running_since_s = end
             self.pause_end_s = math.inf
 
     def _interrupt(self, job: ClusterJob, t: float, rate: float, need_s: float) -> bool | None:
@@ -226,23 +222,15 @@ class ModelTraining:
             return False
         pause = self._boot[2]  # type: ignore[index]
         self._boot = None
-        self._stop_training(job.last_s)
-        self.sm.to(JobState.RESCALING)
-        self.pause_start_s = job.last_s
+        self.sm.reform(job.last_s)
         self.pause_end_s = job.last_s + pause.pause_s
         return True
-
-    def _stop_training(self, at_s: float) -> None:
-        """Training stops at ``at_s`` if it runs: the end of the room for a final write."""
-        if self.sm.state is _RUNNING:
-            self.running_until_s = at_s
 
     def _write(self, job: ClusterJob) -> None:
         """A periodic checkpoint begins: training pauses for its write (single-job rule)."""
         write_s = job.checkpoint_write_s
         self.durable.begin_write(job.progress)
-        self._stop_training(job.last_s)
-        self.sm.to(_CHECKPOINTING)
+        self.sm.to(_CHECKPOINTING, job.last_s)
         self.pause_end_s = job.last_s + write_s
         pause = PauseComponents(state_s=write_s)
         job.record([EventRecord(job.last_s, EventKind.CHECKPOINT, job.gpus, job.gpus, pause)])
@@ -292,7 +280,7 @@ class ModelTraining:
         if lost_progress > 0:
             job.progress = self.durable.checkpointed
         job.epoch = job.app.epoch(job.progress)
-        self.sm.to(JobState.WAITING)
+        self.sm.to(JobState.WAITING, now_s)
         self.pause_end_s = math.inf
         self.has_checkpoint = self.has_checkpoint or job.start_s is not None
         return [
@@ -310,23 +298,14 @@ class ModelTraining:
         """
         choice = job.choice
         self._boot = None
-        release = Release(
-            state=self.sm.state,
-            now_s=now_s,
-            cost_s=self.pause_job.checkpoint.write_s,
-            running_since_s=self.running_since_s,
-            running_until_s=self.running_until_s,
-            pause_start_s=self.pause_start_s,
-            goodput=choice.goodput if choice else 0.0,
-            throughput=choice.throughput if choice else 0.0,
-            efficiency=1.0,
-        )
+        rates = (choice.goodput, choice.throughput, 1.0) if choice else (0.0, 0.0, 1.0)
+        release = Release.of(self.sm, now_s, self.pause_job.checkpoint.write_s, rates)
         saved = final_checkpoint(self.durable, job.books, job.progress, release)
         if saved is None:
             return self.preempt(job, now_s)
         job.progress = saved[0]
         job.epoch = job.app.epoch(job.progress)
-        self.sm.to(JobState.WAITING)
+        self.sm.to(JobState.WAITING, now_s)
         self.pause_end_s = math.inf
         self.has_checkpoint = True
         return [EventRecord(now_s, EventKind.PREEMPT, job.gpus, 0)]
@@ -335,7 +314,7 @@ class ModelTraining:
         """Releasing on purpose writes a checkpoint first, then the job waits."""
         self._boot = None
         self._saved(job)
-        self.sm.to(JobState.WAITING)
+        self.sm.to(JobState.WAITING, now_s)
         self.pause_end_s = math.inf
         self.has_checkpoint = self.has_checkpoint or job.start_s is not None
         return [EventRecord(now_s, EventKind.PAUSE, job.gpus, 0)]
@@ -381,9 +360,7 @@ class ModelTraining:
             # in place, the old group trains on while the newcomers start (as real ones do)
             self._boot = (now_s + self.newcomer_start_s, old_shape, pause)
             return [event]
-        self._stop_training(now_s)
-        self.sm.to(JobState.RESCALING)
-        self.pause_start_s = now_s
+        self.sm.reform(now_s)
         self.pause_end_s = now_s + pause.pause_s
         return [event]
 

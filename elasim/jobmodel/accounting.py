@@ -117,25 +117,46 @@ class Accounting:
 #: Every legal ``(from, to)`` pair of :meth:`JobState.can_become`, looked up without a
 #: call: the simulator changes state twice per checkpoint.
 _LEGAL = frozenset((a, b) for a in JobState for b in JobState if a.can_become(b))
+_RUNNING, _RESCALING = JobState.RUNNING, JobState.RESCALING
 
 
 class JobStateMachine:
-    """The job's :class:`JobState`, changed only along the legal transitions."""
+    """The job's :class:`JobState`, changed only along the legal transitions.
 
-    __slots__ = ("state",)
+    It also keeps when training last began and stopped, and when the re-formation
+    under way began: the room a final checkpoint may take back (``Release``).
+    Both job models read these times here, where every change of state passes, so
+    the rule exists once (each model had kept them itself, and one of them took a
+    periodic write's seconds for training).
+    """
+
+    __slots__ = ("state", "running_since_s", "running_until_s", "pause_start_s")
 
     def __init__(self, state: JobState = JobState.WAITING) -> None:
         self.state = state
+        self.running_since_s = 0.0  # when training last began
+        self.running_until_s = 0.0  # when it last stopped (read only while it does not run)
+        self.pause_start_s = 0.0  # when the re-formation under way began
 
-    def to(self, new: JobState) -> bool:
-        """Move to ``new`` (a no-op if already there); True if the state changed.
+    def to(self, new: JobState, at_s: float) -> bool:
+        """Move to ``new`` at ``at_s`` (a no-op if already there); True if it changed.
 
         Raises:
             RuntimeError: an illegal transition, which is a bug in the actuator.
         """
-        if new is self.state:
+        old = self.state
+        if new is old:
             return False
-        if (self.state, new) not in _LEGAL:
-            raise RuntimeError(f"illegal job transition {self.state.value} -> {new.value}")
+        if (old, new) not in _LEGAL:
+            raise RuntimeError(f"illegal job transition {old.value} -> {new.value}")
+        if old is _RUNNING:
+            self.running_until_s = at_s
+        elif new is _RUNNING:
+            self.running_since_s = at_s
         self.state = new
         return True
+
+    def reform(self, at_s: float) -> None:
+        """A re-formation begins at ``at_s``, or begins again while one is under way."""
+        self.to(_RESCALING, at_s)
+        self.pause_start_s = at_s

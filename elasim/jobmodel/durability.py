@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from elasim.policies import JobState
 
-from .accounting import Accounting
+from .accounting import Accounting, JobStateMachine
 
 __all__ = ["DurableProgress", "Release", "final_checkpoint"]
 
@@ -147,6 +147,21 @@ class Release(NamedTuple):
     goodput: float
     throughput: float
     efficiency: float
+
+    @classmethod
+    def of(
+        cls, sm: JobStateMachine, now_s: float, cost_s: float, rates: tuple[float, float, float]
+    ) -> Release:
+        """The release now, with the times the job's state machine kept.
+
+        Args:
+            sm: the job's state machine (its state and training times).
+            now_s: when the nodes leave.
+            cost_s: the checkpoint write.
+            rates: ``(goodput, throughput, efficiency)`` of the group that trained.
+        """
+        since, until, pause = sm.running_since_s, sm.running_until_s, sm.pause_start_s
+        return cls(sm.state, now_s, cost_s, since, until, pause, *rates)
 
 
 def final_checkpoint(

@@ -85,10 +85,9 @@ class FluidJob:
         self._shared_host = job.rescale.shared_host_cores > 0
         self.pause_end_s = math.inf
         self.pause_ckpt_until_s = -math.inf  # part of a pause that is a checkpoint write
-        self.pause_start_s = 0.0  # when the current re-formation began
         self._pause_from_nodes = 0  # the group that trained before it
         self.started = self._moved = False  # _moved: see moved()
-        self.running_since_s = self.running_until_s = self.progress_samples = 0.0
+        self.progress_samples = 0.0
         self.durable = DurableProgress()
         self._next_due_s = -math.inf  # when settle/admit next have work (-inf: now)
         self._out: list[EventRecord] = []
@@ -271,11 +270,8 @@ class FluidJob:
         self._out.append(record)
 
     def _to(self, new: JobState) -> None:
-        if self._sm.to(new):
-            self.running_until_s = self.now if self.training else self.running_until_s
+        if self._sm.to(new, self.now):
             self.training = new is _RUNNING
-            if self.training:
-                self.running_since_s = self.now
 
     # -- what the loop asks for ------------------------------------------------------------
 
@@ -530,11 +526,10 @@ class FluidJob:
             kind = EventKind.RESUME
             if self.durable.has_checkpoint and self.progress_samples > 0:
                 self._event(EventKind.RESTORE, 0, after)
-        self._to(_RESCALING)
-        self.started = True
-        # a boot that nobody trained through has already elapsed (in WAITING)
         now = self.now
-        self.pause_start_s = now
+        self._sm.reform(now)
+        self.training, self.started = False, True
+        # a boot that nobody trained through has already elapsed (in WAITING)
         self._pause_from_nodes = before
         self.pause_end_s = now + pause.pause_s - pause.acquire_s
         self._next_due_s = min(self._next_due_s, self.pause_end_s)
@@ -574,11 +569,8 @@ class FluidJob:
         """Save all before the last ``nodes`` leave on purpose; False: no time (roll back)."""
         state = self._sm.state
         n = self._pause_from_nodes if state is _RESCALING else nodes  # who trained
-        since, good, thr, eff = self.running_since_s, self._good[n], self._thr[n], self._eff[n]
-        until = self.running_until_s  # when training stopped (read only while it does not run)
-        release = Release(
-            state, self.now, self.ckpt_cost_s, since, until, self.pause_start_s, good, thr, eff
-        )
+        rates = (self._good[n], self._thr[n], self._eff[n])
+        release = Release.of(self._sm, self.now, self.ckpt_cost_s, rates)
         done = final_checkpoint(self.durable, self.books, self.progress_samples, release)
         if done is None:
             return False
