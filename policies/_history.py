@@ -28,6 +28,7 @@ class AvailabilityHistory:
         self.changes = 0
         self.seen_s = 0.0
         self.outages = 0
+        self.drops = 0  # changes to less spot: losses of spot nodes
 
     def observe(self, now_s: float, available: int) -> None:
         """Count the time since the last observation to the availability seen then."""
@@ -39,6 +40,7 @@ class AvailabilityHistory:
                 self.seen_s += elapsed
             if available != was:
                 self.changes += 1
+                self.drops += available < was
                 if was == 0:
                     self.outages += 1
             if elapsed < 0.0:  # a clock that went back (a fresh run): keep the later time
@@ -66,6 +68,13 @@ class AvailabilityHistory:
         the estimate grows with the current outage's age.
         """
         return (prior_s + self.seconds.get(0, 0.0)) / (1 + self.outages)
+
+    def drops_per_s(self, prior_s: float) -> float:
+        """Losses of spot per second seen, with one prior loss over ``prior_s``.
+
+        The prior keeps a window that has not lost spot yet from reading "never".
+        """
+        return (1 + self.drops) / (prior_s + self.seen_s)
 
     def dwell_s(self) -> float:
         """Mean time between changes of availability seen so far (inf: none seen)."""

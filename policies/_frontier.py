@@ -1,0 +1,68 @@
+"""The optimum's rule at a price of work: the lower convex hull of (rate, cost).
+
+At a price ``lam`` of an effective sample, the best configuration maximises
+``lam x rate - cost``; over every price, the best ones are the vertices of the lower
+convex hull of the candidates' ``(rate, cost)`` points, each best from the slope of
+the edge before it.  ``receding`` builds one frontier per availability level.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+__all__ = ["Vertex", "best_at", "lower_frontier"]
+
+#: Relative rounding within which two prices of work (or two slopes) are equal.
+_REL_EPS = 1e-9
+
+
+class Vertex(NamedTuple):
+    """A configuration on a frontier, and the price of work from which it is the best."""
+
+    from_lam: float
+    rate: float
+    cost: float
+    config: tuple[int, int]
+
+
+def _turns_up(a: tuple[float, ...], b: tuple[float, ...], c: tuple[float, ...]) -> bool:
+    """Whether ``b`` lies on or above the segment ``a``-``c`` (not on the lower hull).
+
+    Collinear within rounding counts as above: equal prices per sample (linear
+    scaling) make one step, not several a few ulps apart.
+    """
+    left = (b[1] - a[1]) * (c[0] - a[0])
+    right = (c[1] - a[1]) * (b[0] - a[0])
+    return left >= right - _REL_EPS * max(abs(left), abs(right))
+
+
+def lower_frontier(points: list[tuple[float, float, tuple[int, int]]]) -> list[Vertex]:
+    """The vertices of the lower convex hull of ``(rate, cost, config)`` points.
+
+    ``points`` must hold ``(0, 0, (0, 0))`` (holding nothing), so the first vertex is
+    the best at every price up to the first edge's slope.
+    """
+    points = sorted(points, key=lambda p: (p[0], p[1]))
+    hull: list[tuple[float, float, tuple[int, int]]] = []
+    for point in points:
+        if hull and hull[-1][0] == point[0]:
+            continue  # the same rate dearer
+        while len(hull) >= 2 and _turns_up(hull[-2], hull[-1], point):
+            hull.pop()
+        hull.append(point)
+    vertices = [Vertex(-math.inf, *hull[0])]
+    for before, after in zip(hull, hull[1:], strict=False):
+        slope = (after[1] - before[1]) / (after[0] - before[0])
+        vertices.append(Vertex(slope, *after))
+    return vertices
+
+
+def best_at(vertices: list[Vertex], lam: float) -> Vertex:
+    """The vertex that is best at ``lam`` (ties, within rounding: more work)."""
+    best = vertices[0]
+    for vertex in vertices[1:]:
+        if vertex.from_lam > lam + _REL_EPS * abs(lam):
+            break
+        best = vertex
+    return best
