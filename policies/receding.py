@@ -491,13 +491,13 @@ class RecedingPolicy(PolicyBase):
         current outage's age: a long outage is waited out only while the slack stays
         several times what is left of it, then the uniform progress line decides.
 
-        On a fallback that scales linearly (one node always does), on-demand work put
+        On a fallback that is the most nodes and scales linearly (one node), work put
         off costs nothing if spot never returns: the fallback does it later at the
         same price per sample.  So every outage is waited out while the spare keeps
         its reserve for the losses to come (:meth:`reserve_s`): waiting early spends
         slack that a later outage would spend anyway, while slack left at the end is
-        on-demand time bought for nothing.  At one node this took the held-out 243
-        windows' worst from 1.45x to 1.23x (9 windows above 1.15x to 2).
+        on-demand time bought for nothing.  On the 81 held-out one-node windows this took
+        the worst from 1.45x to 1.16x (9 windows above 1.15x to 1).
         """
         if self.config.outage_cover <= 0.0 or usable_spot(obs) > 0:
             return False
