@@ -59,12 +59,12 @@ def test_buys_on_demand_once_spot_has_stayed_away() -> None:
     assert policy.decide(deadline_obs(now_s=6000.0)).total_nodes == 0
     # 7 000 s: 269/s against 1e6 / 2 880 s = 347/s: the price rises to on-demand's,
     # at which every on-demand count ties (linear): the most work
-    # (the linear fallback's wait, which the next test checks, turned off)
+    # (the wait down to a reserve, which the next test checks, turned off)
     policy = receding(loss_cover=0.0)
     policy.decide(deadline_obs())
     assert policy.decide(deadline_obs(now_s=7000.0)) == Decision(0, 8, 1800.0)
-    # with it, 8 nodes as cheap per sample as one: the outage is waited out while the
-    # spare (10 000 - 7 000 - 60 - 1 250 - 60 = 1 630 s) keeps its reserve
+    # with it, the 8 nodes the price of work buys wait while their spare (10 000 - 7 000
+    # - 60 - 1 250 - 60 = 1 630 s) keeps the reserve: they can do the work later
     policy = receding()
     policy.decide(deadline_obs())
     obs = deadline_obs(now_s=7000.0)
@@ -83,7 +83,7 @@ def test_one_node_waits_out_an_outage_down_to_the_reserve() -> None:
     # 10 % done at 6 000 s, spot never seen: behind the line (30 %), the expected wait
     # (3 600 + 6 000 s) is far above half the spare, and the history (13 200 s at
     # level 0 of 20 400) prices work at on-demand's: the plan would buy the node now.
-    # One node does the work put off later at the same price, so it waits while the
+    # The node does the work put off later at the same price, so it waits while its
     # spare (20 000 - 6 000 - 60 - 9 000 - 60 = 4 880 s) keeps the reserve: the release
     # lead (480 s) and a failure (120 s) for 1 + 5 x 14 000 / 20 400 expected losses
     def history(policy: RecedingPolicy) -> RecedingPolicy:
@@ -99,6 +99,23 @@ def test_one_node_waits_out_an_outage_down_to_the_reserve() -> None:
     late = deadline_obs(0.1, now_s=10_400.0, **ONE_NODE)
     assert policy.spare_s(late, 1) == pytest.approx(480.0)
     assert policy.decide(late) == Decision(0, 1, 1800.0)
+
+
+def test_the_cheapest_on_demand_node_waits_on_its_own_spare() -> None:
+    # sub-linear scaling up to 4 nodes, due at 20 000 s, 60 % done at 14 000 s without
+    # spot: behind the line (70 %), and the expected spot rate (2 880 s at each of the
+    # levels 1..4 of 28 400 s: 64/s) is short of 4e5 / 5 880 s = 68/s, so the price of
+    # work buys one on-demand node (the cheapest samples; the fallback is 4 nodes).
+    # That node could do the work later at the same price: it waits while its own
+    # spare (20 000 - 14 000 - 60 - 4 000 - 60 = 1 880 s) keeps the reserve (727 s)
+    setting = {**SUBLINEAR, "deadline_s": 20_000.0}
+    obs = deadline_obs(0.6, now_s=14_000.0, **setting)
+    for loss_cover, nodes in ((0.0, 1), (5.0, 0)):
+        policy = receding(loss_cover=loss_cover)
+        policy.decide(deadline_obs(**setting))
+        assert policy.decide(obs) == Decision(0, nodes, 1800.0)
+    assert policy.spare_s(obs, 1) == pytest.approx(1880.0)
+    assert policy.reserve_s(obs, 1) == pytest.approx(480.0 + 120.0 * (1 + 5 * 6000 / 28_400))
 
 
 def test_buys_the_cheapest_on_demand_count_not_the_plans() -> None:
@@ -252,23 +269,20 @@ def test_rides_out_an_outage_that_the_slack_covers_twice() -> None:
     # twice that is within the spare (10 000 - 7 000 - 60 - 1 250 - 60 = 1 630 s); the
     # expected spot rate (285/s) is short of 1e6 / 2 880 s, so the price of work is
     # on-demand's and the job is behind the line: without the outages' model it buys.
-    # (8 nodes scale linearly here, so the outage model is the linear fallback's
-    # reserve unless loss_cover is 0: 35 losses in 2 h make a reserve above the spare)
-    policy = receding(loss_cover=0.0)
-    short_outages(policy, 7000.0)
-    assert policy.decide(deadline_obs(now_s=7000.0)).total_nodes == 0
-    policy = receding(outage_cover=0.0)
-    short_outages(policy, 7000.0)
-    assert policy.decide(deadline_obs(now_s=7000.0)) == Decision(0, 8, 1800.0)
+    # (35 losses in 2 h make a reserve for the losses to come above the spare, so the
+    # expected wait decides, not the reserve)
     policy = receding()
     short_outages(policy, 7000.0)
     obs = deadline_obs(now_s=7000.0)
-    assert policy.decide(obs) == Decision(0, 8, 1800.0)
+    assert policy.decide(obs).total_nodes == 0
     assert policy.reserve_s(obs, 8) > policy.spare_s(obs, 8)
+    policy = receding(outage_cover=0.0)
+    short_outages(policy, 7000.0)
+    assert policy.decide(deadline_obs(now_s=7000.0)) == Decision(0, 8, 1800.0)
     # an outage of 3 100 s by then: (3 600 + 1 900 + 3 100) / 20 = 430 s, twice that
     # is still covered; at 8 000 s it is (3 600 + 1 900 + 4 100) / 20 = 480 s, and
     # twice that is more than the spare (630 s): the line decides, and it buys
-    policy = receding(loss_cover=0.0)
+    policy = receding()
     short_outages(policy, 3900.0)
     assert policy.decide(deadline_obs(now_s=7000.0)).total_nodes == 0
     assert policy.decide(deadline_obs(now_s=8000.0)).on_demand_nodes == 8
