@@ -30,8 +30,6 @@ __all__ = ["AvailabilityHistory", "RecedingPolicy"]
 #: The price of work is sought up to this many times the plan's price of a sample: at
 #: that price the fastest configuration the plan's price allows wins.
 _LAM_RANGE = 1e3
-#: Relative rounding within which two prices of work (or two slopes) are equal.
-_REL_EPS = 1e-9
 #: A price of work this much (relative) below a step is below it, whatever the rounding.
 _PUT_OFF = 1e-6
 #: Seconds of spare at which the last safe moment has come (no wake-ups closer).
