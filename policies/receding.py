@@ -330,7 +330,7 @@ class RecedingPolicy(PolicyBase):
                 return move
         if available not in frontiers:
             frontiers[available] = self.frontier(obs, available, plan.usd_per_sample)
-        lam = self._put_off(obs, lam, frontiers[available], (spare, fallback))
+        lam = self._put_off(obs, lam, frontiers[available], spare)
         spot, on_demand = self._switch_or_hold(obs, lam, frontiers[available])
         spot = self._afford_spot(obs, spot, on_demand, plan, budget)
         if spot + on_demand < obs.min_nodes:
@@ -447,7 +447,7 @@ class RecedingPolicy(PolicyBase):
         return 0
 
     def _put_off(
-        self, obs: Observation, lam: float, frontier: list[Vertex], spare: tuple[float, int]
+        self, obs: Observation, lam: float, frontier: list[Vertex], spare_s: float
     ) -> float:
         """A price just below ``lam`` when it would buy on-demand nodes ahead of the line.
 
@@ -462,12 +462,6 @@ class RecedingPolicy(PolicyBase):
         ``outage_cover`` expected waits for spot (:meth:`_rides_out`): the line alone
         buys half the time of a first outage at a 2x deadline, with a day of slack
         (p90 1.13x -> 1.09x, worst 1.54x -> 1.25x).
-
-        Args:
-            obs: the observation.
-            lam: the price of work.
-            frontier: the configurations at the spot available now.
-            spare: the spare slack (seconds) and the fallback's on-demand count it is for.
         """
         assert obs.deadline_s is not None
         if not self.config.pace:
@@ -475,7 +469,7 @@ class RecedingPolicy(PolicyBase):
         total = job_samples(obs)
         line = total * min(max(obs.now_s / obs.deadline_s, 0.0), 1.0)
         at = best_at(frontier, lam).config
-        if total - obs.remaining_samples <= line and not self._rides_out(obs, *spare, at[1]):
+        if total - obs.remaining_samples <= line and not self._rides_out(obs, spare_s, at[1]):
             return lam
         below = lam * (1.0 - _PUT_OFF)
         lower = best_at(frontier, below).config
@@ -483,7 +477,7 @@ class RecedingPolicy(PolicyBase):
             return below
         return lam
 
-    def _rides_out(self, obs: Observation, spare: float, fallback: int, nodes: int) -> bool:
+    def _rides_out(self, obs: Observation, spare_s: float, nodes: int) -> bool:
         """Whether, with no spot now, the plan's ``nodes`` on-demand nodes may wait.
 
         They wait while the spare *on those nodes* keeps the reserve for the losses
@@ -494,7 +488,7 @@ class RecedingPolicy(PolicyBase):
         from 1.45x to 1.16x (9 above 1.15x to 1); for the plan's one node on 4-node
         jobs, their p90 from 1.149x to 1.107x.
 
-        Otherwise, while ``spare`` (counted on the fallback) covers ``outage_cover``
+        Otherwise, while ``spare_s`` (counted on the fallback) covers ``outage_cover``
         expected waits for spot, from the outages seen
         (:meth:`AvailabilityHistory.outage_left_s`, with one prior outage of
         ``outage_h``), so it grows with the current outage's age: a long outage is
@@ -507,7 +501,7 @@ class RecedingPolicy(PolicyBase):
             if self.spare_s(obs, nodes) >= self.reserve_s(obs, nodes):
                 return True
         wait_s = self.history.outage_left_s(self.config.outage_h * 3600.0)
-        return spare >= self.config.outage_cover * wait_s
+        return spare_s >= self.config.outage_cover * wait_s
 
     def reserve_s(self, obs: Observation, nodes: int) -> float:
         """Spare kept while on-demand ``nodes`` wait out an outage: the losses to come.
@@ -577,9 +571,10 @@ class RecedingPolicy(PolicyBase):
     def _wake_at(self, obs: Observation, nodes: int, fallback: int, spare: float) -> float | None:
         """When to look again: the last safe moment on ``nodes`` nodes, or ``replan_h``.
 
-        Not when the spare reaches the reserve of a wait on a linear fallback
-        (:meth:`reserve_s`): waking there made the one-node windows dearer (held-out
-        worst 1.16x -> 1.35x); the wait ends at the next look instead.
+        Not when the waiting nodes' spare reaches their reserve (:meth:`reserve_s`):
+        waking there made the one-node windows dearer (held-out worst 1.16x -> 1.35x,
+        measured when the wait was for one-node jobs only); the wait ends at the next
+        look instead.
         """
         wake = self.config.replan_h * 3600.0
         fall = 1.0 - self.deadline.rate(obs, nodes) / self.deadline.rate(obs, fallback)
