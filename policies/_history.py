@@ -69,6 +69,13 @@ class AvailabilityHistory:
         """
         return (prior_s + self.seconds.get(0, 0.0)) / (1 + self.outages)
 
+    def most_seen(self) -> int:
+        """The most spot nodes seen available at once so far (the current level too)."""
+        levels = [level for level, seconds in self.seconds.items() if seconds > 0.0]
+        if self.last is not None:
+            levels.append(self.last[1])
+        return max(levels, default=0)
+
     def drops_per_s(self, prior_s: float) -> float:
         """Losses of spot per second seen, with one prior loss over ``prior_s``.
 

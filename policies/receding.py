@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
-from ._common import check_float, usable_spot, wake_after
+from ._common import check_bool, check_float, usable_spot, wake_after
 from ._frontier import Vertex, best_at, lower_frontier
 from ._history import AvailabilityHistory
 from ._ondemand import (
@@ -73,16 +73,15 @@ class RecedingPolicy(PolicyBase):
     of a sample, so every configuration chosen makes samples no dearer than the plan,
     and spot nodes are added only while the budget (``deadline``'s: the bet plus the
     plan's price of the work done, less the money spent) covers their venture.  At
-    the last safe moment it commits to on-demand nodes, counted against the
-    *fallback*: the fastest on-demand count whose extra cost over the plan for the
-    remaining samples the budget covers (``k0`` when it covers none); it commits to the
-    fewest count up to the fallback that keeps the safety margin.  A
-    faster fallback leaves spot more of the slack (at 16 nodes and a 1.1x deadline the
-    plan's 14 nodes leave none, 16 leave 40 minutes).  So it meets every deadline the
-    plan meets and pays at most the plan plus ``risk_fraction`` of it: the stated
-    bet, 5 % by default (``deadline``'s 0.5 % cannot pay the fallback's speed).  The
-    plan is priced from what the job observes, its checkpoints as the job's schedule
-    writes them, to within one write of the plan replayed alone.
+    the last safe moment, kept early enough to take spot back (:meth:`return_reserve_s`),
+    it commits to on-demand nodes, counted against the *fallback*: the fastest
+    on-demand count whose extra cost over the plan for the remaining samples the
+    budget covers (``k0`` when it covers none), and a faster fallback leaves spot more
+    of the slack; it commits to the fewest count up to it that keeps the safety
+    margin.  So it meets every deadline the plan meets and pays at most the plan plus
+    ``risk_fraction`` of it: the stated bet, 5 % by default (``deadline``'s 0.5 %
+    cannot pay the fallback's speed).  The plan is priced from what the job observes,
+    its checkpoints as the job's schedule writes them, to within one write of it alone.
 
     Time per decision: one frontier per availability level seen (``O(max_nodes)``
     each) and a sweep of their steps: ``O(max_nodes**2)``.
@@ -118,6 +117,9 @@ class RecedingPolicy(PolicyBase):
                 while their own spare keeps a reserve for this many times the losses
                 of spot expected at the rate seen (:meth:`reserve_s`); 0 turns this
                 off.
+            spot_return: commit to the fallback while its spare still covers a
+                move back onto spot (:meth:`return_reserve_s`), so spot that returns
+                after the commitment is taken; False commits at a spare of 0.
             replan_h: the policy asks to be woken at least this often (hours), so
                 that ``lam`` follows the time passing without changes.
             failover: in several zones, move to another zone's spot when this one
@@ -136,6 +138,7 @@ class RecedingPolicy(PolicyBase):
         outage_h: float = 1.0
         outage_cover: float = 2.0
         loss_cover: float = 5.0
+        spot_return: bool = True
         replan_h: float = 0.5
 
         def __post_init__(self) -> None:
@@ -144,6 +147,7 @@ class RecedingPolicy(PolicyBase):
             check_float("outage_h", self.outage_h)
             check_float("outage_cover", self.outage_cover)
             check_float("loss_cover", self.loss_cover)
+            check_bool("spot_return", self.spot_return)
             check_float("replan_h", self.replan_h, strict=True)
 
         def deadline_config(self) -> DeadlinePolicy.Config:
@@ -315,7 +319,7 @@ class RecedingPolicy(PolicyBase):
         budget = self.deadline.budget_usd(obs, priced)
         fallback = self.fallback_nodes(obs, priced, budget)
         spare = self.spare_s(obs, fallback)
-        if spare <= _SPARE_EPS_S:
+        if spare <= _SPARE_EPS_S + self.return_reserve_s(obs, fallback):
             spot = self._spot_at_last_moment(obs, fallback, spare, plan, budget)
             if spot:
                 return Decision(spot, 0, wake_after(self.config.replan_h * 3600.0))
@@ -457,11 +461,9 @@ class RecedingPolicy(PolicyBase):
         (``samples x now / deadline``), the on-demand nodes the plan adds at exactly
         ``lam`` (its tie with the same spot and fewer on-demand nodes) are put off;
         behind it, or when ``lam`` has risen past them, they come.  Spot is never put
-        off.  Over the 243 windows: p90 1.17x -> 1.13x, worst 2.16x -> 1.54x.  With no
-        spot, they are put off behind the line too while the spare covers
-        ``outage_cover`` expected waits for spot (:meth:`_rides_out`): the line alone
-        buys half the time of a first outage at a 2x deadline, with a day of slack
-        (p90 1.13x -> 1.09x, worst 1.54x -> 1.25x).
+        off.  With no spot, they are put off behind the line too while they may wait
+        (:meth:`_rides_out`): the line alone buys half the time of a first outage at
+        a 2x deadline, with a day of slack (measured in the policies guide).
         """
         assert obs.deadline_s is not None
         if not self.config.pace:
@@ -483,10 +485,8 @@ class RecedingPolicy(PolicyBase):
         They wait while the spare *on those nodes* keeps the reserve for the losses
         still to come (:meth:`reserve_s`): work put off then costs nothing even if spot
         never returns, as the same nodes do it later at the same price per sample,
-        while slack left at the end is on-demand time bought for nothing.  At one node
-        (where those nodes are the fallback) this took the 81 held-out windows' worst
-        from 1.45x to 1.16x (9 above 1.15x to 1); for the plan's one node on 4-node
-        jobs, their p90 from 1.149x to 1.107x.
+        while slack left at the end is on-demand time bought for nothing (one-node
+        held-out worst 1.45x -> 1.16x; measured in the policies guide).
 
         Otherwise, while ``spare_s`` (counted on the fallback) covers ``outage_cover``
         expected waits for spot, from the outages seen
@@ -568,6 +568,22 @@ class RecedingPolicy(PolicyBase):
             return spot
         return min(held, spot) if budget >= 0.0 else 0
 
+    def return_reserve_s(self, obs: Observation, fallback: int) -> float:
+        """Spare at which to commit to the fallback: a move back onto spot (0: none).
+
+        Committed spot is taken back only while the spare and the margin cover a start
+        on it and a loss (:meth:`_spot_at_last_moment`); committed at a spare of 0 it
+        never is (a window whose spot came back 46 minutes after: 1.52x the optimum,
+        1.14x so).  Only where the most spot seen at once keeps the fallback's pace:
+        elsewhere it would only move work onto the dearer count.
+        """
+        if not self.config.spot_return:
+            return 0.0
+        seen = min(self.history.most_seen(), obs.max_nodes)
+        if self.deadline.rate(obs, seen) < self.deadline.rate(obs, fallback):
+            return 0.0
+        return self.failure_s(obs, fallback) + obs.worst_pause_s
+
     def _wake_at(self, obs: Observation, nodes: int, fallback: int, spare: float) -> float | None:
         """When to look again: the last safe moment on ``nodes`` nodes, or ``replan_h``.
 
@@ -579,5 +595,6 @@ class RecedingPolicy(PolicyBase):
         wake = self.config.replan_h * 3600.0
         fall = 1.0 - self.deadline.rate(obs, nodes) / self.deadline.rate(obs, fallback)
         if fall > 0.0:
+            spare -= self.return_reserve_s(obs, fallback)  # > _SPARE_EPS_S: not committed
             wake = min(wake, spare / fall)
         return wake_after(wake)

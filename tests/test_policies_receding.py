@@ -125,7 +125,9 @@ def test_buys_the_cheapest_on_demand_count_not_the_plans() -> None:
     # the expected rate is 0.16 x (100 + 100 + 150 + 150) + 0.36 x 150 = 134/s, enough
     # for 3e5 / 2 280 s = 132/s: one on-demand node, not k0's three.  The fallback is 4
     # nodes (3e5 x (1.667e-5 - 1.389e-5) = 0.83 USD, within the budget), spare
-    # 6 000 - 3 600 - 60 - 1 500 - 60 = 780 s, spent at half a second per second.
+    # 6 000 - 3 600 - 60 - 1 500 - 60 = 780 s, spent at half a second per second down
+    # to the return reserve (a failure, 120 s, and a pause: 4 spot nodes were seen):
+    # (780 - 180) / 0.5 = 1 200 s.
     # (Without the pace: at 0.7 done the job is ahead of the line 3 600 / 6 000.)
     policy = receding(pace=False)
     policy.decide(deadline_obs(deadline_s=6000.0, spot_available=4, **SUBLINEAR))
@@ -135,13 +137,14 @@ def test_buys_the_cheapest_on_demand_count_not_the_plans() -> None:
     assert policy.deadline.plan(later).nodes == 3
     decision = policy.decide(later)
     assert (decision.spot_nodes, decision.on_demand_nodes) == (0, 1)
-    assert decision.wake_after_s == pytest.approx(1560.0)
+    assert decision.wake_after_s == pytest.approx(1200.0)
 
 
 def test_puts_off_on_demand_nodes_ahead_of_the_line() -> None:
     # the same hour: the price of work is exactly one on-demand node's, whose tie is
     # holding nothing; 0.7 done is ahead of the line (0.6), so the node is put off,
-    # and the policy looks again at the last safe moment (780 s at 1 s per second)
+    # and the policy looks again at the last safe moment: the spare, 780 s at 1 s per
+    # second, down to the return reserve (180 s)
     start = deadline_obs(deadline_s=6000.0, spot_available=4, **SUBLINEAR)
     policy = receding()
     policy.decide(start)
@@ -150,7 +153,7 @@ def test_puts_off_on_demand_nodes_ahead_of_the_line() -> None:
     )
     decision = policy.decide(ahead)
     assert decision.total_nodes == 0
-    assert decision.wake_after_s == pytest.approx(780.0)
+    assert decision.wake_after_s == pytest.approx(600.0)
     # behind the line (0.55 done), the plan's on-demand work is bought now
     policy = receding()
     policy.decide(start)
@@ -300,3 +303,38 @@ def test_committed_nodes_keep_only_the_held_spot_nodes_that_help() -> None:
         )  # fmt: skip
         decision = receding(safety_margin_s=300.0).decide(obs)
         assert (decision.spot_nodes, decision.on_demand_nodes) == (0, 1), now_s
+
+
+def test_commits_early_enough_to_take_returning_spot_back() -> None:
+    # 4 spot nodes seen, then an outage: 0.6 done at 3 700 s on one on-demand node,
+    # the fallback's 4 nodes' spare is 6 000 - 3 700 - 60 - 2 000 - 60 = 180 s, the
+    # return reserve (a failure: 60 s rescale + 60 s interval, and a 60 s pause):
+    # commit now, to the fallback (3 nodes would keep 18 s of the 60 s margin).
+    # (No release lead: below it the held node would be topped up to the fallback's
+    # count anyway, and on real windows the lead is below the reserve.)
+    setting = {**SUBLINEAR, "deadline_s": 6000.0, "spent_usd": 4.0}
+    committed = deadline_obs(0.6, now_s=3700.0, on_demand_held=1, **setting)
+    policy = receding(release_lead_s=0.0)
+    policy.decide(deadline_obs(spot_available=4, **setting))
+    assert policy.return_reserve_s(committed, 4) == pytest.approx(180.0)
+    assert policy.decide(committed) == Decision(0, 4, None)
+    # spot returns 10 minutes later: the fallback's spare (still 180 s) covers the
+    # move onto it and a loss, so spot is taken back
+    back = deadline_obs(0.72, now_s=4300.0, on_demand_held=4, spot_available=4, **setting)
+    assert policy.spare_s(back, 4) == pytest.approx(180.0)
+    assert policy.decide(back) == Decision(4, 0, 1800.0)
+    # without the reserve the commitment comes at a spare of 0 (here 360 s later on
+    # the one node, spent at half a second per second); the fallback's spare stays 0,
+    # and spot returning 10 minutes later is never taken back
+    late = receding(release_lead_s=0.0, spot_return=False)
+    late.decide(deadline_obs(spot_available=4, **setting))
+    assert late.decide(committed).wake_after_s is not None
+    zero = deadline_obs(0.636, now_s=4060.0, on_demand_held=1, **setting)
+    assert late.decide(zero) == Decision(0, 4, None)
+    back = deadline_obs(0.756, now_s=4660.0, on_demand_held=4, spot_available=4, **setting)
+    assert late.spare_s(back, 4) == pytest.approx(0.0, abs=1e-6)
+    assert late.decide(back) == Decision(0, 4, None)
+    # a window whose spot never kept the fallback's pace commits at 0, as before
+    one = receding()
+    one.decide(deadline_obs(spot_available=1, **setting))
+    assert one.return_reserve_s(committed, 4) == 0.0
