@@ -319,7 +319,7 @@ class RecedingPolicy(PolicyBase):
         budget = self.deadline.budget_usd(obs, priced)
         fallback = self.fallback_nodes(obs, priced, budget)
         spare = self.spare_s(obs, fallback)
-        if spare <= _SPARE_EPS_S + self.return_reserve_s(obs, fallback):
+        if spare <= _SPARE_EPS_S + self.return_reserve_s(obs, fallback, spare):
             spot = self._spot_at_last_moment(obs, fallback, spare, plan, budget)
             if spot:
                 return Decision(spot, 0, wake_after(self.config.replan_h * 3600.0))
@@ -383,15 +383,11 @@ class RecedingPolicy(PolicyBase):
     def margin_nodes(self, obs: Observation, plan: OnDemandPlan, fallback: int) -> int:
         """The fewest on-demand nodes, from the plan's to the fallback's, that keep the margin.
 
-        The last safe moment is counted against the fallback, so when it comes the
-        plan's count may still finish in time by the estimate but with less than the
-        safety margin, the slack kept for the estimate's errors.  Committing to the
-        fewest count that finishes in time at all (``deadline``'s rule, whose last
-        safe moment is the plan's own) then spent the margin: on a 16-node window of a
-        SkyPilot 1-node trace, after a history that made it wait on one spot node, it
-        took the plan's 6 nodes 812 s before the deadline where they needed 840 s, and
-        finished 27 s late; the fallback's 16 nodes kept 354 s.  Failing every count up
-        to the fallback (a commitment already late), the fallback.
+        At the last safe moment (the fallback's), the plan's count may still finish in
+        time by the estimate but inside the safety margin kept for its errors: the
+        fewest count in time at all (``deadline``'s rule) then finished 27 s late on a
+        16-node window of a SkyPilot 1-node trace.  Failing every count up to the
+        fallback (a commitment already late), the fallback.
         """
         margin = self.deadline.margin_s(obs)
         for nodes in range(min(plan.nodes, fallback), fallback):
@@ -403,9 +399,8 @@ class RecedingPolicy(PolicyBase):
         """Slack one loss of spot nodes can cost, the job finishing on ``nodes`` nodes.
 
         A checkpoint interval rolled back, a rescale (:meth:`rollback_s`), and the
-        shorter intervals the loss leaves for the rest of the run
-        (:func:`preemption_s`).  The restart on on-demand nodes is counted in the spare
-        already.
+        shorter intervals the loss leaves (:func:`preemption_s`).  The restart on
+        on-demand nodes is counted in the spare already.
         """
         return self.rollback_s(obs) + preemption_s(obs, nodes)
 
@@ -568,33 +563,38 @@ class RecedingPolicy(PolicyBase):
             return spot
         return min(held, spot) if budget >= 0.0 else 0
 
-    def return_reserve_s(self, obs: Observation, fallback: int) -> float:
+    def return_reserve_s(
+        self, obs: Observation, fallback: int, spare_s: float, within_s: float = 0.0
+    ) -> float:
         """Spare at which to commit to the fallback: a move back onto spot (0: none).
 
-        Committed spot is taken back only while the spare and the margin cover a start
-        on it and a loss (:meth:`_spot_at_last_moment`); committed at a spare of 0 it
-        never is (a window whose spot came back 46 minutes after: 1.52x the optimum,
-        1.14x so).  Only where the most spot seen at once keeps the fallback's pace:
-        elsewhere it would only move work onto the dearer count.
+        Committed spot is taken back only while the spare covers a start on it and a
+        loss (:meth:`_spot_at_last_moment`), never from a spare of 0 (a window whose
+        spot came back 46 minutes after: 1.52x the optimum, 1.14x so).  Only where the
+        most spot seen at once keeps the fallback's pace: elsewhere it would only move
+        work onto the dearer count.  A ``spare_s`` above its upper bound by more than
+        ``within_s`` gets the bound, which decides the same (the exact loss walks the
+        schedule twice more: 2.4x the time per decision at one node).
         """
         if not self.config.spot_return:
             return 0.0
         seen = min(self.history.most_seen(), obs.max_nodes)
         if self.deadline.rate(obs, seen) < self.deadline.rate(obs, fallback):
             return 0.0
+        bound = self.rollback_s(obs) + preemption_bound_s(obs, fallback) + obs.worst_pause_s
+        if spare_s > bound + max(within_s, _SPARE_EPS_S):
+            return bound
         return self.failure_s(obs, fallback) + obs.worst_pause_s
 
     def _wake_at(self, obs: Observation, nodes: int, fallback: int, spare: float) -> float | None:
         """When to look again: the last safe moment on ``nodes`` nodes, or ``replan_h``.
 
         Not when the waiting nodes' spare reaches their reserve (:meth:`reserve_s`):
-        waking there made the one-node windows dearer (held-out worst 1.16x -> 1.35x,
-        measured when the wait was for one-node jobs only); the wait ends at the next
-        look instead.
+        that made one-node windows dearer (held-out worst 1.16x -> 1.35x).
         """
         wake = self.config.replan_h * 3600.0
         fall = 1.0 - self.deadline.rate(obs, nodes) / self.deadline.rate(obs, fallback)
         if fall > 0.0:
-            spare -= self.return_reserve_s(obs, fallback)  # > _SPARE_EPS_S: not committed
+            spare -= self.return_reserve_s(obs, fallback, spare, wake * fall)
             wake = min(wake, spare / fall)
         return wake_after(wake)

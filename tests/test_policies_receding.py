@@ -316,7 +316,9 @@ def test_commits_early_enough_to_take_returning_spot_back() -> None:
     committed = deadline_obs(0.6, now_s=3700.0, on_demand_held=1, **setting)
     policy = receding(release_lead_s=0.0)
     policy.decide(deadline_obs(spot_available=4, **setting))
-    assert policy.return_reserve_s(committed, 4) == pytest.approx(180.0)
+    assert policy.return_reserve_s(committed, 4, 180.0) == pytest.approx(180.0)
+    # far above it, an upper bound stands in (deciding the same, without the walks)
+    assert policy.return_reserve_s(committed, 4, 1e6) >= 180.0
     assert policy.decide(committed) == Decision(0, 4, None)
     # spot returns 10 minutes later: the fallback's spare (still 180 s) covers the
     # move onto it and a loss, so spot is taken back
@@ -337,4 +339,4 @@ def test_commits_early_enough_to_take_returning_spot_back() -> None:
     # a window whose spot never kept the fallback's pace commits at 0, as before
     one = receding()
     one.decide(deadline_obs(spot_available=1, **setting))
-    assert one.return_reserve_s(committed, 4) == 0.0
+    assert one.return_reserve_s(committed, 4, 180.0) == 0.0
