@@ -9,9 +9,10 @@ the edge before it.  ``receding`` builds one frontier per availability level.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
-__all__ = ["Vertex", "best_at", "lower_frontier"]
+__all__ = ["Vertex", "best_at", "lower_frontier", "spot_first"]
 
 #: Relative rounding within which two prices of work (or two slopes) are equal.
 _REL_EPS = 1e-9
@@ -66,3 +67,30 @@ def best_at(vertices: list[Vertex], lam: float) -> Vertex:
             break
         best = vertex
     return best
+
+
+def spot_first(
+    rate: Callable[[int], float],
+    nodes: tuple[int, int],
+    available: int,
+    prices_per_s: tuple[float, float],
+    cap: float,
+) -> list[Vertex]:
+    """The configurations worth holding at some price of work, with ``available`` spot.
+
+    Candidates: for each node count from ``nodes[0]`` to ``nodes[1]``, spot first (the
+    cheaper market), on-demand for the rest, and only those whose samples cost at
+    most ``cap`` (the plan's price of a sample: then every sample done keeps the
+    budget whole), plus holding nothing.  ``rate(n)``: samples per second on ``n``
+    nodes; ``prices_per_s``: a spot node's and an on-demand node's USD per second.
+    The hull (``O(max_nodes)``) answers every price.
+    """
+    spot_per_s, od_per_s = prices_per_s
+    points = [(0.0, 0.0, (0, 0))]
+    for count in range(nodes[0], nodes[1] + 1):
+        spot = min(available, count)
+        samples_per_s = rate(count)
+        cost = spot * spot_per_s + ((count - spot) * od_per_s if count > spot else 0.0)
+        if samples_per_s > 0.0 and cost <= cap * samples_per_s * (1.0 + 1e-9):
+            points.append((samples_per_s, cost, (spot, count - spot)))
+    return lower_frontier(points)

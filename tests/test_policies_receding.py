@@ -340,3 +340,43 @@ def test_commits_early_enough_to_take_returning_spot_back() -> None:
     one = receding()
     one.decide(deadline_obs(spot_available=1, **setting))
     assert one.return_reserve_s(committed, 4, 180.0) == 0.0
+
+
+def test_new_spot_leaves_the_budget_what_its_loss_would_cost() -> None:
+    # sub-linear, due at 6 000 s, 0.45 done at 2 800 s on the plan's 3 on-demand nodes,
+    # 5 USD spent: the budget is 1.95 USD and the fallback 4 nodes.  The 3 nodes' spare
+    # (24 s) cannot absorb a loss (a 120 s rollback), so losing spot would leave the
+    # job on 4 on-demand nodes, 1.78 USD of dearer samples beyond the plan.  Four spot
+    # nodes' venture (0.32 USD) fits the budget but not what that loss leaves of it
+    # (0.17 USD): no new spot.  Weighed against the whole budget they were taken, and a
+    # search window ended 0.7 % above the plan plus the bet after losing them.
+    setting = {**SUBLINEAR, "deadline_s": 6000.0}
+    obs = deadline_obs(
+        0.45, now_s=2800.0, spent_usd=5.0, on_demand_held=3, spot_available=4, **setting
+    )
+    policy = receding()
+    policy.decide(deadline_obs(spot_available=4, **setting))
+    plan = policy.deadline.plan(obs)
+    assert policy.kept_usd(obs, plan, 4) == pytest.approx(1.7778, abs=1e-4)
+    assert policy.decide(obs) == Decision(0, 4, None)
+    whole = receding()
+    whole.decide(deadline_obs(spot_available=4, **setting))
+    whole.kept_usd = lambda *args: 0.0  # type: ignore[method-assign]
+    assert whole.decide(obs) == Decision(4, 0, 1800.0)
+
+
+def test_spot_past_the_last_safe_moment_keeps_the_fallbacks_pace_or_none() -> None:
+    # the last safe moment of the margin test above (9 075 s, a 180 s margin) with one
+    # spot node and 7 on-demand ones held and 3.5 USD spent: the budget (1.09 USD) no
+    # longer covers 8 new spot nodes' venture.  The one held is no substitute for the
+    # fallback's 8 nodes: on-demand to the end (it once replaced all 8, and was late)
+    obs = deadline_obs(
+        now_s=9075.0, progress=0.5, spent_usd=3.5, spot_available=8, spot_held=1, on_demand_held=7
+    )
+    policy = receding(safety_margin_s=180.0)
+    plan = policy.deadline.plan(obs)
+    budget = policy.deadline.budget_usd(obs, policy.budget_plan(obs, plan))
+    assert budget == pytest.approx(1.088, abs=1e-3)
+    assert policy._afford_spot(obs, 8, 0, plan, (budget, 8)) == 1
+    assert policy._spot_at_last_moment(obs, 8, policy.spare_s(obs, 8), plan, budget) == 0
+    assert policy.decide(obs) == Decision(0, 8, None)
