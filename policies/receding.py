@@ -34,6 +34,8 @@ _LAM_RANGE = 1e3
 _PUT_OFF = 1e-6
 #: Seconds of spare at which the last safe moment has come (no wake-ups closer).
 _SPARE_EPS_S = 1.0
+#: What a spot venture is weighed against: the budget (USD) and the fallback's count.
+_Money = tuple[float, int]
 
 
 @register
@@ -261,9 +263,8 @@ class RecedingPolicy(PolicyBase):
     ) -> float:
         """The least ``lam`` whose expected work covers what is left (``_LAM_RANGE`` x cap).
 
-        The expected rate is a step function of ``lam`` (each level's frontier steps
-        at its vertices' prices), so its steps are swept in order: exact, and
-        ``O(levels x max_nodes)``.
+        The expected rate is a step function of ``lam`` (each level's frontier steps at
+        its vertices' prices): its steps swept in order, exact, ``O(levels x max_nodes)``.
         """
         assert obs.deadline_s is not None
         high = plan.usd_per_sample * _LAM_RANGE
@@ -493,9 +494,8 @@ class RecedingPolicy(PolicyBase):
         again), a costly trap on a long remaining run.  So the reserve is the lead
         plus a failure for the loss now and ``loss_cover`` times the losses expected
         in the time left at the rate seen (one prior loss over ``prior_h``): the rate
-        of a window's first hours underrates its later losses, and a reserve of the
-        expected losses alone (1x or 2x) was trapped on 1.1x deadlines (1.6x the
-        optimum) where 5x was not.
+        of a window's first hours underrates its later losses: 1x or 2x the expected
+        losses were trapped on 1.1x deadlines (1.6x the optimum), 5x was not.
         """
         per_s = self.history.drops_per_s(self.config.prior_h * 3600.0)
         losses = 1.0 + self.config.loss_cover * per_s * (obs.time_left_s or 0.0)
@@ -536,7 +536,7 @@ class RecedingPolicy(PolicyBase):
         return cost / 3600.0
 
     def _afford_spot(
-        self, obs: Observation, spot: int, on_demand: int, plan: OnDemandPlan, money: tuple
+        self, obs: Observation, spot: int, on_demand: int, plan: OnDemandPlan, money: _Money
     ) -> int:
         """New spot nodes only while the budget covers their venture (``deadline``'s rule).
 
