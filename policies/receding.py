@@ -322,7 +322,7 @@ class RecedingPolicy(PolicyBase):
         spot, on_demand = self._switch_or_hold(obs, lam, frontiers[available])
         if self._afford_spot(obs, spot, on_demand, plan, (budget, fallback)) < spot:
             level = obs.spot_held if budget >= 0.0 else 0  # no new spot: the best without
-            held = self.frontier(obs, level, plan.usd_per_sample)
+            held = frontiers.get(level) or self.frontier(obs, level, plan.usd_per_sample)
             spot, on_demand = self._switch_or_hold(obs, lam, held)
         if spot + on_demand < obs.min_nodes:
             spot, on_demand = 0, 0
