@@ -33,6 +33,7 @@ from .authstore import parse_address
 __all__ = [
     "Launcher",
     "LocalLauncher",
+    "NoFreeSlot",
     "ProcessHandle",
     "WorkerLaunch",
     "last_log_line",
@@ -198,6 +199,16 @@ class ProcessHandle(Protocol):
         """Deliver ``sig`` (SIGKILL emulates a preemption without notice)."""
 
 
+class NoFreeSlot(RuntimeError):  # noqa: N818 - a state, as ``StopIteration`` is
+    """A launcher had no free slot when asked to spawn, though ``slots`` offered one.
+
+    A launcher's ``slots`` is what it holds *now*: a host or Ray node that dies
+    between the group's read of ``slots`` and its ``spawn`` leaves nothing to start
+    on.  That is the cluster changing, not a bug, so the group treats it as "full"
+    and asks again at its next spawn decision.
+    """
+
+
 class Launcher(Protocol):
     """Starts worker processes on one host."""
 
@@ -209,6 +220,9 @@ class Launcher(Protocol):
 
         ``files`` is the run's :class:`~.runfiles.RunFiles`; a launcher on another
         host uses the user's copies of those files there instead.
+
+        Raises:
+            NoFreeSlot: its slots shrank since they were read (a host lost).
         """
 
     def close(self) -> None:

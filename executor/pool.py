@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .authstore import StoreServer
-from .launchers import Launcher, WorkerLaunch, last_log_line
+from .launchers import Launcher, NoFreeSlot, WorkerLaunch, last_log_line
 from .protocol import (
     CMDSEQ_KEY,
     GO_ABORT,
@@ -228,7 +228,9 @@ class WorkerPool:
         """Start one worker on the launcher with the most free slots (None: all full).
 
         The worker gets the lowest free slot index of its launcher as
-        ``--device-index``: with CUDA, one GPU per slot.
+        ``--device-index``: with CUDA, one GPU per slot.  A launcher whose slots
+        vanished between the count and the start (a host lost) counts as full: the
+        next spawn decision reads the slots again.
         """
         best = max(self.launchers, key=self._free_slots)
         if self._free_slots(best) <= 0:
@@ -246,7 +248,11 @@ class WorkerPool:
             device_index=slot,
             idle_warmup=bool(self.settings.idle_warmup),
         )
-        proc = best.spawn(launch, self._files)
+        try:
+            proc = best.spawn(launch, self._files)
+        except NoFreeSlot as exc:
+            log.info("no worker started: %s", exc)
+            return None
         worker = Worker(wid, best, proc, wall, slot=slot)
         self.workers.add(worker)
         return worker

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .launchers import Launcher, ProcessHandle, WorkerLaunch
+from .launchers import Launcher, NoFreeSlot, ProcessHandle, WorkerLaunch
 
 __all__ = ["SlotPool", "SlotView"]
 
@@ -175,13 +175,18 @@ class SlotPool:
 
         The group numbers its slots per job; the device index a worker gets (one GPU
         per slot with CUDA) is the pool's, so two jobs never share a device.
+
+        Raises:
+            NoFreeSlot: none is free for ``job`` now.  A Ray node's slots are read
+                afresh at each call, so a node that died since the group read
+                :attr:`SlotView.slots` lands here (seen in CI after a host loss).
         """
         s = self._slots[index]
         s.reap()
         used = s.used()
         free = [i for i in range(s.launcher.slots) if i not in used]
         if not free or self._view_slots(job, index) <= len(s.held[job]):
-            raise RuntimeError(f"job {job!r} has no free slot on {s.launcher.name}")
+            raise NoFreeSlot(f"job {job!r} has no free slot on {s.launcher.name}")
         slot = free[0]
         proc = s.launcher.spawn(dataclasses.replace(launch, device_index=slot), files)
         s.held[job].append(_Held(proc, slot))

@@ -14,7 +14,9 @@ from conftest import FakeProc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from elasim.executor.group import GroupSettings, ProcessWorkerGroup
 from elasim.executor.launchers import WorkerLaunch
+from elasim.executor.protocol import WorkerSettings
 from elasim.executor.slots import SlotPool
 
 
@@ -170,3 +172,38 @@ def test_a_capacity_drop_takes_whole_nodes_away_and_a_rise_gives_them_back():
     assert launchers[1].spawned == [(0, 0)]
     usable[0] = 99  # more than the cluster has: every node
     assert pool.usable() == 3
+
+
+class _Store:
+    port = 29500
+
+    def set(self, key: str, value: str) -> None:
+        pass
+
+
+class _HostDiesOnStart:
+    """A store whose first write kills ``launcher``'s host: after the group counted its
+    slots, before it started anything (as a Ray node read afresh can vanish)."""
+
+    port = 29500
+
+    def __init__(self, launcher: FakeLauncher) -> None:
+        self.launcher = launcher
+
+    def set(self, key: str, value: str) -> None:
+        self.launcher.slots = 0
+
+
+def test_a_host_lost_between_the_count_and_the_start_leaves_the_group_full_not_broken():
+    """CI once saw ``cluster run`` die with "no free slot" after a Ray host was lost."""
+    real = FakeLauncher("ray:10.0.0.2", 2)
+    pool = SlotPool([real])
+    group = ProcessWorkerGroup(GroupSettings(worker=WorkerSettings()), pool.views("b"))
+    pool.set_quota("b", 2)
+    group.pool._store = _HostDiesOnStart(real)  # what start() would open
+    assert group.pool.spawn() is None  # full now, not an error
+    assert real.spawned == [] and pool.alive("b") == 0
+    real.slots = 2  # the host is back: the next decision starts there
+    group.pool._store = _Store()
+    worker = group.pool.spawn()
+    assert worker is not None and real.spawned == [(worker.wid, 0)]
