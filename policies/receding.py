@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
@@ -377,10 +378,12 @@ class RecedingPolicy(PolicyBase):
         fallback (a commitment already late), the fallback.
         """
         margin = self.deadline.margin_s(obs)
-        for nodes in range(min(plan.nodes, fallback), fallback):
-            if self.deadline.slack_s(obs, nodes) >= margin:
-                return nodes
-        return fallback
+        return self._fewest(plan, fallback, lambda n: self.deadline.slack_s(obs, n) >= margin)
+
+    @staticmethod
+    def _fewest(plan: OnDemandPlan, fallback: int, keeps: Callable[[int], bool]) -> int:
+        """The fewest on-demand count from the plan's up to the fallback that ``keeps``."""
+        return next((n for n in range(min(plan.nodes, fallback), fallback) if keeps(n)), fallback)
 
     def failure_s(self, obs: Observation, nodes: int) -> float:
         """Slack one loss of spot nodes can cost, the job finishing on ``nodes`` nodes.
@@ -557,11 +560,8 @@ class RecedingPolicy(PolicyBase):
 
     def kept_usd(self, obs: Observation, plan: OnDemandPlan, fallback: int) -> float:
         """The extra cost of the on-demand count a loss of spot would leave the job on."""
-        priced = self.budget_plan(obs, plan)  # as the budget prices the plan
-        for nodes in range(min(plan.nodes, fallback), fallback):
-            if self.spot_safe(obs, self.spare_s(obs, nodes), nodes):
-                return self.extra_usd(obs, priced, nodes)
-        return self.extra_usd(obs, priced, fallback)
+        nodes = self._fewest(plan, fallback, lambda n: self.spot_safe(obs, self.spare_s(obs, n), n))
+        return self.extra_usd(obs, self.budget_plan(obs, plan), nodes)  # as the budget prices it
 
     def return_reserve_s(
         self, obs: Observation, fallback: int, spare_s: float, within_s: float = 0.0
