@@ -62,13 +62,15 @@ from pathlib import Path
 from typing import Any
 
 from .auth import AGENT, AuthError, client_handshake, read_secret, server_handshake
-from .launchers import WorkerLaunch, worker_argv, worker_env
+from .launchers import NoFreeSlot, WorkerLaunch, worker_argv, worker_env
 from .runfiles import read_worker_settings
 
 __all__ = ["Agent", "AgentError", "AgentServer", "RemoteLauncher", "RemoteProcess"]
 
 log = logging.getLogger(__name__)
 _SPAWN_TIMEOUT_S = 30.0
+#: the reason an agent refuses a spawn because all its slots are taken
+_NO_FREE_SLOT = "no free slot"
 #: The signals a controller may ask an agent to deliver (kill, stop, freeze, dump stacks).
 ALLOWED_SIGNALS = frozenset(
     int(s) for s in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
@@ -191,6 +193,11 @@ class RemoteLauncher:
 
         Only ``launch``'s fields travel; the agent uses its own copies of the run's
         files (``files`` is this host's, unused here).
+
+        Raises:
+            NoFreeSlot: the agent had every slot taken (its workers' exits reach it
+                before they reach us).
+            AgentError: the agent is gone, or could not start the worker.
         """
         wid = launch.wid
         if self._closed:
@@ -206,6 +213,8 @@ class RemoteLauncher:
             reply = self._spawned.get(wid)
         if reply is None or reply.get("op") == "error":
             reason = reply.get("reason") if reply else "disconnected"
+            if reason == _NO_FREE_SLOT:  # its count ran ahead of ours: full, for now
+                raise NoFreeSlot(f"{self.name} has no free slot for worker {wid}")
             raise AgentError(f"{self.name} could not start worker {wid}: {reason}")
         return RemoteProcess(self, wid, int(reply["pid"]))
 
@@ -458,7 +467,7 @@ class Agent:
                 return True
             wid = launch.wid
             if len(self._procs) >= self.slots or wid in self._procs:
-                _send(sock, lock, {"op": "error", "wid": wid, "reason": "no free slot"})
+                _send(sock, lock, {"op": "error", "wid": wid, "reason": _NO_FREE_SLOT})
                 return True
             try:
                 proc = self._spawn(launch)

@@ -25,7 +25,7 @@ from conftest import error_lines
 from elasim.executor import agent as agent_mod
 from elasim.executor.agent import Agent, AgentError, AgentServer
 from elasim.executor.auth import AGENT, client_handshake
-from elasim.executor.launchers import interface_of, worker_env
+from elasim.executor.launchers import NoFreeSlot, WorkerLaunch, interface_of, worker_env
 from elasim.executor.protocol import WorkerSettings
 from elasim.executor.runfiles import RunFiles
 
@@ -103,6 +103,32 @@ def test_a_client_trickling_bytes_cannot_keep_a_real_agent_out(monkeypatch):
         good.close()
     finally:
         stop.set()
+        server.close()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("reason", "raised"), [("no free slot", NoFreeSlot), ("exec failed", AgentError)]
+)
+def test_an_agent_that_refuses_a_spawn_for_want_of_a_slot_reads_as_full(reason, raised):
+    """Its count ran ahead of the controller's: the group counts it full (NoFreeSlot)."""
+    server = AgentServer("127.0.0.1", 0, secret=SECRET)
+    server.start()
+    try:
+        peer = _hello(server.port)
+        (launcher,) = server.wait_for_agents(1, timeout_s=5)
+
+        def refuse() -> None:
+            request = json.loads(peer.makefile("rb").readline())
+            reply = {"op": "error", "wid": request["wid"], "reason": reason}
+            peer.sendall(json.dumps(reply).encode() + b"\n")
+
+        threading.Thread(target=refuse, daemon=True).start()
+        launch = WorkerLaunch(wid=3, store="127.0.0.1:1", spawn_wall_s=0.0)
+        with pytest.raises(raised, match="worker 3"):
+            launcher.spawn(launch)
+        peer.close()
+    finally:
         server.close()
 
 
