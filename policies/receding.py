@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from ._common import check_bool, check_float, usable_spot, wake_after
@@ -70,7 +70,8 @@ class RecedingPolicy(PolicyBase):
     with no spot, while their own spare keeps a reserve for the losses to come (the
     same nodes can do the work later at the same price) or the spare covers
     ``outage_cover`` expected waits for spot (the mean outage seen so far, with a prior
-    one): the past underrates spot after a window that opened with an outage.
+    one), times the fallback's premium per sample: the past underrates spot after a
+    window that opened with an outage.
 
     **Guarantees** (``deadline``'s).  ``lam`` is capped at the on-demand plan's price
     of a sample, so every configuration chosen makes samples no dearer than the plan,
@@ -112,8 +113,8 @@ class RecedingPolicy(PolicyBase):
                 levels, before anything is seen.
             outage_h: the prior mean length of an outage (one prior outage).
             outage_cover: with no spot, on-demand nodes are put off (as ahead of the
-                line) while the spare covers this many expected waits for spot;
-                0 turns this off.
+                line) while the spare covers this many expected waits for spot, times
+                the fallback's premium per sample (:meth:`premium`); 0 turns this off.
             loss_cover: with no spot, the on-demand nodes the price of work buys wait
                 while their own spare keeps a reserve for this many times the losses
                 of spot expected at the rate seen (:meth:`reserve_s`); 0 turns this
@@ -170,12 +171,12 @@ class RecedingPolicy(PolicyBase):
     def fallback_nodes(self, obs: Observation, plan: OnDemandPlan, budget_usd: float) -> int:
         """The fastest on-demand count (``k0`` or more) whose extra cost the budget covers.
 
-        ``plan`` as the budget prices it (:meth:`budget_plan`).  The extra cost is the
+        ``plan`` as the budget prices it (``plan.for_budget``).  The extra cost is the
         dearer samples left plus what taking that count costs beyond the plan's own
-        start (:meth:`extra_usd`).  Without the switch, a
-        committed group whose budget had shrunk to the price of dearer samples grew
-        by one node late in a run and ended above the plan plus the bet (0.2 % over,
-        on a 16-node window of a real 1-node trace: the property test found it).
+        start (:meth:`extra_usd`).  Without the switch, a committed group whose budget
+        had shrunk to the price of dearer samples grew by one node late in a run and
+        ended above the plan plus the bet (0.2 % over, on a 16-node window of a real
+        1-node trace: the property test found it).
         """
         best, best_rate = plan.nodes, self.deadline.rate(obs, plan.nodes)
         for nodes in range(plan.nodes + 1, obs.max_nodes + 1):
@@ -189,10 +190,10 @@ class RecedingPolicy(PolicyBase):
 
         The remaining samples at their dearer price, plus taking that count beyond the
         plan's own start (:meth:`switch_usd`).  ``plan`` as the budget prices it
-        (:meth:`budget_plan`): the plan's price of a sample at today's checkpoint
-        interval, which a loss of spot shortens, credits the remaining samples at
-        more than the plan pays, and a 16-node window ended 0.5 % above the plan plus
-        the bet after committing to a fallback the budget seemed to cover.
+        (``plan.for_budget``): the plan's price of a sample at today's checkpoint
+        interval, which a loss of spot shortens, credits the remaining samples at more
+        than the plan pays, and a 16-node window ended 0.5 % above the plan plus the
+        bet after committing to a fallback the budget seemed to cover.
         """
         if nodes <= plan.nodes:
             return 0.0
@@ -200,25 +201,6 @@ class RecedingPolicy(PolicyBase):
         price = nodes * obs.on_demand_price_per_hour / 3600.0 / rate if rate > 0 else math.inf
         extra = (price - plan.usd_per_sample) * obs.remaining_samples
         return extra + self.switch_usd(obs, plan, nodes)
-
-    def budget_plan(self, obs: Observation, plan: OnDemandPlan) -> OnDemandPlan:
-        """The plan as the budget prices it: its samples without periodic checkpoints.
-
-        The plan's price of a sample counts the checkpoints at the interval the job
-        writes them now, which shortens once spot has been lost; priced so, every
-        sample already done would be credited at the dearer price, and ``receding``,
-        which spends its whole budget on a faster fallback, ended up to 0.6 % above
-        the plan's real cost plus the bet on 16-node windows of real 1-node traces
-        (the on-demand plan replayed alone keeps its longer interval).  Without the
-        checkpoints the budget's plan is never dearer than the real one.
-        """
-        share = obs.training_share
-        if share >= 1.0 or share <= 0.0:
-            return plan
-        per_sample = plan.usd_per_sample * share
-        started_usd = plan.nodes * obs.on_demand_price_per_hour * plan.start_pause_s / 3600.0
-        cost = per_sample * job_samples(obs) + started_usd
-        return replace(plan, usd_per_sample=per_sample, cost_usd=min(cost, plan.cost_usd))
 
     @staticmethod
     def switch_usd(obs: Observation, plan: OnDemandPlan, nodes: int) -> float:
@@ -300,7 +282,7 @@ class RecedingPolicy(PolicyBase):
         if early is not None:
             return early
         assert plan is not None
-        priced = self.budget_plan(obs, plan)
+        priced = plan.for_budget(obs)
         budget = self.deadline.budget_usd(obs, priced)
         fallback = self.fallback_nodes(obs, priced, budget)
         spare = self.spare_s(obs, fallback)
@@ -319,7 +301,7 @@ class RecedingPolicy(PolicyBase):
                 return move
         if available not in frontiers:
             frontiers[available] = self.frontier(obs, available, plan.usd_per_sample)
-        lam = self._put_off(obs, lam, frontiers[available], spare)
+        lam = self._put_off(obs, lam, frontiers[available], (spare, fallback))
         spot, on_demand = self._switch_or_hold(obs, lam, frontiers[available])
         if self._afford_spot(obs, spot, on_demand, plan, (budget, fallback)) < spot:
             level = obs.spot_held if budget >= 0.0 else 0  # no new spot: the best without
@@ -437,7 +419,7 @@ class RecedingPolicy(PolicyBase):
         return 0
 
     def _put_off(
-        self, obs: Observation, lam: float, frontier: list[Vertex], spare_s: float
+        self, obs: Observation, lam: float, frontier: list[Vertex], spare: tuple[float, int]
     ) -> float:
         """A price just below ``lam`` when it would buy on-demand nodes ahead of the line.
 
@@ -448,8 +430,9 @@ class RecedingPolicy(PolicyBase):
         ``lam`` (its tie with the same spot and fewer on-demand nodes) are put off;
         behind it, or when ``lam`` has risen past them, they come.  Spot is never put
         off.  With no spot, they are put off behind the line too while they may wait
-        (:meth:`_rides_out`): the line alone buys half the time of a first outage at
-        a 2x deadline, with a day of slack (measured in the policies guide).
+        (:meth:`_rides_out`; ``spare``: the spare and the fallback it is counted on):
+        the line alone buys half the time of a first outage at a 2x deadline, with a
+        day of slack (measured in the policies guide).
         """
         assert obs.deadline_s is not None
         if not self.config.pace:
@@ -457,7 +440,7 @@ class RecedingPolicy(PolicyBase):
         total = job_samples(obs)
         line = total * min(max(obs.now_s / obs.deadline_s, 0.0), 1.0)
         at = best_at(frontier, lam).config
-        if total - obs.remaining_samples <= line and not self._rides_out(obs, spare_s, at[1]):
+        if total - obs.remaining_samples <= line and not self._rides_out(obs, spare, at[1]):
             return lam
         below = lam * (1.0 - _PUT_OFF)
         lower = best_at(frontier, below).config
@@ -465,7 +448,7 @@ class RecedingPolicy(PolicyBase):
             return below
         return lam
 
-    def _rides_out(self, obs: Observation, spare_s: float, nodes: int) -> bool:
+    def _rides_out(self, obs: Observation, spare: tuple[float, int], nodes: int) -> bool:
         """Whether, with no spot now, the plan's ``nodes`` on-demand nodes may wait.
 
         They wait while the spare *on those nodes* keeps the reserve for the losses
@@ -474,12 +457,15 @@ class RecedingPolicy(PolicyBase):
         while slack left at the end is on-demand time bought for nothing (one-node
         held-out worst 1.45x -> 1.16x; measured in the policies guide).
 
-        Otherwise, while ``spare_s`` (counted on the fallback) covers ``outage_cover``
+        Otherwise, while the spare counted on the fallback covers ``outage_cover``
         expected waits for spot, from the outages seen
         (:meth:`AvailabilityHistory.outage_left_s`, with one prior outage of
         ``outage_h``), so it grows with the current outage's age: a long outage is
         waited out only while the slack stays several times what is left of it, then
-        the uniform progress line decides.
+        the uniform progress line decides.  Those waits count times the fallback's
+        premium per sample over ``nodes`` (:meth:`premium`): if spot does not return,
+        the work put off is done on the fallback, and a 4-node fallback's samples
+        cost 3x one node's for ResNet-50 (a 4-node 2x window: 1.49x -> 1.14x).
         """
         if self.config.outage_cover <= 0.0 or usable_spot(obs) > 0:
             return False
@@ -487,7 +473,13 @@ class RecedingPolicy(PolicyBase):
             if self.spare_s(obs, nodes) >= self.reserve_s(obs, nodes):
                 return True
         wait_s = self.history.outage_left_s(self.config.outage_h * 3600.0)
-        return spare_s >= self.config.outage_cover * wait_s
+        spare_s, fallback = spare
+        return spare_s >= self.config.outage_cover * self.premium(obs, nodes, fallback) * wait_s
+
+    def premium(self, obs: Observation, nodes: int, fallback: int) -> float:
+        """How many times a sample on ``fallback`` nodes costs one on ``nodes`` (>= 1)."""
+        own, rate = max(nodes, 1), self.deadline.rate
+        return max(fallback * rate(obs, own) / (own * rate(obs, fallback)), 1.0)
 
     def reserve_s(self, obs: Observation, nodes: int) -> float:
         """Spare kept while on-demand ``nodes`` wait out an outage: the losses to come.
@@ -561,7 +553,7 @@ class RecedingPolicy(PolicyBase):
     def kept_usd(self, obs: Observation, plan: OnDemandPlan, fallback: int) -> float:
         """The extra cost of the on-demand count a loss of spot would leave the job on."""
         nodes = self._fewest(plan, fallback, lambda n: self.spot_safe(obs, self.spare_s(obs, n), n))
-        return self.extra_usd(obs, self.budget_plan(obs, plan), nodes)  # as the budget prices it
+        return self.extra_usd(obs, plan.for_budget(obs), nodes)  # as the budget prices it
 
     def return_reserve_s(
         self, obs: Observation, fallback: int, spare_s: float, within_s: float = 0.0

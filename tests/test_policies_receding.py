@@ -232,7 +232,7 @@ def test_spot_past_the_last_safe_moment_only_while_the_margin_covers_a_loss() ->
     policy = receding(safety_margin_s=120.0)
     assert policy.decide(obs) == Decision(0, 8, None)
     plan = policy.deadline.plan(obs)
-    budget = policy.deadline.budget_usd(obs, policy.budget_plan(obs, plan))
+    budget = policy.deadline.budget_usd(obs, plan.for_budget(obs))
     assert policy.deadline.commit(obs, plan, budget) == Decision(1, 7, None)
     on_spot = deadline_obs(now_s=9135.0, spot_held=8, **late)
     assert receding(safety_margin_s=120.0).decide(on_spot) == Decision(8, 0, 1800.0)
@@ -289,6 +289,26 @@ def test_rides_out_an_outage_that_the_slack_covers_twice() -> None:
     short_outages(policy, 3900.0)
     assert policy.decide(deadline_obs(now_s=7000.0)).total_nodes == 0
     assert policy.decide(deadline_obs(now_s=8000.0)).on_demand_nodes == 8
+
+
+def test_waits_on_a_dearer_fallback_only_while_the_spare_covers_its_premium() -> None:
+    # sub-linear, half done, due at 12 000 s; 5 outages of 100 s ended by 1 000 s, then
+    # spot's level 1 to 7 100 s: one waits (3 600 + 500) / 6 = 683 s.  The budget
+    # covers a 4-node fallback, spare 12 000 - 7 100 - 60 - 5e5 / 200 - 60 = 2 280 s:
+    # two waits (1 367 s) fit, but a sample on 4 nodes costs 4 x 100 / 200 = 2x one on
+    # the one node the price of work buys, so the waits count twice (2 733 s): it buys
+    # the node now rather than bet the work on the fallback (a 4-node window, 1.49x)
+    obs = deadline_obs(progress=0.5, now_s=7100.0, deadline_s=12_000.0, **SUBLINEAR)
+    policy = receding()
+    short_outages(policy, 1000.0)
+    assert policy.decide(obs) == Decision(0, 1, 1800.0)
+    assert policy.spare_s(obs, 4) == pytest.approx(2280.0)
+    assert policy.premium(obs, 1, 4) == pytest.approx(2.0)
+    assert policy.premium(obs, 4, 4) == 1.0 and policy.premium(obs, 2, 1) == 1.0
+    flat = receding()
+    flat.premium = lambda *args: 1.0  # type: ignore[method-assign]
+    short_outages(flat, 1000.0)
+    assert flat.decide(obs).total_nodes == 0  # without the premium, it waits
 
 
 def test_committed_nodes_keep_only_the_held_spot_nodes_that_help() -> None:
@@ -375,7 +395,7 @@ def test_spot_past_the_last_safe_moment_keeps_the_fallbacks_pace_or_none() -> No
     )
     policy = receding(safety_margin_s=180.0)
     plan = policy.deadline.plan(obs)
-    budget = policy.deadline.budget_usd(obs, policy.budget_plan(obs, plan))
+    budget = policy.deadline.budget_usd(obs, plan.for_budget(obs))
     assert budget == pytest.approx(1.088, abs=1e-3)
     assert policy._afford_spot(obs, 8, 0, plan, (budget, 8)) == 1
     assert policy._spot_at_last_moment(obs, 8, policy.spare_s(obs, 8), plan, budget) == 0
