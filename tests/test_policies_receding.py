@@ -63,13 +63,18 @@ def test_buys_on_demand_once_spot_has_stayed_away() -> None:
     policy = receding(loss_cover=0.0)
     policy.decide(deadline_obs())
     assert policy.decide(deadline_obs(now_s=7000.0)) == Decision(0, 8, 1800.0)
-    # with it, the 8 nodes the price of work buys wait while their spare (10 000 - 7 000
-    # - 60 - 1 250 - 60 = 1 630 s) keeps the reserve: they can do the work later
-    policy = receding()
+    # with it, and a look every 12 minutes, the 8 nodes the price of work buys wait
+    # while their spare (10 000 - 7 000 - 60 - 1 250 - 60 = 1 630 s) less the time to
+    # the next look (720 s) keeps the reserve (725 s): they can do the work later
+    policy = receding(replan_h=0.2)
     policy.decide(deadline_obs())
     obs = deadline_obs(now_s=7000.0)
-    assert policy.spare_s(obs, 8) > policy.reserve_s(obs, 8)
-    assert policy.decide(obs).total_nodes == 0
+    assert policy.spare_s(obs, 8) - 720.0 > policy.reserve_s(obs, 8) == pytest.approx(725.0)
+    assert policy.decide(obs) == Decision(0, 0, 720.0)
+    # looking again only in half an hour, the reserve would not hold until then: they come
+    policy = receding()
+    policy.decide(deadline_obs())
+    assert policy.decide(obs) == Decision(0, 8, 1800.0)
     # a fresh policy has seen nothing: the prior alone still waits (its state is
     # what it observed)
     assert receding().decide(deadline_obs(now_s=7000.0)).total_nodes == 0
@@ -107,13 +112,18 @@ def test_the_cheapest_on_demand_node_waits_on_its_own_spare() -> None:
     # levels 1..4 of 28 400 s: 64/s) is short of 4e5 / 5 880 s = 68/s, so the price of
     # work buys one on-demand node (the cheapest samples; the fallback is 4 nodes).
     # That node could do the work later at the same price: it waits while its own
-    # spare (20 000 - 14 000 - 60 - 4 000 - 60 = 1 880 s) keeps the reserve (727 s)
+    # spare (20 000 - 14 000 - 60 - 4 000 - 60 = 1 880 s), less the 15 minutes to
+    # the next look, keeps the reserve (727 s)
     setting = {**SUBLINEAR, "deadline_s": 20_000.0}
     obs = deadline_obs(0.6, now_s=14_000.0, **setting)
     for loss_cover, nodes in ((0.0, 1), (5.0, 0)):
-        policy = receding(loss_cover=loss_cover)
+        policy = receding(loss_cover=loss_cover, replan_h=0.25)
         policy.decide(deadline_obs(**setting))
-        assert policy.decide(obs) == Decision(0, nodes, 1800.0)
+        assert policy.decide(obs) == Decision(0, nodes, 900.0)
+    # looking again only in half an hour, the spare would be below the reserve by then
+    late = receding()
+    late.decide(deadline_obs(**setting))
+    assert late.decide(obs) == Decision(0, 1, 1800.0)
     assert policy.spare_s(obs, 1) == pytest.approx(1880.0)
     assert policy.reserve_s(obs, 1) == pytest.approx(480.0 + 120.0 * (1 + 5 * 6000 / 28_400))
 
