@@ -158,6 +158,15 @@ class DeadlinePolicy(PolicyBase):
         """Goodput on ``nodes`` nodes, checkpoints and the assumed overhead taken off."""
         return training_rate(obs, nodes, self.config.overhead_fraction)
 
+    def usd_per_sample(self, obs: Observation, nodes: int, price_per_hour: float) -> float:
+        """USD per sample on ``nodes`` nodes at ``price_per_hour`` each (inf at no goodput).
+
+        One price of a sample for every comparison of node counts, so that the
+        thrifty spot count, a fallback's extra cost and its premium cannot drift apart.
+        """
+        rate = self.rate(obs, nodes)
+        return nodes * price_per_hour / 3600.0 / rate if rate > 0.0 else math.inf
+
     def finish_s(self, obs: Observation, on_demand: int) -> float:
         """Seconds to finish on ``on_demand`` on-demand nodes alone from now.
 
@@ -357,13 +366,11 @@ class DeadlinePolicy(PolicyBase):
         """
         saving = cost_effective_spot(obs, 0, plan.usd_per_sample)
         plan_rate = self.rate(obs, plan.nodes)
-        per_s = obs.spot_price_per_hour / 3600.0
         thrifty, best_cost = 0, math.inf
         for spot in range(obs.min_nodes, min(usable_spot(obs), obs.max_nodes) + 1):
-            rate = self.rate(obs, spot)
-            if rate < plan_rate or rate <= 0.0:
+            if self.rate(obs, spot) < plan_rate:
                 continue
-            cost = spot * per_s / rate
+            cost = self.usd_per_sample(obs, spot, obs.spot_price_per_hour)
             if cost < plan.usd_per_sample and cost < best_cost * (1.0 - 1e-12):
                 thrifty, best_cost = spot, cost
         if not thrifty or not self.config.pace:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import ClassVar
@@ -197,8 +196,7 @@ class RecedingPolicy(PolicyBase):
         """
         if nodes <= plan.nodes:
             return 0.0
-        rate = self.deadline.rate(obs, nodes)
-        price = nodes * obs.on_demand_price_per_hour / 3600.0 / rate if rate > 0 else math.inf
+        price = self.deadline.usd_per_sample(obs, nodes, obs.on_demand_price_per_hour)
         extra = (price - plan.usd_per_sample) * obs.remaining_samples
         return extra + self.switch_usd(obs, plan, nodes)
 
@@ -485,8 +483,9 @@ class RecedingPolicy(PolicyBase):
 
     def premium(self, obs: Observation, nodes: int, fallback: int) -> float:
         """How many times a sample on ``fallback`` nodes costs one on ``nodes`` (>= 1)."""
-        own, rate = max(nodes, 1), self.deadline.rate
-        return max(fallback * rate(obs, own) / (own * rate(obs, fallback)), 1.0)
+        price = self.deadline.usd_per_sample
+        od = obs.on_demand_price_per_hour
+        return max(price(obs, fallback, od) / price(obs, max(nodes, 1), od), 1.0)
 
     def reserve_s(self, obs: Observation, nodes: int) -> float:
         """Spare kept while on-demand ``nodes`` wait out an outage: the losses to come.
