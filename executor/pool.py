@@ -251,7 +251,10 @@ class WorkerPool:
         try:
             proc = best.spawn(launch, self._files)
         except NoFreeSlot as exc:
-            log.info("no worker started: %s", exc)
+            # the worker never ran: its counters go (the wid stays unused, a gap)
+            self._store.delete_key(event_count_key(wid))
+            self._store.delete_key(steps_count_key(wid))
+            log.info("no worker %d started: %s", wid, exc)
             return None
         worker = Worker(wid, best, proc, wall, slot=slot)
         self.workers.add(worker)

@@ -177,21 +177,27 @@ def test_a_capacity_drop_takes_whole_nodes_away_and_a_rise_gives_them_back():
 class _Store:
     port = 29500
 
+    def __init__(self) -> None:
+        self.keys: dict[str, str] = {}
+
     def set(self, key: str, value: str) -> None:
-        pass
+        self.keys[key] = value
+
+    def delete_key(self, key: str) -> bool:
+        return self.keys.pop(key, None) is not None
 
 
-class _HostDiesOnStart:
+class _HostDiesOnStart(_Store):
     """A store whose first write kills ``launcher``'s host: after the group counted its
     slots, before it started anything (as a Ray node read afresh can vanish)."""
 
-    port = 29500
-
     def __init__(self, launcher: FakeLauncher) -> None:
+        super().__init__()
         self.launcher = launcher
 
     def set(self, key: str, value: str) -> None:
         self.launcher.slots = 0
+        super().set(key, value)
 
 
 def test_a_host_lost_between_the_count_and_the_start_leaves_the_group_full_not_broken():
@@ -200,9 +206,10 @@ def test_a_host_lost_between_the_count_and_the_start_leaves_the_group_full_not_b
     pool = SlotPool([real])
     group = ProcessWorkerGroup(GroupSettings(worker=WorkerSettings()), pool.views("b"))
     pool.set_quota("b", 2)
-    group.pool._store = _HostDiesOnStart(real)  # what start() would open
+    store = group.pool._store = _HostDiesOnStart(real)  # what start() would open
     assert group.pool.spawn() is None  # full now, not an error
     assert real.spawned == [] and pool.alive("b") == 0
+    assert store.keys == {}  # the worker that never ran leaves no counters behind
     real.slots = 2  # the host is back: the next decision starts there
     group.pool._store = _Store()
     worker = group.pool.spawn()
