@@ -34,6 +34,9 @@ USD), whose policy now commits to a count that keeps its safety margin (it finis
 the optimum), whose policy now commits one failure and a pause before the last safe
 moment where spot kept the fallback's pace, so that spot returning after the
 commitment can be taken back (on this window the earlier commitment costs 0.73 USD).
+And once more: the 68 parity logs at ``notice=120`` alone, whose jobs no longer
+shorten their ``auto`` checkpoint interval after a leave warned in time (it loses
+nothing); every summary and every log without notice unchanged.
 """
 
 from __future__ import annotations

@@ -347,7 +347,7 @@ class ClusterJob:
             self._ckpt_mark_s = self.books.running_s
         if (kind is _CHECKPOINT or kind is _PREEMPT) and self.schedule is not None:
             self.checkpoint_interval_s = self.schedule.current_interval_s(
-                self.checkpoint_write_s, event.time_s - self.spec.arrival_s, self.books.preemptions
+                self.checkpoint_write_s, event.time_s - self.spec.arrival_s, self.books.failures
             )
 
     def result(self) -> JobResult:

@@ -55,6 +55,9 @@ class Accounting:
     lost_s: float = 0.0
     rescale_events: int = 0
     preemptions: int = 0
+    #: preemptions that lost work: the failures the ``auto`` checkpoint interval
+    #: counts (a leave warned in time loses nothing, so it is no reason to write more)
+    failures: int = 0
     checkpoints: int = 0
 
     def bill(
@@ -99,6 +102,8 @@ class Accounting:
             self.rescale_events += 1
         elif kind is _PREEMPT:
             self.preemptions += 1
+            if event.lost_work_h > 0.0:
+                self.failures += 1
         elif kind is _CHECKPOINT:
             self.checkpoints += 1
         self.lost_s += event.lost_work_h * 3600.0

@@ -451,7 +451,7 @@ class JobLoop:
             checkpoint_interval_s=self.checkpoint_interval_s,
             checkpoint_write_s=estimates.checkpoint_write_s(),
             checkpoint_schedule=self.schedule,
-            preemptions=self.books.preemptions,
+            preemptions=self.books.failures,
         )
         return obs if self.zones is None else self.zones.observed(obs, self.available, self.price)
 
@@ -542,7 +542,7 @@ class JobLoop:
                 self._since_checkpoint_s = 0.0
             if kind is _CHECKPOINT or kind is _PREEMPT:
                 self.checkpoint_interval_s = self.schedule.current_interval_s(
-                    self.estimates.checkpoint_write_s(), event.time_s, self.books.preemptions
+                    self.estimates.checkpoint_write_s(), event.time_s, self.books.failures
                 )
 
     def _snapshot(self, t: float, every: bool = False) -> None:
