@@ -240,7 +240,7 @@ class Observation:
             gives none, and the interval stays as it is): with ``preemptions``, how
             the interval will grow on nodes that are never preempted
             (:meth:`~elasim.policies.checkpoints.CheckpointSchedule.run_time_s`).
-        preemptions: preemptions seen that lost work (the schedule's failures).
+        preemptions: preemptions seen not warned in time (the schedule's failures).
         zones: every zone the job may run in, in the run's order; empty for a run in
             one zone.  The job runs in one zone at a time (as SkyPilot's managed jobs
             do): ``spot_available`` and ``spot_price_per_hour`` are always the current

@@ -54,12 +54,12 @@ class CheckpointSchedule:
 
     ``auto`` re-estimates the mean time between failures after every checkpoint and
     every preemption: the trace's mean time between drops counts as one
-    pseudo-observation (a prior), the preemptions seen so far that lost work as the
-    others.  A leave warned in time (a notice that covers it) loses nothing, so it
-    does not count: with AWS's two-minute notice every drop is one, and counting them
-    made the job write more often for no loss, and the offline optimum's replay fall
-    behind its plan (one 16-node window at a 1.1x deadline paid 3.1x its cost without
-    notice, on on-demand nodes).
+    pseudo-observation (a prior), the preemptions seen so far that were not warned in
+    time (or lost work all the same) as the others.  A leave warned in time (a notice
+    that covers it) loses nothing, so it does not count: with AWS's two-minute notice
+    every drop is one, and counting them made the job write more often for no loss,
+    and the offline optimum's replay fall behind its plan (one 16-node window at a
+    1.1x deadline paid 3.1x its cost without notice, on on-demand nodes).
 
     Attributes:
         interval_s: fixed trace seconds of running time, None for ``auto``,

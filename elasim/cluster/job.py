@@ -311,11 +311,14 @@ class ClusterJob:
         self.gpus = 0
         self.choice = None
 
-    def record(self, events: list[EventRecord]) -> None:
-        """Keep the events and count them in the books (and the checkpoint timer)."""
+    def record(self, events: list[EventRecord], warned: bool = False) -> None:
+        """Keep the events and count them in the books (and the checkpoint timer).
+
+        ``warned``: they come of a leave warned in time (no failure unless it lost work).
+        """
         for event in events:
             self.events.append(event)
-            self.books.count(event)
+            self.books.count(event, warned)
             if self.schedule is not None:
                 self._time_checkpoints(event)
 
@@ -386,7 +389,7 @@ class ClusterJob:
             return None
         events = self.training.leave(self, now_s)
         self.placement, self.gpus, self.choice = (), 0, None
-        self.record(events)
+        self.record(events, warned=True)
         return events[-1] if events else None
 
     def speed_app(self) -> Application:

@@ -55,8 +55,9 @@ class Accounting:
     lost_s: float = 0.0
     rescale_events: int = 0
     preemptions: int = 0
-    #: preemptions that lost work: the failures the ``auto`` checkpoint interval
-    #: counts (a leave warned in time loses nothing, so it is no reason to write more)
+    #: preemptions not warned in time, or that lost work all the same: the failures
+    #: ``auto``'s checkpoint interval counts (a warned leave loses nothing, so it is
+    #: no reason to write more often)
     failures: int = 0
     checkpoints: int = 0
 
@@ -93,8 +94,11 @@ class Accounting:
         self.spend(source, -amount)
         self.spend(target, amount)
 
-    def count(self, event: EventRecord) -> None:
-        """Tally an event: the counts in the summary are counts of event rows."""
+    def count(self, event: EventRecord, warned: bool = False) -> None:
+        """Tally an event: the counts in the summary are counts of event rows.
+
+        ``warned``: the event comes of a leave warned in time (a graceful preemption).
+        """
         kind = event.kind
         # identity tests, not set membership: an enum's hash is a Python-level call,
         # and the simulator counts every event
@@ -102,7 +106,7 @@ class Accounting:
             self.rescale_events += 1
         elif kind is _PREEMPT:
             self.preemptions += 1
-            if event.lost_work_h > 0.0:
+            if not warned or event.lost_work_h > 0.0:
                 self.failures += 1
         elif kind is _CHECKPOINT:
             self.checkpoints += 1

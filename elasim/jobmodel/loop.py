@@ -137,6 +137,7 @@ class JobLoop:
         self._recent: list[ObservedEvent] = []
         self._leaves: list[PlanLeave] = []  # in leave-time order
         self._caps: list[Cap] = []  # capacity given up under a notice: no taking back
+        self._warned = False  # the events being recorded come of a warned leave
         self.target = Decision(0, 0)
         self.decision_due = True
         self._fresh = True
@@ -386,6 +387,13 @@ class JobLoop:
             events = self.actuator.apply(*action)
         elif kind is Preempt:
             events = self.actuator.preempt(*action)
+            if events:
+                self._warned = action.graceful  # a failure only if unwarned or lossy
+                try:
+                    self._took(events)
+                finally:
+                    self._warned = False
+            return
         elif kind is Warn:
             self._record([action.event], action.drop_s)
             self.decision_due = True
@@ -533,7 +541,7 @@ class JobLoop:
             self.events.append(event)
             if due is not None:
                 self.event_due_s[id(event)] = due
-            self.books.count(event)
+            self.books.count(event, self._warned)
             kind = event.kind
             self._recent.append(
                 ObservedEvent(event.time_s, kind, event.nodes_before, event.nodes_after, deadline_s)
