@@ -27,16 +27,20 @@ from elasim.sim import fastest_finish_h, simulate
 from elasim.traces import load_trace
 
 
-class _Recorder(OnDemandPolicy):
-    """``on_demand`` that keeps the observations it was given."""
+class _Recording:
+    """Mixed in before a policy: it keeps the observations it was given."""
 
-    def __init__(self, config: OnDemandPolicy.Config) -> None:
-        super().__init__(config)
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self.seen: list = []
 
     def decide(self, obs):
         self.seen.append(obs)
         return super().decide(obs)
+
+
+class _Recorder(_Recording, OnDemandPolicy):
+    """``on_demand`` that keeps the observations it was given."""
 
 
 @pytest.mark.parametrize("trace_name", ["spot_p3_bamboo.csv", "spot_us_east.csv"])
@@ -138,16 +142,8 @@ def test_the_shortcut_of_a_loss_never_changes_receding_s_answer(
         assert policy.spot_safe(obs, spare_s, nodes) == full
 
 
-class _SpotRecorder(GreedyPolicy):
+class _SpotRecorder(_Recording, GreedyPolicy):
     """``greedy`` that keeps the observations it was given."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list = []
-
-    def decide(self, obs):
-        self.seen.append(obs)
-        return super().decide(obs)
 
 
 def _warned_run(notice_s: float) -> tuple[object, list]:

@@ -137,7 +137,6 @@ class JobLoop:
         self._recent: list[ObservedEvent] = []
         self._leaves: list[PlanLeave] = []  # in leave-time order
         self._caps: list[Cap] = []  # capacity given up under a notice: no taking back
-        self._warned = False  # the events being recorded come of a warned leave
         self.target = Decision(0, 0)
         self.decision_due = True
         self._fresh = True
@@ -387,12 +386,8 @@ class JobLoop:
             events = self.actuator.apply(*action)
         elif kind is Preempt:
             events = self.actuator.preempt(*action)
-            if events:
-                self._warned = action.graceful  # a failure only if unwarned or lossy
-                try:
-                    self._took(events)
-                finally:
-                    self._warned = False
+            if events:  # a failure only if unwarned or lossy
+                self._took(events, warned=action.graceful)
             return
         elif kind is Warn:
             self._record([action.event], action.drop_s)
@@ -410,9 +405,12 @@ class JobLoop:
         if events:
             self._took(events)
 
-    def _took(self, events: list[EventRecord]) -> None:
-        """Record what a command did, and catch up if it took time (:meth:`_catch_up`)."""
-        self._record(events)
+    def _took(self, events: list[EventRecord], warned: bool = False) -> None:
+        """Record what a command did, and catch up if it took time (:meth:`_catch_up`).
+
+        ``warned``: the events come of a leave warned in time (:meth:`Accounting.count`).
+        """
+        self._record(events, warned=warned)
         self._catch_up()
 
     def _catch_up(self) -> None:
@@ -535,13 +533,15 @@ class JobLoop:
 
     # -- records --------------------------------------------------------------------------
 
-    def _record(self, events: list[EventRecord], deadline_s: float | None = None) -> None:
+    def _record(
+        self, events: list[EventRecord], deadline_s: float | None = None, warned: bool = False
+    ) -> None:
         due = self._due_s
         for event in events:
             self.events.append(event)
             if due is not None:
                 self.event_due_s[id(event)] = due
-            self.books.count(event, self._warned)
+            self.books.count(event, warned)
             kind = event.kind
             self._recent.append(
                 ObservedEvent(event.time_s, kind, event.nodes_before, event.nodes_after, deadline_s)
