@@ -28,7 +28,8 @@ import pytest
 from elasim.cluster import ClusterSetup, build_loop
 from elasim.cluster.setup import MODEL_PARAMS
 from elasim.job import load_job
-from elasim.jobmodel import JobSpec, RescaleMode
+from elasim.jobmodel import CheckpointSchedule, JobSpec, RescaleMode, checkpoint_timer_after
+from elasim.policies import EventKind
 from elasim.sim import SimConfig, simulate
 from elasim.traces import load_capacity_trace
 
@@ -149,3 +150,26 @@ def test_cluster_simulate_takes_the_notice_and_the_interval() -> None:
     assert json.loads(warned.stdout)["lost_work_h"] < plain["lost_work_h"]
     bad = runner.invoke(app, [*args, "--checkpoint-interval-s", "0.1"])
     assert bad.exit_code == 2 and "--checkpoint-interval-s" in bad.output
+
+
+def test_one_timer_rule_restarts_on_durable_state_and_re_estimates_on_losses() -> None:
+    """The single job's loop and the cluster's jobs read one rule: what each event does.
+
+    A checkpoint or a pause restarts the timer; a checkpoint or a preemption
+    re-estimates ``auto``'s interval from the failures; nothing else touches either.
+    """
+    schedule = CheckpointSchedule(None, 86400.0)
+    start = schedule.current_interval_s(WRITE_S, 0.0, 0)
+    after = {
+        kind: checkpoint_timer_after(
+            kind, schedule, start, write_s=WRITE_S, elapsed_s=3600.0, failures=3
+        )
+        for kind in EventKind
+    }
+    shorter = schedule.current_interval_s(WRITE_S, 3600.0, 3)
+    assert shorter < start
+    assert after[EventKind.CHECKPOINT] == (True, shorter)
+    assert after[EventKind.PREEMPT] == (False, shorter)
+    assert after[EventKind.PAUSE] == (True, start)
+    others = set(EventKind) - {EventKind.CHECKPOINT, EventKind.PREEMPT, EventKind.PAUSE}
+    assert others and all(after[kind] == (False, start) for kind in others)

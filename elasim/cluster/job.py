@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any, Protocol
 
-from elasim.jobmodel import Accounting, CheckpointSchedule
+from elasim.jobmodel import Accounting, CheckpointSchedule, checkpoint_timer_after
 from elasim.policies import EventKind, EventRecord, JobState
 from elasim.policies.cluster import ClusterJobView, Placement, placement_gpus
 from elasim.traces.cluster import WorkloadJob
@@ -39,9 +39,6 @@ from .speed import ADAPTIVE, JobSpeedModel, SpeedFit
 __all__ = ["ADAPTIVE", "ClusterJob", "JobSpeedModel", "Training"]
 
 _EPS = 1e-9
-_CHECKPOINT = EventKind.CHECKPOINT
-_PAUSE = EventKind.PAUSE
-_PREEMPT = EventKind.PREEMPT
 
 
 _new = object.__new__  # a view without the dataclass's ``__init__`` (see ClusterJob.view)
@@ -320,7 +317,7 @@ class ClusterJob:
             self.events.append(event)
             self.books.count(event, warned)
             if self.schedule is not None:
-                self._time_checkpoints(event)
+                self._time_checkpoints(event, self.schedule)
 
     # -- periodic checkpoints -------------------------------------------------------------
 
@@ -344,14 +341,18 @@ class ClusterJob:
         """A checkpoint was asked for: the timer restarts even if none was written."""
         self._ckpt_mark_s = self.books.running_s
 
-    def _time_checkpoints(self, event: EventRecord) -> None:
-        kind = event.kind
-        if kind is _CHECKPOINT or kind is _PAUSE:
+    def _time_checkpoints(self, event: EventRecord, schedule: CheckpointSchedule) -> None:
+        """The single job's timer rule (:func:`~elasim.jobmodel.checkpoint_timer_after`)."""
+        restart, self.checkpoint_interval_s = checkpoint_timer_after(
+            event.kind,
+            schedule,
+            self.checkpoint_interval_s,
+            write_s=self.checkpoint_write_s,
+            elapsed_s=event.time_s - self.spec.arrival_s,
+            failures=self.books.failures,
+        )
+        if restart:
             self._ckpt_mark_s = self.books.running_s
-        if (kind is _CHECKPOINT or kind is _PREEMPT) and self.schedule is not None:
-            self.checkpoint_interval_s = self.schedule.current_interval_s(
-                self.checkpoint_write_s, event.time_s - self.spec.arrival_s, self.books.failures
-            )
 
     def result(self) -> JobResult:
         """Its row of the run's results."""

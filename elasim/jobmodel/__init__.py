@@ -43,6 +43,7 @@ from .rules import (
     LEAVE_STEPS,
     MIN_AUTO_INTERVAL_S,
     CheckpointSchedule,
+    checkpoint_timer_after,
     leave_lead_s,
     young_daly_interval_s,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "SpecMismatchError",
     "TimelineRow",
     "build_job_loop",
+    "checkpoint_timer_after",
     "describe_checkpoint_interval",
     "job_rules",
     "leave_lead_s",

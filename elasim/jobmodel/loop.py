@@ -71,7 +71,7 @@ from .actuator import Actuator
 from .errors import PolicyError, _policy_error
 from .options import JobRules
 from .replay import CapacityReplay, ReplayItem
-from .rules import CheckpointSchedule
+from .rules import CheckpointSchedule, checkpoint_timer_after
 from .timeline import TimelineRow
 from .zones import ZoneMoves
 
@@ -80,7 +80,6 @@ __all__ = ["JobLoop", "PolicyError", "TimelineRow"]
 log = logging.getLogger(__name__)
 
 _EPS = 1e-9
-_CHECKPOINT, _PAUSE, _PREEMPT = EventKind.CHECKPOINT, EventKind.PAUSE, EventKind.PREEMPT
 #: The earliest a policy's ``wake_after_s`` can ask to be asked again (trace seconds).
 MIN_WAKE_S = 1e-3
 
@@ -546,12 +545,16 @@ class JobLoop:
             self._recent.append(
                 ObservedEvent(event.time_s, kind, event.nodes_before, event.nodes_after, deadline_s)
             )
-            if kind is _CHECKPOINT or kind is _PAUSE:
+            restart, self.checkpoint_interval_s = checkpoint_timer_after(
+                kind,
+                self.schedule,
+                self.checkpoint_interval_s,
+                write_s=self.estimates.checkpoint_write_s(),
+                elapsed_s=event.time_s,
+                failures=self.books.failures,
+            )
+            if restart:
                 self._since_checkpoint_s = 0.0
-            if kind is _CHECKPOINT or kind is _PREEMPT:
-                self.checkpoint_interval_s = self.schedule.current_interval_s(
-                    self.estimates.checkpoint_write_s(), event.time_s, self.books.failures
-                )
 
     def _snapshot(self, t: float, every: bool = False) -> None:
         if not self._record_timeline:

@@ -7,6 +7,7 @@ job spec's model, or measurements converted to trace seconds).
 
 from __future__ import annotations
 
+from elasim.policies import EventKind
 from elasim.policies.checkpoints import (
     DEFAULT_PRIOR_MTBF_S,
     MIN_AUTO_INTERVAL_S,
@@ -21,6 +22,7 @@ __all__ = [
     "LEAVE_STEPS",
     "MIN_AUTO_INTERVAL_S",
     "CheckpointSchedule",
+    "checkpoint_timer_after",
     "leave_lead_s",
     "young_daly_interval_s",
 ]
@@ -29,6 +31,32 @@ __all__ = [
 #: one for the step in flight when it does.  The executor acts at step boundaries, so
 #: the simulator, which has no steps, assumes the same.
 LEAVE_STEPS = 2
+
+_CHECKPOINT, _PAUSE, _PREEMPT = EventKind.CHECKPOINT, EventKind.PAUSE, EventKind.PREEMPT
+
+
+def checkpoint_timer_after(
+    kind: EventKind,
+    schedule: CheckpointSchedule,
+    interval_s: float,
+    *,
+    write_s: float,
+    elapsed_s: float,
+    failures: int,
+) -> tuple[bool, float]:
+    """The periodic checkpoint timer after an event: (restart it?, the interval from now).
+
+    A checkpoint or a pause leaves the state durable, so the training time towards
+    the next write starts over; a checkpoint or a preemption re-estimates the interval
+    (``auto``'s Young/Daly, from the job's ``elapsed_s`` and its ``failures``: the
+    preemptions not warned in time).  One rule for the single job's loop and every
+    job of a cluster, which keep only their own clocks (training seconds summed, the
+    books' running time marked): the cluster's copy of it once missed a change of
+    what counts as a failure.
+    """
+    if kind is _CHECKPOINT or kind is _PREEMPT:
+        interval_s = schedule.current_interval_s(write_s, elapsed_s, failures)
+    return kind is _CHECKPOINT or kind is _PAUSE, interval_s
 
 
 def leave_lead_s(
