@@ -12,10 +12,12 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-__all__ = ["Vertex", "best_at", "lower_frontier", "spot_first"]
+__all__ = ["PUT_OFF", "Vertex", "best_at", "lower_frontier", "spot_first", "spot_markup"]
 
 #: Relative rounding within which two prices of work (or two slopes) are equal.
 _REL_EPS = 1e-9
+#: A price of work this much (relative) below a step is below it, whatever the rounding.
+PUT_OFF = 1e-6
 
 
 class Vertex(NamedTuple):
@@ -67,6 +69,21 @@ def best_at(vertices: list[Vertex], lam: float) -> Vertex:
             break
         best = vertex
     return best
+
+
+def spot_markup(vertices: list[Vertex], lam: float, high: float) -> float:
+    """``lam`` raised towards ``high`` as far as that buys spot nodes only.
+
+    Never on-demand nodes beyond those ``lam`` buys outright: a price just below
+    their vertex, and ``lam`` itself at their tie (left to ``receding``'s pacing).
+    """
+    base = best_at(vertices, lam * (1.0 - PUT_OFF)).config[1]
+    for vertex in vertices:
+        if vertex.from_lam > high:
+            break
+        if vertex.config[1] > base:
+            return max(lam, min(high, vertex.from_lam * (1.0 - PUT_OFF)))
+    return max(lam, high)
 
 
 def spot_first(

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from ._common import check_bool, check_float, usable_spot, wake_after
-from ._frontier import Vertex, best_at, spot_first
+from ._common import check_bool, check_float, cost_per_hour, usable_spot, wake_after
+from ._frontier import PUT_OFF, Vertex, best_at, spot_first, spot_markup
 from ._history import AvailabilityHistory
 from ._ondemand import (
     DEFAULT_OVERHEAD_FRACTION,
@@ -30,8 +30,6 @@ __all__ = ["AvailabilityHistory", "RecedingPolicy"]
 #: The price of work is sought up to this many times the plan's price of a sample: at
 #: that price the fastest configuration the plan's price allows wins.
 _LAM_RANGE = 1e3
-#: A price of work this much (relative) below a step is below it, whatever the rounding.
-_PUT_OFF = 1e-6
 #: Seconds of spare at which the last safe moment has come (no wake-ups closer).
 _SPARE_EPS_S = 1.0
 #: What a spot venture is weighed against: the budget (USD) and the fallback's count.
@@ -123,6 +121,8 @@ class RecedingPolicy(PolicyBase):
                 after the commitment is taken; False commits at a spare of 0.
             replan_h: the policy asks to be woken at least this often (hours), so
                 that ``lam`` follows the time passing without changes.
+            work_markup: the price of work is raised by this share over the certainty
+                equivalent's, to the plan's at most (:meth:`price_of_work`); 0: off.
             failover: in several zones, move to another zone's spot when this one
                 has none and the transfer fits in the spare slack (``deadline``'s
                 rule, so the deadline keeps its margin).
@@ -141,6 +141,7 @@ class RecedingPolicy(PolicyBase):
         loss_cover: float = 5.0
         spot_return: bool = True
         replan_h: float = 0.5
+        work_markup: float = 0.1
 
         def __post_init__(self) -> None:
             self.deadline_config()  # checks the options ``deadline`` shares
@@ -150,6 +151,7 @@ class RecedingPolicy(PolicyBase):
             check_float("loss_cover", self.loss_cover)
             check_bool("spot_return", self.spot_return)
             check_float("replan_h", self.replan_h, strict=True)
+            check_float("work_markup", self.work_markup)
 
         def deadline_config(self) -> DeadlinePolicy.Config:
             """The options ``deadline`` shares, for the ``deadline`` policy held inside."""
@@ -246,6 +248,13 @@ class RecedingPolicy(PolicyBase):
 
         The expected rate is a step function of ``lam`` (each level's frontier steps at
         its vertices' prices): its steps swept in order, exact, ``O(levels x max_nodes)``.
+
+        The policy raises it by ``work_markup``, to the plan's at most, as far as that
+        buys spot nodes only (:func:`spot_markup`): certainty equivalence prices work
+        at the mean future, but catching up after an outage costs more than linearly
+        (a sample on 16 nodes costs 4.6x one node's), so work's expected price is
+        higher; at the mean, a job that reads spot as plentiful runs too few spot
+        nodes, then catches up on on-demand ones (measured in the policies guide).
         """
         assert obs.deadline_s is not None
         high = plan.usd_per_sample * _LAM_RANGE
@@ -299,6 +308,8 @@ class RecedingPolicy(PolicyBase):
                 return move
         if available not in frontiers:
             frontiers[available] = self.frontier(obs, available, plan.usd_per_sample)
+        high = min(lam * (1.0 + self.config.work_markup), plan.usd_per_sample)
+        lam = spot_markup(frontiers[available], lam, high)  # (:meth:`price_of_work`)
         lam = self._put_off(obs, lam, frontiers[available], (spare, fallback))
         spot, on_demand = self._switch_or_hold(obs, lam, frontiers[available])
         if self._afford_spot(obs, spot, on_demand, plan, (budget, fallback)) < spot:
@@ -440,7 +451,7 @@ class RecedingPolicy(PolicyBase):
         at = best_at(frontier, lam).config
         if total - obs.remaining_samples <= line and not self._rides_out(obs, spare, at[1]):
             return lam
-        below = lam * (1.0 - _PUT_OFF)
+        below = lam * (1.0 - PUT_OFF)
         lower = best_at(frontier, below).config
         if lower[0] == at[0] and lower[1] < at[1]:
             return below
@@ -456,10 +467,8 @@ class RecedingPolicy(PolicyBase):
         held-out worst 1.45x -> 1.16x; measured in the policies guide).
 
         The reserve must hold until the policy looks again, at most ``replan_h`` later
-        when nothing changes: a node let go with its spare a minute above the reserve
-        was looked at again half an hour below it, too late for one node, and the job
-        ended on its 4-node fallback (a 4-node 2x window: 1.27x -> 1.17x; over the 729
-        benchmark windows, 19 above 1.15x instead of 23).
+        (a node let go a minute above the reserve was looked at again half an hour
+        below it, and the job ended on its 4-node fallback: measured in the guide).
 
         Otherwise, while the spare counted on the fallback covers ``outage_cover``
         expected waits for spot, from the outages seen
@@ -514,7 +523,7 @@ class RecedingPolicy(PolicyBase):
 
         def value(config: tuple[int, int]) -> float:
             rate = self.deadline.rate(obs, sum(config))
-            return lam * rate - self._cost_per_s(obs, config)
+            return lam * rate - cost_per_hour(obs, *config) / 3600.0
 
         new = max(best[0] - held[0], 0) + max(best[1] - held[1], 0)
         boot = obs.worst_pause_s * (
@@ -526,15 +535,6 @@ class RecedingPolicy(PolicyBase):
         if (value(best) - value(held)) * max(horizon, 0.0) > switch_usd:
             return best
         return held
-
-    @staticmethod
-    def _cost_per_s(obs: Observation, config: tuple[int, int]) -> float:
-        """USD per second of holding ``config``."""
-        spot, on_demand = config
-        cost = spot * obs.spot_price_per_hour
-        if on_demand:
-            cost += on_demand * obs.on_demand_price_per_hour
-        return cost / 3600.0
 
     def _afford_spot(
         self, obs: Observation, spot: int, on_demand: int, plan: OnDemandPlan, money: _Money

@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 from test_policies_builtin import deadline_obs
 
+from elasim.job import load_job
+from elasim.jobmodel import JobSpec
 from elasim.policies import Decision, RecedingPolicy
+from elasim.policies._frontier import best_at, spot_markup
+from elasim.sim import fastest_finish_h, simulate
+from elasim.traces import load_trace
 
 SPOT_STEP = 1.0 / 3600.0 / 100.0  # USD per sample on spot: from here spot is worth it
 OD_STEP = 3.0 / 3600.0 / 100.0  # ... and on-demand nodes
@@ -410,3 +415,50 @@ def test_spot_past_the_last_safe_moment_keeps_the_fallbacks_pace_or_none() -> No
     assert policy._afford_spot(obs, 8, 0, plan, (budget, 8)) == 1
     assert policy._spot_at_last_moment(obs, 8, policy.spare_s(obs, 8), plan, budget) == 0
     assert policy.decide(obs) == Decision(0, 8, None)
+
+
+def test_the_markup_buys_spot_nodes_never_on_demand_ones() -> None:
+    # sub-linear scaling on 4 spot nodes: the k-th spot node is worth its price from
+    # 1, 2, 3.33 and 5 x SPOT_STEP (marginal rates 100, 50, 30 and 20 /s at 1 USD/h)
+    policy = receding()
+    obs = deadline_obs(spot_available=4, **SUBLINEAR)
+    plan = policy.deadline.plan(obs)
+    spot = policy.frontier(obs, 4, plan.usd_per_sample)
+    assert [round(v.from_lam / SPOT_STEP, 2) for v in spot[1:]] == [1.0, 2.0, 3.33, 5.0]
+    # at 3.1 x the third node is not worth it; 10 % more is, so it runs
+    marked = spot_markup(spot, 3.1 * SPOT_STEP, 3.41 * SPOT_STEP)
+    assert marked == pytest.approx(3.41 * SPOT_STEP)
+    assert best_at(spot, marked).config == (3, 0)
+    # no spot: one on-demand node is worth it from 3 x (3 USD/h for 100 /s); at 2.9 x
+    # the markup stops just below it, and at 3 x (its tie) it adds nothing: the
+    # pacing rules decide the tie (test_puts_off_on_demand_nodes_ahead_of_the_line)
+    none = policy.frontier(obs, 0, plan.usd_per_sample)
+    assert none[1].config == (0, 1) and none[1].from_lam == pytest.approx(3 * SPOT_STEP)
+    assert best_at(none, spot_markup(none, 2.9 * SPOT_STEP, 3.19 * SPOT_STEP)).config == (0, 0)
+    assert spot_markup(none, 3 * SPOT_STEP, 3.3 * SPOT_STEP) == 3 * SPOT_STEP
+
+
+def test_the_markup_runs_more_spot_while_it_is_plentiful() -> None:
+    # a 16-node, 2x window of spot_us_east.csv: at the certainty-equivalent price the
+    # job ran few spot nodes while spot was plentiful, fell behind, and caught up on
+    # 9.25 on-demand node-hours (99.30 USD, 1.17x the optimum's 84.89); marked up,
+    # it runs more spot early and needs 3.4 (90.09 USD, 1.06x)
+    job = load_job("resnet50_v100").with_nodes(1, 16)
+    spec = JobSpec(
+        job="resnet50_v100",
+        max_nodes=16,
+        deadline_s=2.0 * fastest_finish_h(job, JobSpec()) * 3600.0,
+        start_offset_s=83430.85371460448,
+        on_demand_price_per_hour=3.06,
+        spot_price_per_hour=0.918,
+    )
+    trace = load_trace("spot_us_east.csv")
+    runs = {}
+    for markup in (0.0, 0.1):
+        policy = RecedingPolicy(RecedingPolicy.Config(work_markup=markup))
+        runs[markup] = simulate(spec, trace=trace, policy=policy, job=job)
+    plain, marked = (runs[m].summary() for m in (0.0, 0.1))
+    assert plain["deadline_met"] and marked["deadline_met"]
+    assert marked["spot_node_hours"] > plain["spot_node_hours"] + 5.0
+    assert marked["on_demand_node_hours"] < plain["on_demand_node_hours"] - 5.0
+    assert runs[0.1].cost_usd < 0.93 * runs[0.0].cost_usd
