@@ -438,10 +438,10 @@ class RecedingPolicy(PolicyBase):
         (``samples x now / deadline``), the on-demand nodes the plan adds at exactly
         ``lam`` (its tie with the same spot and fewer on-demand nodes) are put off;
         behind it, or when ``lam`` has risen past them, they come.  Spot is never put
-        off.  With no spot, they are put off behind the line too while they may wait
-        (:meth:`_rides_out`; ``spare``: the spare and the fallback it is counted on):
-        the line alone buys half the time of a first outage at a 2x deadline, with a
-        day of slack (measured in the policies guide).
+        off.  With no spot, ahead of the line counts only while the nodes' own spare
+        lasts until the next look, or the wait turns their cheap work into the dearer
+        fallback's (measured in the guide); behind it, they are put off while they may
+        wait (:meth:`_rides_out`; ``spare``: the spare and the fallback it is counted on).
         """
         assert obs.deadline_s is not None
         if not self.config.pace:
@@ -449,7 +449,10 @@ class RecedingPolicy(PolicyBase):
         total = job_samples(obs)
         line = total * min(max(obs.now_s / obs.deadline_s, 0.0), 1.0)
         at = best_at(frontier, lam).config
-        if total - obs.remaining_samples <= line and not self._rides_out(obs, spare, at[1]):
+        ahead = total - obs.remaining_samples > line
+        if ahead and not usable_spot(obs) and at[1]:  # the nodes' own spare must last
+            ahead = self.spare_at_next_look_s(obs, at[1]) >= 0.0
+        if not ahead and not self._rides_out(obs, spare, at[1]):
             return lam
         below = lam * (1.0 - PUT_OFF)
         lower = best_at(frontier, below).config
@@ -464,11 +467,8 @@ class RecedingPolicy(PolicyBase):
         still to come (:meth:`reserve_s`): work put off then costs nothing even if spot
         never returns, as the same nodes do it later at the same price per sample,
         while slack left at the end is on-demand time bought for nothing (one-node
-        held-out worst 1.45x -> 1.16x; measured in the policies guide).
-
-        The reserve must hold until the policy looks again, at most ``replan_h`` later
-        (a node let go a minute above the reserve was looked at again half an hour
-        below it, and the job ended on its 4-node fallback: measured in the guide).
+        held-out worst 1.45x -> 1.16x; measured in the policies guide).  The reserve
+        must hold until the next look (:meth:`spare_at_next_look_s`).
 
         Otherwise, while the spare counted on the fallback covers ``outage_cover``
         expected waits for spot, from the outages seen
@@ -483,12 +483,15 @@ class RecedingPolicy(PolicyBase):
         if self.config.outage_cover <= 0.0 or usable_spot(obs) > 0:
             return False
         if self.config.loss_cover > 0.0 and nodes > 0:
-            look_s = self.config.replan_h * 3600.0  # the next look, at the latest
-            if self.spare_s(obs, nodes) - look_s >= self.reserve_s(obs, nodes):
+            if self.spare_at_next_look_s(obs, nodes) >= self.reserve_s(obs, nodes):
                 return True
         wait_s = self.history.outage_left_s(self.config.outage_h * 3600.0)
         spare_s, fallback = spare
         return spare_s >= self.config.outage_cover * self.premium(obs, nodes, fallback) * wait_s
+
+    def spare_at_next_look_s(self, obs: Observation, nodes: int) -> float:
+        """The spare on ``nodes`` on-demand nodes at the next look (``replan_h``), waiting."""
+        return self.spare_s(obs, nodes) - self.config.replan_h * 3600.0
 
     def premium(self, obs: Observation, nodes: int, fallback: int) -> float:
         """How many times a sample on ``fallback`` nodes costs one on ``nodes`` (>= 1)."""
@@ -587,8 +590,7 @@ class RecedingPolicy(PolicyBase):
     def _wake_at(self, obs: Observation, nodes: int, fallback: int, spare: float) -> float | None:
         """When to look again: the last safe moment on ``nodes`` nodes, or ``replan_h``.
 
-        Not when the waiting nodes' spare reaches their reserve (:meth:`reserve_s`):
-        that made one-node windows dearer (held-out worst 1.16x -> 1.35x).
+        Not when the waiting nodes' spare reaches their reserve: measured in the guide.
         """
         wake = self.config.replan_h * 3600.0
         fall = 1.0 - self.deadline.rate(obs, nodes) / self.deadline.rate(obs, fallback)
