@@ -17,13 +17,14 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spot_windows import benchmark_window
 
 from elasim.job import load_job
 from elasim.jobmodel import JobSpec
 from elasim.policies import GreedyPolicy, OnDemandPolicy, OptimalPolicy
 from elasim.policies._ondemand import on_demand_time_s, start_pause_s
 from elasim.policies.checkpoints import CheckpointSchedule
-from elasim.sim import fastest_finish_h, simulate
+from elasim.sim import simulate
 from elasim.traces import load_trace
 
 
@@ -175,18 +176,9 @@ def test_the_optimum_with_a_notice_costs_no_more_than_without() -> None:
     # warned leaves as failures made the replay write more often than its plan,
     # fall behind it and finish on on-demand hours (49.29 -> 54.31 USD here; 3.1x on
     # a 16-node 1.1x window of SkyPilot's us-west-2c trace)
-    job = load_job("resnet50_v100").with_nodes(1, 1)
     cost = {}
     for notice_s in (0.0, 120.0):
-        spec = JobSpec(
-            job="resnet50_v100",
-            max_nodes=1,
-            deadline_s=1.5 * fastest_finish_h(job, JobSpec()) * 3600.0,
-            start_offset_s=1143748.1540574362,
-            on_demand_price_per_hour=3.06,
-            spot_price_per_hour=0.918,
-            notice_s=notice_s,
-        )
+        spec, job = benchmark_window(1, 1.5, 1143748.1540574362, notice_s=notice_s)
         trace = load_trace("spot_us_west.csv")
         cost[notice_s] = simulate(spec, trace=trace, policy=OptimalPolicy(), job=job).cost_usd
     assert cost[120.0] <= cost[0.0] * 1.001

@@ -15,13 +15,12 @@ import dataclasses
 from typing import Any
 
 import pytest
+from spot_windows import benchmark_window
 from test_policies_builtin import deadline_obs
 
-from elasim.job import load_job
-from elasim.jobmodel import JobSpec
 from elasim.policies import Decision, RecedingPolicy
 from elasim.policies._frontier import best_at, spot_markup
-from elasim.sim import fastest_finish_h, simulate
+from elasim.sim import simulate
 from elasim.traces import load_trace
 
 SPOT_STEP = 1.0 / 3600.0 / 100.0  # USD per sample on spot: from here spot is worth it
@@ -187,15 +186,7 @@ def test_waits_ahead_of_the_line_only_while_the_nodes_own_spare_lasts() -> None:
     # at an outage with one on-demand node's spare below the next look; it waited
     # half an hour each time, then finished on its 4-node fallback (53.42 USD, 1.25x
     # the optimum); now one node runs through those outages (44.29 USD, 1.03x)
-    job = load_job("resnet50_v100").with_nodes(1, 4)
-    spec = JobSpec(
-        job="resnet50_v100",
-        max_nodes=4,
-        deadline_s=1.5 * fastest_finish_h(job, JobSpec()) * 3600.0,
-        start_offset_s=1358287.229040848,
-        on_demand_price_per_hour=3.06,
-        spot_price_per_hour=0.918,
-    )
+    spec, job = benchmark_window(4, 1.5, 1358287.229040848)
     run = simulate(spec, trace=load_trace("spot_us_west.csv"), policy=RecedingPolicy(), job=job)
     assert run.summary()["deadline_met"]
     assert run.cost_usd < 46.0
@@ -467,15 +458,7 @@ def test_the_markup_runs_more_spot_while_it_is_plentiful() -> None:
     # job ran few spot nodes while spot was plentiful, fell behind, and caught up on
     # 9.25 on-demand node-hours (99.30 USD, 1.17x the optimum's 84.89); marked up,
     # it runs more spot early and needs 3.9 (87.50 USD, 1.03x)
-    job = load_job("resnet50_v100").with_nodes(1, 16)
-    spec = JobSpec(
-        job="resnet50_v100",
-        max_nodes=16,
-        deadline_s=2.0 * fastest_finish_h(job, JobSpec()) * 3600.0,
-        start_offset_s=83430.85371460448,
-        on_demand_price_per_hour=3.06,
-        spot_price_per_hour=0.918,
-    )
+    spec, job = benchmark_window(16, 2.0, 83430.85371460448)
     trace = load_trace("spot_us_east.csv")
     runs = {}
     for markup in (0.0, 0.1):
