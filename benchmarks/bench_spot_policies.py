@@ -34,6 +34,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -82,20 +83,32 @@ def shared_traces(folder: Path, count: int) -> list[str]:
     return out
 
 
+def window(nodes: int, factor: float, start_offset_s: float | None, **spec: Any):
+    """``(spec, job)`` of one window: the preset on up to ``nodes`` nodes, its deadline.
+
+    The deadline is ``factor`` times the preset's fastest time from the start, at the
+    benchmark's prices; ``start_offset_s`` None lets the sweep draw it per seed, and
+    ``spec`` adds further ``JobSpec`` fields.  The one builder of a window: the
+    tests that pin one and the tail's analyses replay it from here.
+    """
+    job = load_job(JOB).with_nodes(1, nodes)
+    built = JobSpec(
+        job=JOB,
+        max_nodes=nodes,
+        deadline_s=factor * fastest_finish_h(job, JobSpec()) * 3600.0,
+        start_offset_s=start_offset_s,
+        on_demand_price_per_hour=ON_DEMAND_PRICE,
+        spot_price_per_hour=SPOT_PRICE,
+        **spec,
+    )
+    return built, job
+
+
 def sweep(
     traces: list[str], policies: tuple[str, ...], nodes: int, factor: float, args
 ) -> pd.DataFrame:
     """One grid: every trace x window at ``nodes`` nodes, deadline ``factor`` x fastest."""
-    job = load_job(JOB).with_nodes(1, nodes)
-    deadline_h = factor * fastest_finish_h(job, JobSpec())
-    base = JobSpec(
-        job=JOB,
-        max_nodes=nodes,
-        deadline_s=deadline_h * 3600.0,
-        start_offset_s=None,
-        on_demand_price_per_hour=ON_DEMAND_PRICE,
-        spot_price_per_hour=SPOT_PRICE,
-    )
+    base, _ = window(nodes, factor, None)
     spec = SweepSpec(
         traces=tuple(traces),
         policies=policies,
@@ -166,9 +179,7 @@ def decision_times(policies: tuple[str, ...]) -> None:
     trace = load_trace("spot_us_east.csv")
     print(f"\ntime per decision on spot_us_east.csv, load {os.getloadavg()[0]:.2f}:")
     for nodes in NODES:
-        job = load_job(JOB).with_nodes(1, nodes)
-        deadline_s = 1.5 * fastest_finish_h(job, JobSpec()) * 3600.0
-        spec = JobSpec(deadline_s=deadline_s, start_offset_s=0.0)
+        spec, job = window(nodes, 1.5, 0.0)
         cells = []
         for policy in policies:
             timed = TimedPolicy(make_policy(policy))

@@ -41,9 +41,6 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_spot_policies as bench  # noqa: E402
 
-from elasim.job import load_job  # noqa: E402
-from elasim.jobmodel import JobSpec  # noqa: E402
-from elasim.sim import fastest_finish_h  # noqa: E402
 from elasim.traces import load_trace  # noqa: E402
 
 GRID_S = 60.0
@@ -101,8 +98,8 @@ def profile(avail: np.ndarray, price: np.ndarray, lo: int, hi: int) -> dict:
 
 def window_bound(trace, offset_s: float, nodes: int, factor: float) -> dict:
     """The two-future bound for one window (see the module), with where it is reached."""
-    job = load_job(bench.JOB).with_nodes(1, nodes)
-    deadline_s = factor * fastest_finish_h(job, JobSpec()) * 3600.0
+    spec, job = bench.window(nodes, factor, offset_s)
+    deadline_s = spec.deadline_s
     rates = np.array([0.0] + [job.goodput(n) for n in range(1, nodes + 1)])
     target = float(job.target_samples)
     times = offset_s + np.arange(0.0, deadline_s, GRID_S)
