@@ -1,0 +1,136 @@
+"""What ``receding``'s tail would be if it knew more of spot: the future's share, or the past.
+
+Run: ``python benchmarks/receding_what_if.py ROWS.csv [--past-h 12,24,48] [--workers 2]``
+where ``ROWS.csv`` is ``bench_spot_policies.py --policies receding --out``'s table.
+
+Issue 25's tail.  ``receding`` plans at the certainty equivalent of the availability it
+has seen (:class:`~elasim.policies.receding.AvailabilityHistory`: the share of time at
+each level, with a 4-hour uniform prior).  Two questions a reader asks of that design,
+answered by replaying every window of the table with the same policy told more:
+
+* **told the share**: its history answers with the window's own future share of each
+  availability level (the time to the deadline, on a 30 s grid), the thing
+  certainty equivalence estimates.  Not an online policy (it knows how much spot
+  comes, not when): if the tail came from misjudging the share, this would close it.
+* **warmed with H hours**: its history is first fed the trace's ``H`` hours before the
+  window, a minute apart, through the policy's own ``observe`` (an online policy may
+  know its zone's past, as SkyPilot's and Can't Be Late's traces record it).
+
+Each variant's cost over the table's ``optimal_usd`` (the sweep's replayed optimum):
+mean, median, 90th percentile, worst, windows above 1.15x per node count and
+deadlines met, next to the table's own ``receding`` replayed here (``as run``: it
+must match the table).  Every deadline and the plan plus the bet hold in every
+variant (the guarantees do not depend on the history).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_spot_policies as bench  # noqa: E402
+
+from elasim.policies import RecedingPolicy  # noqa: E402
+from elasim.sim import simulate  # noqa: E402
+from elasim.traces import load_trace  # noqa: E402
+
+GRID_S = 30.0
+WARM_STEP_S = 60.0
+
+
+class ToldShares:
+    """A history that answers ``shares`` with given ones and delegates the rest."""
+
+    def __init__(self, history, shares: list[tuple[int, float]]) -> None:
+        self._history = history
+        self._shares = shares
+
+    def shares(self, max_nodes: int) -> list[tuple[int, float]]:
+        return self._shares
+
+    def __getattr__(self, name: str):
+        return getattr(self._history, name)
+
+
+def future_shares(trace, offset_s: float, deadline_s: float, nodes: int):
+    """The share of the window's time at each availability level (capped at ``nodes``)."""
+    seconds: dict[int, float] = {}
+    cells = int(deadline_s // GRID_S) + 1
+    for cell in range(cells):
+        level = min(trace.value_at(offset_s + cell * GRID_S)[0], nodes)
+        seconds[level] = seconds.get(level, 0.0) + GRID_S
+    total = sum(seconds.values())
+    return [(level, s / total) for level, s in sorted(seconds.items())]
+
+
+def replay(row: dict, variant: str, paths: dict[str, str]) -> tuple[float, bool, float]:
+    """``(cost / optimum, deadline met, cost / on-demand plan)`` of one window."""
+    trace = load_trace(paths.get(Path(row["trace"]).name, row["trace"]))
+    offset_s = float(row["start_offset_s"])
+    spec, job = bench.window(int(row["nodes"]), float(row["factor"]), offset_s)
+    policy = RecedingPolicy()
+    if variant == "told the share":
+        shares = future_shares(trace, offset_s, spec.deadline_s, spec.max_nodes)
+        policy.history = ToldShares(policy.history, shares)
+    elif variant.startswith("warmed"):
+        past_s = float(variant.split()[2]) * 3600.0
+        for step in range(int(past_s // WARM_STEP_S), 0, -1):
+            level = trace.value_at((offset_s - step * WARM_STEP_S) % trace.duration_s)[0]
+            policy.history.observe(-step * WARM_STEP_S, min(level, spec.max_nodes))
+    result = simulate(spec, trace=trace, policy=policy, job=job)
+    met = bool(result.summary()["deadline_met"])
+    return result.cost_usd / row["optimal_usd"], met, result.cost_usd / row["on_demand_plan_usd"]
+
+
+def summary(ratios: pd.DataFrame) -> str:
+    """One line: mean, median, p90, worst, windows above 1.15x per node count, met."""
+    r = ratios["ratio"]
+    above = {int(n): int((g["ratio"] > 1.15).sum()) for n, g in ratios.groupby("nodes")}
+    return (
+        f"mean {r.mean():.4f}  median {r.median():.3f}  p90 {r.quantile(0.9):.3f}  "
+        f"worst {r.max():.3f}  above 1.15x by nodes {above}  "
+        f"met {int(ratios['met'].sum())}/{len(ratios)}  worst/plan {ratios['plan'].max():.3f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rows", type=Path, help="bench_spot_policies.py --out's CSV")
+    parser.add_argument("--past-h", default="12,24,48", help="hours of past to warm with")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    print(f"load {os.getloadavg()[0]:.2f} at start")
+    frame = pd.read_csv(args.rows)
+    frame = frame[frame["policy"] == "receding"]
+    rows = frame.to_dict("records")
+    seeds = f"seeds {frame['seed'].min()}-{frame['seed'].max()}"
+    print(f"{len(rows)} windows of {args.rows.name} ({seeds}); cost / the table's optimum\n")
+    variants = ["as run", "told the share"]
+    variants += [f"warmed with {h.strip()} hours" for h in args.past_h.split(",") if h.strip()]
+    with tempfile.TemporaryDirectory(prefix="elasim-what-if-") as tmp:
+        paths = {Path(p).name: p for p in bench.shared_traces(Path(tmp), 6)}
+        with ProcessPoolExecutor(max(args.workers, 1)) as pool:
+            for variant in variants:
+                run = partial(replay, variant=variant, paths=paths)
+                out = list(pool.map(run, rows, chunksize=16))
+                ratios = pd.DataFrame(out, columns=["ratio", "met", "plan"])
+                ratios["nodes"] = frame["nodes"].to_numpy()
+                if variant == "as run":
+                    drift = (ratios["ratio"] - frame["cost_vs_optimal"].to_numpy()).abs().max()
+                    print(f"{'(largest difference from the table)':<24} {drift:.2e}")
+                print(f"{variant:<24} {summary(ratios)}")
+    print(f"\nwall {time.perf_counter() - start:.0f} s, load {os.getloadavg()[0]:.2f} at end")
+
+
+if __name__ == "__main__":
+    main()
