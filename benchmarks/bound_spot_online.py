@@ -100,8 +100,31 @@ def profile(avail: np.ndarray, price: np.ndarray, lo: int, hi: int) -> dict:
     return {(int(a), float(p)): n * GRID_S for (a, p), n in zip(levels, counts, strict=True)}
 
 
+def futures(avail, price, cell: int, job: tuple[int, float], model: tuple) -> list:
+    """Per future A, B, C: the cheapest cost of work after ``cell``, and that future's optimum.
+
+    A: the trace as it happened; B: spot gone from ``cell`` on; C: every node on spot
+    from ``cell`` on, at the spot price seen then.  ``job``: the node count and the
+    samples; ``model``: the rates per node count and the on-demand price.
+    """
+    (nodes, target), (rates, od) = job, model
+    cells = len(avail)
+    later = np.arange(cells) >= cell
+    profiles = (
+        (avail, price),
+        (np.where(later, 0, avail), price),
+        (np.where(later, nodes, avail), np.where(later, price[cell], price)),
+    )
+    out = []
+    for levels, prices in profiles:
+        after = Curve(profile(levels, prices, cell, cells), rates, od)
+        whole = Curve(profile(levels, prices, 0, cells), rates, od)
+        out.append((after, float(whole(np.array([target]))[0])))
+    return out
+
+
 def window_bound(trace, offset_s: float, nodes: int, factor: float) -> dict:
-    """The two-future bound for one window (see the module), with where it is reached."""
+    """The bounds for one window (see the module), with where they are reached."""
     spec, job = bench.window(nodes, factor, offset_s)
     deadline_s = spec.deadline_s
     rates = np.array([0.0] + [job.goodput(n) for n in range(1, nodes + 1)])
@@ -129,22 +152,9 @@ def window_bound(trace, offset_s: float, nodes: int, factor: float) -> dict:
     }
     for cell in branches:
         before = Curve(profile(avail, price, 0, cell), rates, od)
-        after_a = Curve(profile(avail, price, cell, cells), rates, od)
-        after_b = Curve({(0, 0.0): (cells - cell) * GRID_S}, rates, od)
-        zeros = np.zeros(cells)
-        opt_b_curve = Curve(
-            profile(np.where(np.arange(cells) < cell, avail, zeros), price, 0, cells), rates, od
+        (after_a, _), (after_b, opt_b), (after_c, opt_c) = futures(
+            avail, price, cell, (nodes, target), (rates, od)
         )
-        opt_b = float(opt_b_curve(np.array([target]))[0])
-        # C: every node on spot from the branch on, at the spot price seen then
-        after_c = Curve({(nodes, float(price[cell])): (cells - cell) * GRID_S}, rates, od)
-        later = np.arange(cells) >= cell
-        opt_c_curve = Curve(
-            profile(np.where(later, nodes, avail), np.where(later, price[cell], price), 0, cells),
-            rates,
-            od,
-        )
-        opt_c = float(opt_c_curve(np.array([target]))[0])
         work = np.linspace(0.0, min(target, before.work[-1]), WORK_POINTS)
         prefix = before(work)
         r_a = (prefix + after_a(target - work)) / opt_a
