@@ -103,20 +103,19 @@ def profile(avail: np.ndarray, price: np.ndarray, lo: int, hi: int) -> dict:
 def futures(avail, price, cell: int, job: tuple[int, float], model: tuple) -> list:
     """Per future A, B, C: the cheapest cost of work after ``cell``, and that future's optimum.
 
-    A: the trace as it happened; B: spot gone from ``cell`` on; C: every node on spot
-    from ``cell`` on, at the spot price seen then.  ``job``: the node count and the
-    samples; ``model``: the rates per node count and the on-demand price.
+    A: the trace as it happened (its optimum is the window's, ``None`` here: the
+    caller has it); B: spot gone from ``cell`` on; C: every node on spot from ``cell``
+    on, at the spot price seen then.  ``job``: the node count and the samples;
+    ``model``: the rates per node count and the on-demand price.
     """
     (nodes, target), (rates, od) = job, model
     cells = len(avail)
     later = np.arange(cells) >= cell
-    profiles = (
-        (avail, price),
+    out: list = [(Curve(profile(avail, price, cell, cells), rates, od), None)]
+    for levels, prices in (
         (np.where(later, 0, avail), price),
         (np.where(later, nodes, avail), np.where(later, price[cell], price)),
-    )
-    out = []
-    for levels, prices in profiles:
+    ):
         after = Curve(profile(levels, prices, cell, cells), rates, od)
         whole = Curve(profile(levels, prices, 0, cells), rates, od)
         out.append((after, float(whole(np.array([target]))[0])))
@@ -130,7 +129,7 @@ def window_bound(trace, offset_s: float, nodes: int, factor: float) -> dict:
     rates = np.array([0.0] + [job.goodput(n) for n in range(1, nodes + 1)])
     target = float(job.target_samples)
     times = offset_s + np.arange(0.0, deadline_s, GRID_S)
-    rows = trace.at(np.fmod(times, trace.duration_s))
+    rows = trace.rows_at(times)
     avail = np.minimum(trace.available[rows], nodes)
     price = (
         trace.price_per_hour[rows]

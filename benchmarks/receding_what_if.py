@@ -34,6 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,15 +62,16 @@ class ToldShares:
         return getattr(self._history, name)
 
 
+def levels(trace, start_s: float, span_s: float, step_s: float, nodes: int) -> np.ndarray:
+    """Spot nodes available (capped at ``nodes``) every ``step_s`` of ``[start, start + span)``."""
+    rows = trace.rows_at(start_s + np.arange(0.0, span_s, step_s))
+    return np.minimum(trace.available[rows], nodes)
+
+
 def future_shares(trace, offset_s: float, deadline_s: float, nodes: int):
     """The share of the window's time at each availability level (capped at ``nodes``)."""
-    seconds: dict[int, float] = {}
-    cells = int(deadline_s // GRID_S) + 1
-    for cell in range(cells):
-        level = min(trace.value_at(offset_s + cell * GRID_S)[0], nodes)
-        seconds[level] = seconds.get(level, 0.0) + GRID_S
-    total = sum(seconds.values())
-    return [(level, s / total) for level, s in sorted(seconds.items())]
+    seen, counts = np.unique(levels(trace, offset_s, deadline_s, GRID_S, nodes), return_counts=True)
+    return [(int(level), float(n / counts.sum())) for level, n in zip(seen, counts, strict=True)]
 
 
 def replay(row: dict, variant: str, paths: dict[str, str]) -> tuple[float, bool, float]:
@@ -83,9 +85,9 @@ def replay(row: dict, variant: str, paths: dict[str, str]) -> tuple[float, bool,
         policy.history = ToldShares(policy.history, shares)
     elif variant.startswith("warmed"):
         past_s = float(variant.split()[2]) * 3600.0
-        for step in range(int(past_s // WARM_STEP_S), 0, -1):
-            level = trace.value_at((offset_s - step * WARM_STEP_S) % trace.duration_s)[0]
-            policy.history.observe(-step * WARM_STEP_S, min(level, spec.max_nodes))
+        past = levels(trace, offset_s - past_s, past_s, WARM_STEP_S, spec.max_nodes)
+        for step, level in enumerate(past):
+            policy.history.observe(step * WARM_STEP_S - past_s, int(level))
     result = simulate(spec, trace=trace, policy=policy, job=job)
     met = bool(result.summary()["deadline_met"])
     return result.cost_usd / row["optimal_usd"], met, result.cost_usd / row["on_demand_plan_usd"]

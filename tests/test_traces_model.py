@@ -57,6 +57,17 @@ def test_lookup_and_wrap() -> None:
         trace.value_at(float("nan"))
 
 
+def test_rows_at_is_value_at_for_a_grid() -> None:
+    trace = cap()
+    times = np.array([0.0, 99.9, 100.0, 399.0, 400.0, 660.0, 3 * 400 + 99, 1e9])
+    rows = trace.rows_at(times)
+    assert [int(trace.available[i]) for i in rows] == [trace.value_at(t)[0] for t in times]
+    # a time before the start reads the repetition before it (the trace's past)
+    assert trace.rows_at(np.array([-10.0, -160.0])).tolist() == [2, 1]
+    with pytest.raises(ValueError):
+        trace.rows_at(np.array([float("nan")]))
+
+
 def test_next_change_walks_rows_forever() -> None:
     trace = cap()
     t, seen = 0.0, []

@@ -274,6 +274,15 @@ class CapacityTrace:
             raise ValueError(f"trace time must be >= 0, got {t_s!r}")
         return math.fmod(float(t_s), self.duration_s)
 
+    def rows_at(self, t_s: np.ndarray) -> np.ndarray:
+        """Index of the row in effect at each simulation time in ``t_s``, wrapping.
+
+        :meth:`value_at`'s lookup for a whole grid of times at once (the trace repeats
+        from its start, see :meth:`wrap`), for analyses that read a window's
+        availability at every step: one ``np.searchsorted``, not a call per step.
+        """
+        return self.at(np.mod(np.asarray(t_s, dtype=np.float64), self.duration_s))
+
     def value_at(self, t_s: float) -> tuple[int, float | None]:
         """``(available, price_per_hour)`` at simulation time ``t_s``, wrapping.
 

@@ -50,8 +50,7 @@ def _change_times(trace: CapacityTrace, offset_s: float, span_s: float) -> np.nd
 
 def _values(trace: CapacityTrace, offset_s: float, t_s: np.ndarray, default: float) -> tuple:
     """``(available, price)`` arrays of ``trace`` at job times ``t_s`` (repeating)."""
-    local = np.mod(offset_s + t_s, trace.duration_s)
-    index = np.searchsorted(trace.time_s, local, side="right") - 1
+    index = trace.rows_at(offset_s + t_s)
     price = (
         np.full(t_s.size, default) if trace.price_per_hour is None else trace.price_per_hour[index]
     )
