@@ -122,6 +122,34 @@ def sweep(
     return frame
 
 
+#: The columns of ``--out``'s table that the tail's analyses read.
+ROW_COLUMNS = (
+    "trace",
+    "policy",
+    "seed",
+    "nodes",
+    "factor",
+    "start_offset_s",
+    "cost_vs_optimal",
+    "optimal_usd",
+    "on_demand_plan_usd",
+)
+
+
+def read_rows(parser: argparse.ArgumentParser, path: Path) -> pd.DataFrame:
+    """``--out``'s table, or one line on what is wrong with it and exit 2 (bad input)."""
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as err:  # missing, unreadable, empty, not CSV
+        why = getattr(err, "strerror", None) or err
+        parser.exit(2, f"{parser.prog}: error: {path}: {why}\n")
+    missing = [column for column in ROW_COLUMNS if column not in frame.columns]
+    if missing:
+        why = f"not a --out table of this benchmark (no {', '.join(missing)})"
+        parser.exit(2, f"{parser.prog}: error: {path}: {why}\n")
+    return frame
+
+
 def quantiles(values: list[float]) -> tuple[float, float, float]:
     """Median, 90th percentile and worst (NaN when empty)."""
     if not values:

@@ -40,7 +40,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_spot_policies as bench  # noqa: E402
@@ -180,7 +179,7 @@ def main() -> None:
     parser.add_argument("--policy", default="receding")
     parser.add_argument("--shared", type=int, default=6)
     args = parser.parse_args()
-    frame = pd.read_csv(args.rows)
+    frame = bench.read_rows(parser, args.rows)
     frame = frame[(frame["policy"] == args.policy) & (frame["cost_vs_optimal"] > args.above)]
     frame = frame.sort_values("cost_vs_optimal", ascending=False)
     with tempfile.TemporaryDirectory(prefix="elasim-bound-") as tmp:

@@ -74,17 +74,23 @@ def future_shares(trace, offset_s: float, deadline_s: float, nodes: int):
     return [(int(level), float(n / counts.sum())) for level, n in zip(seen, counts, strict=True)]
 
 
-def replay(row: dict, variant: str, paths: dict[str, str]) -> tuple[float, bool, float]:
-    """``(cost / optimum, deadline met, cost / on-demand plan)`` of one window."""
+def replay(
+    row: dict, paths: dict[str, str], *, told: bool = False, past_h: float = 0.0
+) -> tuple[float, bool, float]:
+    """``(cost / optimum, deadline met, cost / on-demand plan)`` of one window.
+
+    ``told``: the history answers with the window's future shares; ``past_h``: hours
+    of the trace before the window fed to the history first; neither: as run.
+    """
     trace = load_trace(paths.get(Path(row["trace"]).name, row["trace"]))
     offset_s = float(row["start_offset_s"])
     spec, job = bench.window(int(row["nodes"]), float(row["factor"]), offset_s)
     policy = RecedingPolicy()
-    if variant == "told the share":
+    if told:
         shares = future_shares(trace, offset_s, spec.deadline_s, spec.max_nodes)
         policy.history = ToldShares(policy.history, shares)
-    elif variant.startswith("warmed"):
-        past_s = float(variant.split()[2]) * 3600.0
+    if past_h > 0.0:
+        past_s = past_h * 3600.0
         past = levels(trace, offset_s - past_s, past_s, WARM_STEP_S, spec.max_nodes)
         for step, level in enumerate(past):
             policy.history.observe(step * WARM_STEP_S - past_s, int(level))
@@ -110,20 +116,26 @@ def main() -> None:
     parser.add_argument("--past-h", default="12,24,48", help="hours of past to warm with")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
+    frame = bench.read_rows(parser, args.rows)
+    try:
+        hours = [float(h) for h in args.past_h.split(",") if h.strip()]
+    except ValueError:
+        hours = [-1.0]
+    if any(not h > 0.0 for h in hours):  # also NaN
+        parser.exit(2, f"{parser.prog}: error: --past-h {args.past_h!r}: positive hours, a,b,c\n")
     start = time.perf_counter()
     print(f"load {os.getloadavg()[0]:.2f} at start")
-    frame = pd.read_csv(args.rows)
     frame = frame[frame["policy"] == "receding"]
     rows = frame.to_dict("records")
     seeds = f"seeds {frame['seed'].min()}-{frame['seed'].max()}"
     print(f"{len(rows)} windows of {args.rows.name} ({seeds}); cost / the table's optimum\n")
-    variants = ["as run", "told the share"]
-    variants += [f"warmed with {h.strip()} hours" for h in args.past_h.split(",") if h.strip()]
+    variants: list[tuple[str, dict]] = [("as run", {}), ("told the share", {"told": True})]
+    variants += [(f"warmed with {h:g} hours", {"past_h": h}) for h in hours]
     with tempfile.TemporaryDirectory(prefix="elasim-what-if-") as tmp:
         paths = {Path(p).name: p for p in bench.shared_traces(Path(tmp), 6)}
         with ProcessPoolExecutor(max(args.workers, 1)) as pool:
-            for variant in variants:
-                run = partial(replay, variant=variant, paths=paths)
+            for variant, options in variants:
+                run = partial(replay, paths=paths, **options)
                 out = list(pool.map(run, rows, chunksize=16))
                 ratios = pd.DataFrame(out, columns=["ratio", "met", "plan"])
                 ratios["nodes"] = frame["nodes"].to_numpy()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from repo_scripts import load_script
 
@@ -28,14 +31,14 @@ def row(what_if) -> dict:
 
 
 def test_as_run_is_the_benchmark_row(what_if, row) -> None:
-    ratio, met, plan = what_if.replay(row, "as run", {})
+    ratio, met, plan = what_if.replay(row, {})
     assert ratio == pytest.approx(row["cost_vs_optimal"], rel=1e-9)
     assert met and plan == pytest.approx(row["cost_vs_on_demand"], rel=1e-9)
 
 
 def test_variants_keep_the_guarantees(what_if, row) -> None:
-    for variant in ("told the share", "warmed with 6 hours"):
-        ratio, met, plan = what_if.replay(row, variant, {})
+    for variant in ({"told": True}, {"past_h": 6.0}):
+        ratio, met, plan = what_if.replay(row, {}, **variant)
         assert met, variant
         assert plan <= 1.05 + 1e-9, variant  # the plan plus receding's 5 % bet
         assert ratio >= 1.0 - 1e-6, variant  # never below the optimum (a 1-window gap)
@@ -58,3 +61,37 @@ def test_told_shares_delegates_the_rest(what_if) -> None:
     assert told.shares(4) == [(3, 1.0)]
     assert history.seen_s == 60.0 and told.outages == history.outages == 0
     assert told.drops == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "says"),
+    [
+        (None, [], "No such file or directory"),
+        ("a,b\n1,2\n", [], "not a --out table of this benchmark (no trace, policy"),
+        ("", [], "No columns to parse"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, content, args, says) -> None:
+    rows = tmp_path / "rows.csv"
+    if content is not None:
+        rows.write_text(content)
+    script = REPO / "benchmarks" / "receding_what_if.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(rows), *args], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and says in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_bad_hours_are_one_line_and_exit_2(tmp_path, row) -> None:
+    rows = tmp_path / "rows.csv"
+    pd.DataFrame([row]).to_csv(rows, index=False)
+    script = REPO / "benchmarks" / "receding_what_if.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(rows), "--past-h", "12,x"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "--past-h '12,x'" in done.stderr and "Traceback" not in done.stderr
